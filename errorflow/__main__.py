@@ -1,0 +1,5 @@
+import sys
+
+from errorflow.cli import main
+
+sys.exit(main())

@@ -1,0 +1,29 @@
+"""`errorflow agent`: one agent of a scenario as its own process, joining a run."""
+
+from __future__ import annotations
+
+from errorflow.agents.agent import Agent
+from errorflow.agents.backends import check_backends
+from errorflow.bus.mqtt import MqttBus
+from errorflow.bus.url import BrokerURL
+from errorflow.scenario import Scenario
+
+
+async def run_agent_process(
+    scenario: Scenario, name: str, run_id: str, url: BrokerURL, *,
+    propagation: str | None = None, seed: int | None = None,
+) -> None:
+    update: dict[str, object] = {}
+    if propagation:
+        update["propagation"] = propagation
+    if seed is not None:
+        update["seed"] = seed
+    if update:
+        scenario = Scenario.model_validate({**scenario.model_dump(), **update})
+    api_key = check_backends(scenario)
+    bus = MqttBus(url)
+    try:
+        conn = await bus.connect(f"{run_id}-{name}")
+        await Agent(name, scenario, run_id, conn, api_key=api_key).run()
+    finally:
+        await bus.close()

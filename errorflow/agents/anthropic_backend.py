@@ -1,0 +1,668 @@
+"""The Anthropic Messages API as a `ModelBackend`.
+
+Renders a `ModelRequest` (typed turns, tool list) as a Messages API call and maps the
+reply back to tool calls or a `FinalAnswer`. The model ends its work by calling the
+`submit_answer` tool, so answers come back structured (claims keyed by need id)
+rather than as prose that would have to be parsed.
+
+Failures become `ModelCallError` with a taxonomy code, decided from the exception
+type and the HTTP status only, never from message text:
+
+====================================  =====================  ==========
+what happened                         code                   retryable
+====================================  =====================  ==========
+429                                   rate_limit (+ Retry-After)  yes
+408                                   timeout                yes
+409, 5xx, 529 (overloaded)            transient              yes
+client timeout (APITimeoutError)      timeout                yes
+connection failure                    transient              yes
+401, 402, 403                         permission_denied      no
+400, 404, 413, 422, other 4xx         model_error            no
+unusable reply (max_tokens, ...)      model_error            no
+====================================  =====================  ==========
+
+The SDK client is built with ``max_retries=0``: retries, backoff and Retry-After are
+owned by our policy layer (errorflow.policies.retry), which must see every failure.
+
+`ModelSpec.temperature` is not sent: SDK 2.x speaks API version 2026-10-21, whose
+Messages API has no sampling parameters (`messages.create` takes no `temperature`,
+and the API answers 400 to one smuggled in through `extra_body`).
+
+The API key is handed to the SDK client and nowhere else: it is not kept on the
+backend, not shown by ``repr``, not logged, and every error message is scrubbed
+(literal key and `redact` patterns) before it leaves this module.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import anthropic
+from anthropic import AsyncAnthropic
+
+from errorflow.agents.model import (
+    AssistantTurn,
+    Claim,
+    FinalAnswer,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+    ObservationTurn,
+    TaskTurn,
+    ToolCall,
+    ToolDef,
+    UpstreamTurn,
+    Usage,
+)
+from errorflow.policies.redact import redact
+from errorflow.policies.taxonomy import ErrorCode
+from errorflow.scenario import ModelSpec
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+
+#: Used when the scenario's ModelSpec names no model.
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+#: The final-answer tool the model calls to finish.
+SUBMIT_TOOL = "submit_answer"
+
+SUBMIT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "claims": {
+            "type": "array",
+            "description": "One entry per fact, keyed by the need key given in the task.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string", "description": "the need key"},
+                    "value": {"description": "the value found (any JSON value)"},
+                    "certain": {
+                        "type": "boolean",
+                        "description": "false when the value is a guess or rests on "
+                        "partial, failed or low-confidence input",
+                    },
+                },
+                "required": ["key", "value", "certain"],
+            },
+        },
+        "abstained": {
+            "type": "boolean",
+            "description": "true when you cannot give a trustworthy answer at all",
+        },
+        "flags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "problems noticed (e.g. upstream_error, partial_failure, "
+            "low_confidence, tool_error)",
+        },
+        "unresolved": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "need keys you could not establish",
+        },
+        "text": {"type": "string", "description": "a short prose answer"},
+    },
+    "required": ["claims", "abstained"],
+}
+
+SUBMIT_DESCRIPTION = (
+    "Submit your final answer. Call this exactly once, when you are done, instead of "
+    "replying in prose. Give one claim per need key."
+)
+
+SYSTEM_ADDENDUM = f"""\
+How to work:
+- Call the tools to gather the facts the task needs; do not invent values.
+- When a tool returns an error, read it: fix the arguments if it says they are \
+wrong, try again later if it is transient, and stop trying if it cannot succeed.
+- Finish by calling `{SUBMIT_TOOL}` with one claim per need, keyed by the need key \
+given in the task (the text in quotes after "key"). Mark a claim certain=false when \
+it is a guess. List the keys you could not establish in `unresolved`.
+- When an upstream agent reports errors, status partial_failure or failed, or low \
+confidence, do not pass its claims on as certain: add a flag (e.g. upstream_error, \
+partial_failure, low_confidence), mark the affected claims uncertain, or abstain \
+(abstained=true) when nothing trustworthy is left."""
+
+_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_MESSAGE = 500
+
+
+def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
+    """The API key from the environment, or None when unset or blank."""
+    value = env.get(API_KEY_ENV)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+# --------------------------------------------------------------------------- render
+
+
+def _safe_name(name: str) -> str:
+    """A name the API accepts for tools and tool_use ids (``[A-Za-z0-9_-]{1,64}``).
+
+    Scenario identifiers may contain dots; those are mapped to underscores (and the
+    mapping is undone on the way back for tool names)."""
+    if _ID_OK.match(name):
+        return name
+    cleaned = _ID_BAD_CHARS.sub("_", name)[:64]
+    return cleaned or "_"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _answer_dict(answer: FinalAnswer) -> dict[str, Any]:
+    return {
+        "claims": [{"key": c.key, "value": c.value, "certain": c.certain} for c in answer.claims],
+        "abstained": answer.abstained,
+        "flags": list(answer.flags),
+        "unresolved": list(answer.unresolved),
+        "text": answer.text,
+    }
+
+
+def render_task(turn: TaskTurn) -> str:
+    lines = [turn.prompt, "", "Needs:"]
+    for need in turn.needs:
+        line = f'- key "{need.id}": {need.wording}'
+        if need.identifier is not None:
+            ident = need.identifier if isinstance(need.identifier, str) else _json(need.identifier)
+            line += f" (tool {need.tool}, argument {need.arg} = {ident})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def render_upstream(turn: UpstreamTurn) -> str:
+    payload = {
+        "sender": turn.sender,
+        "status": turn.status,
+        "confidence": turn.confidence,
+        "errors": turn.errors,
+        "answer": _answer_dict(turn.answer),
+    }
+    return f"Message from upstream agent {turn.sender!r}:\n{_json(payload)}"
+
+
+def _turn_message(turn: Any) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(turn, TaskTurn):
+        return "user", [{"type": "text", "text": render_task(turn)}]
+    if isinstance(turn, UpstreamTurn):
+        return "user", [{"type": "text", "text": render_upstream(turn)}]
+    if isinstance(turn, AssistantTurn):
+        blocks: list[dict[str, Any]] = []
+        if turn.text:
+            blocks.append({"type": "text", "text": turn.text})
+        for call in turn.calls:
+            args = call.arguments if isinstance(call.arguments, dict) else {"_raw": call.arguments}
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": _safe_name(call.id),
+                    "name": _safe_name(call.name),
+                    "input": args,
+                }
+            )
+        return "assistant", blocks
+    if isinstance(turn, ObservationTurn):
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": _safe_name(turn.call_id),
+            "content": _json(turn.content),
+        }
+        if turn.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    raise TypeError(f"unknown turn type {type(turn).__name__}")
+
+
+def _tool_use_ids(blocks: list[dict[str, Any]]) -> list[str]:
+    return [b["id"] for b in blocks if b.get("type") == "tool_use"]
+
+
+def render_messages(turns: list[Any]) -> list[dict[str, Any]]:
+    """Turns → Messages API ``messages``.
+
+    Consecutive turns of one role are merged (the API wants strict alternation), and
+    within a user message tool_result blocks come first (the API requires them right
+    after the assistant's tool_use). The tool_use/tool_result pairing is repaired
+    rather than sent broken: a call without an observation gets a synthetic error
+    result, and an observation whose call is not in the preceding assistant message
+    is sent as plain text.
+    """
+    merged: list[tuple[str, list[dict[str, Any]]]] = []
+    for turn in turns:
+        role, blocks = _turn_message(turn)
+        if not blocks:
+            continue  # an assistant turn with neither text nor calls
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, list(blocks)))
+
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    expected: list[str] = []  # tool_use ids awaiting their results
+    for role, blocks in merged:
+        if role == "assistant":
+            if expected:  # an assistant turn followed another with unanswered calls
+                out.append(("user", [_missing_result(i) for i in expected]))
+            out.append((role, blocks))
+            expected = _tool_use_ids(blocks)
+            continue
+        results: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                tid = block["tool_use_id"]
+                if tid in expected and tid not in seen:
+                    seen.add(tid)
+                    results.append(block)
+                else:
+                    others.append(
+                        {"type": "text", "text": f"Result of tool call {tid}: {block['content']}"}
+                    )
+            else:
+                others.append(block)
+        results.extend(_missing_result(i) for i in expected if i not in seen)
+        expected = []
+        out.append((role, results + others))
+    if expected:
+        out.append(("user", [_missing_result(i) for i in expected]))
+
+    if not out or out[0][0] != "user":
+        out.insert(0, ("user", [{"type": "text", "text": "Begin."}]))
+    if out[-1][0] != "user":
+        out.append(("user", [{"type": "text", "text": "Continue."}]))
+    # merging again is needed only where a synthetic message met a user message
+    final: list[dict[str, Any]] = []
+    for role, blocks in out:
+        if final and final[-1]["role"] == role:
+            final[-1]["content"].extend(blocks)
+        else:
+            final.append({"role": role, "content": list(blocks)})
+    return final
+
+
+def _missing_result(tool_use_id: str) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": _json({"ok": False, "error": {"message": "no result was recorded"}}),
+        "is_error": True,
+    }
+
+
+def render_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        schema = dict(tool.input_schema)
+        schema.setdefault("type", "object")
+        out.append(
+            {"name": _safe_name(tool.name), "description": tool.description, "input_schema": schema}
+        )
+    out.append(
+        {"name": SUBMIT_TOOL, "description": SUBMIT_DESCRIPTION, "input_schema": SUBMIT_SCHEMA}
+    )
+    return out
+
+
+def render_system(system: str) -> str:
+    return f"{system.rstrip()}\n\n{SYSTEM_ADDENDUM}" if system.strip() else SYSTEM_ADDENDUM
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def _as_bool(value: Any, default: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "yes", "1"):
+            return True
+        if low in ("false", "no", "0"):
+            return False
+    return default
+
+
+def _str_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list | tuple):
+        return [v if isinstance(v, str) else _json(v) for v in value if v is not None]
+    return [_json(value)]
+
+
+def parse_submit(data: Any) -> FinalAnswer:
+    """A submit_answer input → FinalAnswer, tolerating missing or mistyped fields."""
+    if not isinstance(data, dict):
+        return FinalAnswer(flags=["malformed_answer"], text=str(data) if data else "")
+    claims: list[Claim] = []
+    raw_claims = data.get("claims")
+    if isinstance(raw_claims, dict):  # {"key": value, ...}
+        claims = [Claim(key=str(k), value=v) for k, v in raw_claims.items()]
+    elif isinstance(raw_claims, list):
+        for item in raw_claims:
+            if not isinstance(item, dict) or item.get("key") is None:
+                continue
+            claims.append(
+                Claim(
+                    key=str(item["key"]),
+                    value=item.get("value"),
+                    certain=_as_bool(item.get("certain"), True),
+                )
+            )
+    text = data.get("text")
+    return FinalAnswer(
+        claims=claims,
+        abstained=_as_bool(data.get("abstained"), False),
+        flags=_str_list(data.get("flags")),
+        unresolved=_str_list(data.get("unresolved")),
+        text=text if isinstance(text, str) else ("" if text is None else _json(text)),
+    )
+
+
+def _submit_complete(data: Any) -> bool:
+    """Whether a submit_answer input carries every required field with the right type
+    (used after a max_tokens stop, when the input may have been cut short)."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("claims"), list)
+        and isinstance(data.get("abstained"), bool)
+    )
+
+
+def _usage(message: Any) -> Usage:
+    u = getattr(message, "usage", None)
+    if u is None:
+        return Usage()
+    inp = 0
+    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        v = getattr(u, name, None)
+        if isinstance(v, int):
+            inp += v
+    out = getattr(u, "output_tokens", None)
+    return Usage(input_tokens=inp, output_tokens=out if isinstance(out, int) else 0)
+
+
+class AnthropicResponseError(ModelCallError):
+    """A reply that arrived (tokens were spent) but cannot be used. Carries the usage
+    so budgets can still charge it."""
+
+    def __init__(self, message: str, *, usage: Usage, stop_reason: str) -> None:
+        super().__init__(ErrorCode.MODEL_ERROR, message)
+        self.usage = usage
+        self.stop_reason = stop_reason
+
+
+def parse_message(message: Any, name_map: Mapping[str, str] | None = None) -> ModelResponse:
+    """A Messages API reply → ModelResponse.
+
+    stop_reason handling:
+
+    - ``tool_use`` / ``end_turn`` / ``stop_sequence`` / None / unknown: the content
+      decides. A submit_answer call → ``final`` (other calls in the same reply are
+      dropped: the model said it is done). Else tool calls → ``calls``. Else (prose
+      only) → a final answer with the text, no claims and flag ``no_structured_answer``.
+    - ``max_tokens`` / ``model_context_window_exceeded``: the reply may be cut
+      mid-call. A complete submit_answer is used; anything else raises
+      `AnthropicResponseError` (model_error, not retryable: the same request would be
+      cut again).
+    - ``refusal``: an abstaining final answer flagged ``refusal``.
+    - ``pause_turn`` (only server tools pause, and we send none): tool calls are
+      returned if present; otherwise `ModelCallError` transient, since re-sending
+      the request is how a paused turn continues.
+    """
+    names = name_map or {}
+    stop = getattr(message, "stop_reason", None)
+    stop_reason = stop if isinstance(stop, str) else "unknown"
+    usage = _usage(message)
+
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    submits: list[Any] = []
+    for block in getattr(message, "content", None) or []:
+        btype = getattr(block, "type", None)
+        if btype == "text":
+            text = getattr(block, "text", "")
+            if isinstance(text, str) and text.strip():
+                texts.append(text.strip())
+        elif btype == "tool_use":
+            name = str(getattr(block, "name", ""))
+            data = getattr(block, "input", None)
+            if name == SUBMIT_TOOL:
+                submits.append(data)
+            else:
+                args: dict[str, Any] | str = data if isinstance(data, dict) else str(data)
+                calls.append(
+                    ToolCall(
+                        id=str(getattr(block, "id", "")), name=names.get(name, name), arguments=args
+                    )
+                )
+        # thinking and server-tool blocks carry nothing the loop can use
+    text = "\n\n".join(texts)
+
+    def final(answer: FinalAnswer) -> ModelResponse:
+        if not answer.text and text:
+            answer.text = text
+        return ModelResponse(final=answer, usage=usage, stop_reason=stop_reason)
+
+    if stop_reason in ("max_tokens", "model_context_window_exceeded"):
+        for data in submits:
+            if _submit_complete(data):
+                return final(parse_submit(data))
+        raise AnthropicResponseError(
+            f"{stop_reason}: the reply was cut off before a complete {SUBMIT_TOOL} call "
+            f"({usage.output_tokens} output tokens)",
+            usage=usage,
+            stop_reason=stop_reason,
+        )
+    if stop_reason == "refusal":
+        return final(FinalAnswer(abstained=True, flags=["refusal"]))
+    if submits:
+        return final(parse_submit(submits[0]))
+    if calls:
+        return ModelResponse(calls=calls, usage=usage, stop_reason=stop_reason)
+    if stop_reason == "pause_turn":
+        raise ModelCallError(ErrorCode.TRANSIENT, "pause_turn: the model paused without a call")
+    return final(FinalAnswer(flags=["no_structured_answer"]))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def parse_retry_after(
+    headers: Mapping[str, str] | Any, *, now: float | None = None
+) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP
+    date); None when absent or unparseable."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            value = float(ms) / 1000.0
+            if math.isfinite(value):
+                return max(0.0, value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        raw = headers.get("retry-after")
+    except Exception:
+        return None
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+        return max(0.0, value) if math.isfinite(value) else None
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = parsedate_to_datetime(str(raw))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:  # pragma: no cover - older Pythons
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def classify_status(status: int) -> ErrorCode:
+    if status == 429:
+        return ErrorCode.RATE_LIMIT
+    if status == 408:
+        return ErrorCode.TIMEOUT
+    if status in (401, 402, 403):
+        return ErrorCode.PERMISSION_DENIED
+    if status == 409 or status >= 500:
+        return ErrorCode.TRANSIENT  # 500, 502, 503, 504, 529 overloaded, 409 conflict
+    return ErrorCode.MODEL_ERROR  # 400, 404, 413, 422 ...: the request itself is wrong
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class AnthropicBackend:
+    """`ModelBackend` over the Anthropic Messages API (one call per `complete`)."""
+
+    def __init__(self, spec: ModelSpec, api_key: str, *, timeout_s: float = 60.0) -> None:
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise ValueError(f"an Anthropic API key is required (set {API_KEY_ENV})")
+        if not timeout_s > 0:
+            raise ValueError("timeout_s must be positive")
+        self.model = spec.model or DEFAULT_MODEL
+        self.base_url = spec.base_url
+        self.max_tokens = spec.max_tokens
+        self.timeout_s = timeout_s
+        # max_retries=0: the policy layer owns retries, backoff and Retry-After; an
+        # SDK retry would hide failures from it and double-count the budget. The key
+        # lives only inside the SDK client (which needs it for every request).
+        self._client = AsyncAnthropic(
+            api_key=api_key.strip(),
+            base_url=spec.base_url,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    def __repr__(self) -> str:
+        where = f", base_url={redact(self.base_url)!r}" if self.base_url else ""
+        return f"AnthropicBackend(model={self.model!r}{where})"
+
+    __str__ = __repr__
+
+    async def __aenter__(self) -> AnthropicBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _scrub(self, text: str) -> str:
+        key = self._client.api_key
+        if key:
+            text = text.replace(key, "[REDACTED_KEY]")
+        text = redact(text)
+        return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+    def _build(self, request: ModelRequest) -> tuple[dict[str, Any], dict[str, str]]:
+        name_map: dict[str, str] = {}
+        for tool in request.tools:
+            safe = _safe_name(tool.name)
+            if safe == SUBMIT_TOOL:
+                raise ModelCallError(
+                    ErrorCode.MODEL_ERROR, f"tool name {tool.name!r} clashes with {SUBMIT_TOOL}"
+                )
+            name_map[safe] = tool.name
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": render_system(request.system),
+            "messages": render_messages(list(request.turns)),
+            "tools": render_tools(request.tools),
+        }
+        return params, name_map
+
+    def _wrap(self, exc: Exception) -> ModelCallError:
+        """An SDK exception → ModelCallError, by type and status only."""
+        if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
+            return ModelCallError(
+                ErrorCode.TIMEOUT, f"Anthropic API request timed out after {self.timeout_s:g}s"
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "unknown"
+            return ModelCallError(
+                ErrorCode.TRANSIENT, self._scrub(f"could not reach the Anthropic API ({cause})")
+            )
+        if isinstance(exc, anthropic.APIStatusError):
+            status = exc.status_code
+            err_type = getattr(exc, "type", None)
+            api_message = getattr(exc, "api_message", None)
+            detail = f"HTTP {status}"
+            if isinstance(err_type, str) and err_type:
+                detail += f" {err_type}"
+            if isinstance(api_message, str) and api_message:
+                detail += f": {api_message}"
+            return ModelCallError(
+                classify_status(status),
+                self._scrub(f"Anthropic API error {detail}"),
+                status=status,
+                retry_after_s=parse_retry_after(exc.response.headers),
+            )
+        if isinstance(exc, anthropic.AnthropicError):  # e.g. a reply that fails validation
+            return ModelCallError(
+                ErrorCode.MODEL_ERROR, self._scrub(f"Anthropic SDK error ({type(exc).__name__})")
+            )
+        return ModelCallError(
+            ErrorCode.INTERNAL_ERROR, self._scrub(f"model call failed ({type(exc).__name__})")
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        params, name_map = self._build(request)
+        log.debug(
+            "anthropic call agent=%s model=%s messages=%d tools=%d",
+            request.agent,
+            self.model,
+            len(params["messages"]),
+            len(params["tools"]),
+        )
+        err: ModelCallError | None = None
+        try:
+            message = await self._client.messages.create(**params)
+        except Exception as exc:  # every failure becomes a ModelCallError
+            err = self._wrap(exc)
+        if err is not None:
+            # Raised outside the handler so that neither __cause__ nor __context__ keeps
+            # the SDK exception, which holds the request (and its auth header).
+            log.debug(
+                "anthropic call failed agent=%s code=%s status=%s",
+                request.agent,
+                err.code,
+                err.status,
+            )
+            raise err
+        response = parse_message(message, name_map)
+        log.debug(
+            "anthropic reply agent=%s stop=%s in=%d out=%d calls=%d final=%s",
+            request.agent,
+            response.stop_reason,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            len(response.calls),
+            response.final is not None,
+        )
+        return response

@@ -1,0 +1,68 @@
+"""Choosing a model backend for an agent from its scenario `model:` block."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from errorflow.agents.model import ModelBackend
+from errorflow.agents.profiles import behaviour
+from errorflow.agents.simulated import SimulatedModel
+from errorflow.scenario import ModelSpec, Scenario
+from errorflow.seeding import stream
+
+
+class ConfigurationError(Exception):
+    """A run cannot start as configured (said in one line, before any trial runs)."""
+
+
+class BackendFactory:
+    """Makes the backend an agent uses for one trial."""
+
+    def __init__(self, spec: ModelSpec, seed: int, agent: str, api_key: str | None = None) -> None:
+        self.spec, self.seed, self.agent = spec, seed, agent
+        self._shared: ModelBackend | None = None
+        if spec.backend == "simulated":
+            self._behaviour = behaviour(spec.profile, spec.params)
+        else:
+            from errorflow.agents.anthropic_backend import AnthropicBackend
+
+            if not api_key:
+                raise ConfigurationError("anthropic backend needs an API key")
+            self._shared = AnthropicBackend(spec, api_key)
+
+    def for_trial(self, trial: int) -> ModelBackend:
+        if self._shared is not None:
+            return self._shared
+        return SimulatedModel(self._behaviour, stream(self.seed, trial, self.agent, "model"))
+
+    async def aclose(self) -> None:
+        close = getattr(self._shared, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> str | None:
+    """Everything the model backends need, checked before a run starts.
+
+    Returns the API key for the Anthropic backend (from the environment only: never
+    from the scenario file) or None when no agent needs one."""
+    env = os.environ if env is None else env
+    needs_key = [n for n, a in scenario.agents.items() if a.model.backend == "anthropic"]
+    for name, agent in scenario.agents.items():
+        if agent.model.backend == "simulated":
+            try:
+                behaviour(agent.model.profile, agent.model.params)
+            except ValueError as exc:
+                raise ConfigurationError(f"agents.{name}.model: {exc}") from None
+        elif not agent.model.model:
+            raise ConfigurationError(f"agents.{name}.model.model: name the model to call")
+    if not needs_key:
+        return None
+    key = env.get("ANTHROPIC_API_KEY")
+    if not key:
+        raise ConfigurationError(
+            f"agent(s) {', '.join(needs_key)} use the anthropic backend but ANTHROPIC_API_KEY "
+            "is not set (for Ollama any value works, e.g. ANTHROPIC_API_KEY=ollama)"
+        )
+    return key

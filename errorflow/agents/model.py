@@ -1,0 +1,140 @@
+"""The one interface every model backend implements, and the conversation it reads.
+
+The agent loop builds a `ModelRequest` (the conversation so far as typed turns, the
+tool list) and gets back either tool calls or a final answer, plus usage. Turns carry
+structured data so the simulated model can read them exactly; the Anthropic backend
+renders the same turns as text and content blocks. The loop never knows which
+backend it talks to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from errorflow.policies.taxonomy import ErrorCode
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] | str  # a str is an unparseable (truncated) call
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    value: Any
+    certain: bool = True
+
+
+@dataclass
+class FinalAnswer:
+    claims: list[Claim] = field(default_factory=list)
+    abstained: bool = False
+    flags: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class NeedView:
+    """A need as the model sees it: the identifier only when the task gives it."""
+
+    id: str
+    tool: str
+    arg: str
+    wording: str
+    identifier: str | list[str] | None
+    #: Simulator only, never rendered to a real model: the value a model that reads the
+    #: wording would recognise among listed options (it "knows" 营收 means revenue).
+    meant: str | list[str] | None = None
+
+
+@dataclass(frozen=True)
+class TaskTurn:
+    prompt: str
+    needs: list[NeedView]
+
+
+@dataclass(frozen=True)
+class UpstreamTurn:
+    """A message from another agent, as far as the envelope shows it."""
+
+    sender: str
+    status: str
+    confidence: float
+    errors: list[dict[str, Any]]
+    answer: FinalAnswer
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    calls: list[ToolCall]
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ObservationTurn:
+    call_id: str
+    tool: str
+    content: dict[str, Any]  # the model-facing observation (already redacted)
+
+    @property
+    def is_error(self) -> bool:
+        return not self.content.get("ok", False)
+
+
+Turn = TaskTurn | UpstreamTurn | AssistantTurn | ObservationTurn
+
+
+@dataclass
+class ModelRequest:
+    agent: str
+    role: str
+    system: str
+    turns: list[Turn]
+    tools: list[ToolDef]
+
+
+@dataclass
+class ModelResponse:
+    calls: list[ToolCall] = field(default_factory=list)
+    final: FinalAnswer | None = None
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = "end_turn"
+
+
+class ModelCallError(Exception):
+    """A model call that failed (429, 529, 5xx, timeout, or an unusable answer)."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+class ModelBackend(Protocol):
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...

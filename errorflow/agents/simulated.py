@@ -1,0 +1,284 @@
+"""The simulated model: a seeded stand-in for an LLM, driven by a behaviour profile.
+
+It reads the same turns a real model would and answers with tool calls or a final
+answer. What it does at each decision point is one draw against a named tendency
+(`errorflow.agents.profiles`). It reads error observations the way a model does: the
+structured fields when they are there (`code`, `options`, `field`), otherwise the
+words of the raw message. It is one instance per (trial, agent), so its memory of
+what it gave up on lives exactly as long as a conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from errorflow.agents.model import (
+    AssistantTurn,
+    Claim,
+    FinalAnswer,
+    ModelRequest,
+    ModelResponse,
+    NeedView,
+    ObservationTurn,
+    TaskTurn,
+    ToolCall,
+    UpstreamTurn,
+    Usage,
+)
+from errorflow.agents.profiles import Behaviour
+
+# Words a model associates with "try again later" and with "wrong argument" when an
+# error arrives as raw text. This is the model reading prose, not our classifier.
+_TRANSIENT_WORDS = ("timedout", "timeout", "503", "502", "504", "429", "unavailable", "too many")
+_MISSING_WORDS = ("missing", "undefined", "required")
+
+
+@dataclass
+class _NeedState:
+    need: NeedView
+    calls: list[tuple[ToolCall, ObservationTurn | None]]
+
+
+class SimulatedModel:
+    def __init__(self, behaviour: Behaviour, rng: random.Random) -> None:
+        self.b = behaviour
+        self.rng = rng
+        self._given_up: set[str] = set()
+        self._decided: set[str] = set()  # observation ids already reacted to
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if request.role == "researcher":
+            response = self._research(request)
+        else:
+            response = self._write(request)
+        response.usage = self._usage(request, response)
+        return response
+
+    # -- researcher -----------------------------------------------------------
+    def _research(self, request: ModelRequest) -> ModelResponse:
+        task = next((t for t in request.turns if isinstance(t, TaskTurn)), None)
+        if task is None:
+            return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
+        tools = {t.name for t in request.tools}
+        states = self._need_states(task, request.turns)
+        calls: list[ToolCall] = []
+        for st in states:
+            if st.need.id in self._given_up or _resolved(st) is not None:
+                continue
+            if st.need.tool not in tools:
+                self._given_up.add(st.need.id)
+                continue
+            call = self._next_call(st)
+            if call is None:
+                self._given_up.add(st.need.id)
+            else:
+                calls.append(call)
+        if calls:
+            return ModelResponse(calls=calls, stop_reason="tool_use")
+        return ModelResponse(final=self._research_answer(states), stop_reason="end_turn")
+
+    def _need_states(self, task: TaskTurn, turns: list[Any]) -> list[_NeedState]:
+        by_id = {n.id: _NeedState(n, []) for n in task.needs}
+        pending: dict[str, tuple[str, int]] = {}
+        for turn in turns:
+            if isinstance(turn, AssistantTurn):
+                for call in turn.calls:
+                    need_id = call.id.split("#", 1)[0]
+                    if need_id in by_id:
+                        by_id[need_id].calls.append((call, None))
+                        pending[call.id] = (need_id, len(by_id[need_id].calls) - 1)
+            elif isinstance(turn, ObservationTurn) and turn.call_id in pending:
+                need_id, index = pending.pop(turn.call_id)
+                call, _ = by_id[need_id].calls[index]
+                by_id[need_id].calls[index] = (call, turn)
+        return list(by_id.values())
+
+    def _next_call(self, st: _NeedState) -> ToolCall | None:
+        need = st.need
+        n = len(st.calls)
+        if n == 0:
+            return self._call(need, self._first_argument(need), n)
+        last_call, last_obs = st.calls[-1]
+        if last_obs is None:
+            return None
+        obs = last_obs.content
+        if obs.get("ok"):
+            return None
+        kind = _perceive(obs)
+        if kind == "transient":
+            if self.rng.random() < self.b.p_self_retry_transient:
+                args = last_call.arguments if isinstance(last_call.arguments, dict) else {}
+                return self._call(need, args.get(need.arg), n)
+            return None
+        if kind == "missing":
+            if self.rng.random() < self.b.p_repair_missing_arg:
+                previous = last_call.arguments if isinstance(last_call.arguments, dict) else {}
+                return self._call(need, previous.get(need.arg, self._first_argument(need)), n)
+            return None
+        if kind == "wrong_arg":
+            options = obs.get("options") or []
+            p = self.b.p_repair_with_options if options else self.b.p_repair_without_options
+            if self.rng.random() < p:
+                target = (need.identifier) if need.identifier else _best_option(need, options)
+                if target is None:
+                    return None
+                return self._call(need, target, n)
+            return None
+        return None  # permission, not found, circuit open, blocked...: give up
+
+    def _first_argument(self, need: NeedView) -> Any:
+        if need.identifier is not None:
+            return (need.identifier)
+        if self.rng.random() < self.b.p_use_task_wording:
+            return need.wording
+        if self.rng.random() < self.b.p_guess_identifier:
+            # A lucky guess: the model happens to produce the real identifier. The
+            # simulator knows it through the need's tool domain, the model does not.
+            return (_hidden_identifier(need))
+        return need.wording
+
+    def _call(self, need: NeedView, value: Any, n: int) -> ToolCall:
+        args: dict[str, Any] = {need.arg: value}
+        if self.rng.random() < self.b.p_drop_required_arg:
+            args = {}
+        return ToolCall(id=f"{need.id}#{n}", name=need.tool, arguments=args)
+
+    def _research_answer(self, states: list[_NeedState]) -> FinalAnswer:
+        answer = FinalAnswer()
+        for st in states:
+            result = _resolved(st)
+            if result is None:
+                answer.unresolved.append(st.need.id)
+                continue
+            obs = result
+            value = obs.get("result")
+            if value in (None, [], {}):
+                certain = not (self.rng.random() < self.b.p_flag_empty)
+                if not certain:
+                    answer.flags.append(f"{st.need.id}: empty result, may be incomplete")
+                answer.claims.append(Claim(st.need.id, value, certain))
+            else:
+                answer.claims.append(Claim(st.need.id, value, True))
+            if obs.get("failed_items"):
+                answer.flags.append(f"{st.need.id}: items failed: {obs['failed_items']}")
+        found = ", ".join(c.key for c in answer.claims) or "nothing"
+        answer.text = f"Found {found}." + (
+            f" Could not get {', '.join(answer.unresolved)}." if answer.unresolved else ""
+        )
+        return answer
+
+    # -- writer / reviewer -------------------------------------------------------
+    def _write(self, request: ModelRequest) -> ModelResponse:
+        task = next((t for t in request.turns if isinstance(t, TaskTurn)), None)
+        upstream = [t for t in request.turns if isinstance(t, UpstreamTurn)]
+        needs = task.needs if task else []
+        troubled = any(
+            u.status != "ok" or u.errors or u.confidence < 0.5 or u.answer.abstained
+            for u in upstream
+        )
+        heed = troubled and self.rng.random() < self.b.p_heed_upstream
+        answer = FinalAnswer()
+        for need in needs:
+            claims = [c for u in upstream for c in u.answer.claims if c.key == need.id]
+            claim = claims[0] if claims else None
+            if claim is not None and claim.value not in (None, [], {}) and claim.certain:
+                if heed and _is_partial(upstream, need.id):
+                    answer.flags.append(f"{need.id}: upstream reported partial results")
+                answer.claims.append(claim)
+            elif heed:
+                answer.flags.append(f"{need.id}: upstream failure; not reported as fact")
+            elif claim is not None and not claim.certain:
+                answer.claims.append(claim)  # passes the doubt on honestly
+            elif claim is not None:  # an empty "nothing found"
+                if self.rng.random() < self.b.p_fabricate_on_empty:
+                    answer.claims.append(Claim(need.id, self._invent(need), True))
+                else:
+                    answer.claims.append(claim)
+            elif self.rng.random() < self.b.p_fabricate_on_missing:
+                answer.claims.append(Claim(need.id, self._invent(need), True))
+            else:
+                answer.unresolved.append(need.id)
+        answer.abstained = bool(needs) and not answer.claims
+        answer.text = (
+            "Report withheld: upstream failures." if answer.abstained
+            else f"Report on {', '.join(c.key for c in answer.claims)}."
+        )
+        return ModelResponse(final=answer, stop_reason="end_turn")
+
+    def _invent(self, need: NeedView) -> Any:
+        if need.tool and "paper" in need.tool:
+            return [f"fabricated-{self.rng.randrange(10**6)}" for _ in range(3)]
+        return round(self.rng.uniform(1, 10**6), 2)
+
+    # -- usage ----------------------------------------------------------------
+    def _usage(self, request: ModelRequest, response: ModelResponse) -> Usage:
+        chars = len(request.system) + sum(len(_turn_text(t)) for t in request.turns)
+        chars += sum(len(t.description) + len(json.dumps(t.input_schema)) for t in request.tools)
+        out = self.b.output_tokens_per_call * max(1, len(response.calls))
+        if response.final is not None:
+            out += 10 * len(response.final.claims)
+        return Usage(self.b.base_prompt_tokens + int(chars * self.b.tokens_per_char), out)
+
+
+def _perceive(obs: dict[str, Any]) -> str:
+    """How a model reads an error observation: structured fields first, then words."""
+    code = obs.get("code")
+    if code in ("transient", "timeout", "rate_limit"):
+        return "transient"
+    if code == "invalid_args":
+        return "missing" if obs.get("received") is None and obs.get("field") else "wrong_arg"
+    if code is not None:
+        return "other"
+    text = str(obs.get("error", "")).lower().replace(" ", "")
+    if any(w in text for w in _TRANSIENT_WORDS):
+        return "transient"
+    if "enoent" in text or "nosuch" in text or "notvalid" in text or "typeerror" in text:
+        # A raw error does not tell a missing argument from a wrong one (seed 000 §3).
+        return "wrong_arg"
+    if any(w in text for w in _MISSING_WORDS):
+        return "wrong_arg"
+    return "other"
+
+
+def _resolved(st: _NeedState) -> dict[str, Any] | None:
+    for _, obs in st.calls:
+        if obs is not None and obs.content.get("ok"):
+            return obs.content
+        if obs is not None and obs.content.get("code") == "partial_success":
+            return obs.content
+    return None
+
+
+def _is_partial(upstream: list[UpstreamTurn], need_id: str) -> bool:
+    return any(need_id in f for u in upstream for f in u.answer.flags) or any(
+        e.get("code") == "partial_success" for u in upstream for e in u.errors
+    )
+
+
+def _best_option(need: NeedView, options: list[str]) -> str | None:
+    """Repairing from a list: the option the wording points at, if the list has it."""
+    hidden = _hidden_identifier(need)
+    if isinstance(hidden, str) and hidden in options:
+        return hidden
+    return options[0] if options else None
+
+
+def _hidden_identifier(need: NeedView) -> Any:
+    return need.meant if need.meant is not None else need.identifier
+
+
+def _turn_text(turn: Any) -> str:
+    if isinstance(turn, TaskTurn):
+        return turn.prompt + " ".join(n.wording for n in turn.needs)
+    if isinstance(turn, ObservationTurn):
+        return json.dumps(turn.content, ensure_ascii=False, default=str)
+    if isinstance(turn, UpstreamTurn):
+        return json.dumps(
+            {"c": [c.__dict__ for c in turn.answer.claims], "e": turn.errors}, default=str
+        )
+    if isinstance(turn, AssistantTurn):
+        return json.dumps([c.arguments for c in turn.calls], default=str)
+    return ""

@@ -1,0 +1,335 @@
+"""The tool world: the facts, the tools that serve them, and the faults injected into them.
+
+The world knows the ground truth (`truth`), so the scorer can tell a true claim from a
+fabricated one. One `ToolClient` exists per (trial, agent): its fault counters and
+random stream belong to that agent's view of the tools, which keeps every trial
+reproducible from the seed even when agents run in separate processes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from errorflow.agents.tool_errors import (
+    CallTimeout,
+    ConnectTimeout,
+    HTTPStatusError,
+    SchemaViolation,
+    UnknownTool,
+    UnknownValue,
+)
+from errorflow.scenario import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
+from errorflow.seeding import stream
+
+# -- tool argument schemas (pre-flight validation happens against these) ---------
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class QueryMetricArgs(_Args):
+    name: str = Field(min_length=1, max_length=200, description="Metric identifier")
+
+
+class SearchPapersArgs(_Args):
+    query: str = Field(min_length=1, max_length=500, description="Search query")
+    limit: int = Field(default=10, ge=1, le=50)
+
+
+class FetchManyArgs(_Args):
+    ids: list[str] = Field(min_length=1, max_length=50, description="Document ids")
+
+
+class SendReportArgs(_Args):
+    title: str = Field(min_length=1, max_length=300)
+    body: str = Field(max_length=50_000)
+
+
+ARG_MODELS: dict[str, type[_Args]] = {
+    "metric_store": QueryMetricArgs,
+    "paper_search": SearchPapersArgs,
+    "batch_fetch": FetchManyArgs,
+    "report_sink": SendReportArgs,
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "metric_store": "Read one business metric by its identifier.",
+    "paper_search": "Search the paper index; returns matching papers.",
+    "batch_fetch": "Fetch several documents by id; results are returned per item.",
+    "report_sink": "Send the final report (side effect: sends once per idempotency key).",
+}
+
+
+def input_schema(kind: str) -> dict[str, Any]:
+    return ARG_MODELS[kind].model_json_schema()
+
+
+# -- outcomes --------------------------------------------------------------------
+
+
+@dataclass
+class ToolResult:
+    """What a tool returned when it did not raise: the body and how long it took."""
+
+    value: Any
+    duration_s: float
+    business_error: str | None = None  # HTTP 200 with success: false
+    empty: bool = False
+    item_errors: dict[str, str] = field(default_factory=dict)  # partial success
+
+
+# -- ground truth ----------------------------------------------------------------
+
+
+def truth(world: WorldSpec, tools: dict[str, ToolSpec], need: NeedSpec) -> Any:
+    """The value a correct answer to `need` contains."""
+    kind = tools[need.tool].kind
+    if kind == "metric_store":
+        return world.metrics.get(str(need.value))
+    if kind == "paper_search":
+        return _search(world, str(need.value))
+    if kind == "batch_fetch":
+        ids = need.value if isinstance(need.value, list) else [need.value]
+        return {i: world.documents.get(i) for i in ids}
+    return None
+
+
+def _search(world: WorldSpec, query: str) -> list[str]:
+    q = query.lower().strip()
+    return sorted(p.id for p in world.papers if q and (q in p.topic.lower() or q in p.title.lower()))
+
+
+# -- fault plan ------------------------------------------------------------------
+
+
+class FaultPlan:
+    """Decides, call by call, which injected fault (if any) fires on a tool."""
+
+    def __init__(self, faults: list[FaultSpec], rng: random.Random) -> None:
+        self._faults = faults
+        self._rng = rng
+        self.calls = 0
+
+    def next(self, kinds: frozenset[str] | None = None) -> FaultSpec | None:
+        """Advance the call counter and return the first fault that fires.
+
+        Every fault draws its random number on every call, fired or not, so adding a
+        fault never shifts the draws of another (same seed, same faults)."""
+        index = self.calls
+        self.calls += 1
+        fired: FaultSpec | None = None
+        for fault in self._faults:
+            if kinds is not None and fault.kind not in kinds:
+                continue
+            draw = self._rng.random()
+            if fault.first_n is not None:
+                hit = index < fault.first_n
+            elif fault.p is not None:
+                hit = draw < fault.p
+            else:
+                hit = True
+            if hit and fired is None:
+                fired = fault
+        return fired
+
+
+CALL_FAULTS = frozenset(
+    {"transient", "timeout", "rate_limit", "permission", "not_found", "business_rule", "empty",
+     "partial"}
+)
+
+
+class ToolClient:
+    """One agent's connection to the tool world within one trial."""
+
+    def __init__(self, scenario: Scenario, trial: int, agent: str) -> None:
+        self.world = scenario.world
+        self.tools = scenario.tools
+        self.seed = scenario.seed
+        self._plans: dict[str, FaultPlan] = {}
+        self._malform: dict[str, FaultPlan] = {}
+        self._rng_items = stream(scenario.seed, trial, agent, "items")
+        self._sent: dict[str, Any] = {}  # idempotency key -> first result
+        self.sent_reports: list[dict[str, Any]] = []
+        for name, spec in self.tools.items():
+            call_faults = [f for f in spec.faults if f.kind in CALL_FAULTS]
+            self._plans[name] = FaultPlan(call_faults, stream(scenario.seed, trial, agent, name))
+            bad = [f for f in spec.faults if f.kind == "malformed_call"]
+            self._malform[name] = FaultPlan(bad, stream(scenario.seed, trial, agent, name, "mal"))
+
+    # The model's call as it arrives may be mangled (malformed_call): the JSON is
+    # truncated, a field dropped, a type changed or an extra field added.
+    def mangle(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | str:
+        plan = self._malform.get(tool)
+        fault = plan.next() if plan else None
+        if fault is None:
+            return args
+        first = next(iter(args), None)
+        if fault.mode == "truncated_json" or fault.mode is None:
+            text = json.dumps(args, ensure_ascii=False)
+            return text[: max(1, len(text) // 2)]
+        mangled = dict(args)
+        if fault.mode == "missing_field" and first is not None:
+            mangled.pop(first)
+        elif fault.mode == "wrong_type" and first is not None:
+            mangled[first] = 12345 if isinstance(mangled[first], str) else "12345"
+        elif fault.mode == "extra_field":
+            mangled["verbose"] = True
+        return mangled
+
+    def validate(self, tool: str, args: dict[str, Any] | str) -> _Args:
+        """Pre-flight: check the call against the tool's schema before it runs."""
+        if tool not in self.tools:
+            raise UnknownTool(f"Error: no tool named '{tool}'", options=sorted(self.tools))
+        kind = self.tools[tool].kind
+        model = ARG_MODELS[kind]
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError as exc:
+                raise SchemaViolation(
+                    f"SyntaxError: Unexpected end of JSON input at position {exc.pos}",
+                    field="(arguments)",
+                    constraint="a complete JSON object",
+                    received=args[:80],
+                ) from None
+        if not isinstance(args, dict):
+            raise SchemaViolation(
+                "TypeError: arguments must be an object",
+                field="(arguments)",
+                constraint="a JSON object",
+                received=args,
+            )
+        try:
+            return model.model_validate(args)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            fld = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+            missing = err["type"] == "missing"
+            if missing:
+                raw = f"TypeError: Cannot read properties of undefined (reading '{fld}')"
+                constraint = "required"
+            elif err["type"] == "extra_forbidden":
+                raw = f"TypeError: unexpected keyword argument '{fld}'"
+                constraint = f"not a parameter of {tool}; allowed: {', '.join(model.model_fields)}"
+            else:
+                raw = f"TypeError: {fld}: {err['msg']}"
+                constraint = err["msg"]
+            raise SchemaViolation(
+                raw,
+                field=fld,
+                constraint=constraint,
+                received=None if missing else err.get("input"),
+                missing=missing,
+                options=list(model.model_fields) if err["type"] == "extra_forbidden" else None,
+            ) from None
+
+    def invoke(
+        self, tool: str, args: _Args, *, timeout_s: float, idempotency_key: str | None
+    ) -> ToolResult:
+        """Run the tool once. Raises a ToolException on failure, like a client library."""
+        spec = self.tools[tool]
+        if spec.kind == "report_sink" and idempotency_key and idempotency_key in self._sent:
+            # Deduplicated on the key: the retried send is not sent twice.
+            return ToolResult(self._sent[idempotency_key], spec.latency_s)
+        fault = self._plans[tool].next()
+        latency = spec.latency_s
+        if fault is not None:
+            self._raise_for(fault, tool, args, timeout_s)
+            if fault.kind == "business_rule":
+                reason = fault.reason or "request rejected by business rule"
+                return ToolResult({"success": False, "reason": reason}, latency, business_error=reason)
+            if fault.kind == "empty":
+                return ToolResult(_empty_of(spec.kind), latency, empty=True)
+        value, item_errors = self._serve(spec, args, fault)
+        if spec.kind == "report_sink":
+            assert isinstance(args, SendReportArgs)
+            self.sent_reports.append({"title": args.title, "key": idempotency_key})
+            if idempotency_key:
+                self._sent[idempotency_key] = value
+        empty = value in ([], {}, None) and spec.kind != "report_sink"
+        return ToolResult(value, latency, empty=empty, item_errors=item_errors)
+
+    def _raise_for(self, fault: FaultSpec, tool: str, args: _Args, timeout_s: float) -> None:
+        kind = fault.kind
+        host = f"{tool.replace('_', '-')}.internal"
+        if kind == "transient":
+            if fault.status:
+                raise HTTPStatusError(fault.status, fault.error_text or f"HTTP {fault.status}")
+            raise ConnectTimeout(
+                fault.error_text or f"Error: connect ETIMEDOUT {host}:443 (upstream did not answer)"
+            )
+        if kind == "timeout":
+            waited = min(fault.duration_s or timeout_s * 2, timeout_s)
+            raise CallTimeout(
+                fault.error_text or f"TimeoutError: {tool} did not answer within {timeout_s:g}s",
+                waited_s=waited,
+            )
+        if kind == "rate_limit":
+            ra = fault.retry_after_s if fault.retry_after_s is not None else 1.0
+            raise HTTPStatusError(
+                429, fault.error_text or f"HTTP 429 Too Many Requests (Retry-After: {ra:g})", ra
+            )
+        if kind == "permission":
+            status = fault.status or 403
+            text = "Unauthorized" if status == 401 else "Forbidden"
+            raise HTTPStatusError(status, fault.error_text or f"HTTP {status} {text}")
+        if kind == "not_found":
+            raise HTTPStatusError(404, fault.error_text or "HTTP 404 Not Found")
+
+    def _serve(
+        self, spec: ToolSpec, args: _Args, fault: FaultSpec | None
+    ) -> tuple[Any, dict[str, str]]:
+        if isinstance(args, QueryMetricArgs):
+            if args.name not in self.world.metrics:
+                raise UnknownValue(
+                    f"Error: ENOENT: no such metric, open '{args.name}'",
+                    field="name",
+                    received=args.name,
+                    options=sorted(self.world.metrics),
+                )
+            return self.world.metrics[args.name], {}
+        if isinstance(args, SearchPapersArgs):
+            ids = _search(self.world, args.query)[: args.limit]
+            return ids, {}
+        if isinstance(args, FetchManyArgs):
+            out: dict[str, Any] = {}
+            errors: dict[str, str] = {}
+            for doc_id in args.ids:
+                failed = fault is not None and fault.kind == "partial" and (
+                    self._rng_items.random() < (fault.item_p if fault.item_p is not None else 0.5)
+                )
+                if failed:
+                    errors[doc_id] = "HTTP 503 Service Unavailable"
+                elif doc_id not in self.world.documents:
+                    errors[doc_id] = "HTTP 404 Not Found"
+                else:
+                    out[doc_id] = self.world.documents[doc_id]
+            return out, errors
+        if isinstance(args, SendReportArgs):
+            return {"sent": True, "title": args.title}, {}
+        raise AssertionError(f"no handler for {type(args).__name__}")
+
+
+def _empty_of(kind: str) -> Any:
+    return {"metric_store": None, "paper_search": [], "batch_fetch": {}}.get(kind)
+
+
+def hidden_identifier(scenario: Scenario, trial: int, need: NeedSpec) -> bool:
+    """Is the real identifier of `need` withheld from the model in this trial?
+
+    A `bad_args` fault on the need's tool means the task only gives the human wording
+    (seed 000: '2024年营收' for `fin.rev.2024`); with `p`, it applies to that share of
+    trials."""
+    for fault in scenario.tools[need.tool].faults:
+        if fault.kind == "bad_args":
+            if fault.p is None:
+                return True
+            return stream(scenario.seed, trial, "world", need.id, "bad_args").random() < fault.p
+    return False

@@ -1,0 +1,162 @@
+"""The MQTT transport: aiomqtt, MQTT 3.1.1, QoS 1, with reconnect and resubscribe.
+
+One `MqttConnection` is one client session. A reader task moves incoming messages to
+a bounded queue; when the broker goes away the connection reconnects with capped
+exponential backoff and subscribes again to everything it had. A publish during an
+outage waits for the reconnect and is then sent (at least once; receivers drop
+duplicates by sender and seq). Messages on topics we did not subscribe to are
+dropped: amqtt may deliver retained messages for filters a client never asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import AsyncIterator
+
+import aiomqtt
+
+from errorflow.bus.topics import matches
+from errorflow.bus.transport import QUEUE_LIMIT
+from errorflow.bus.url import BrokerURL
+
+log = logging.getLogger(__name__)
+# aiomqtt warns on every publish past 10 in flight; in-flight publishes are our design.
+logging.getLogger("mqtt").setLevel(logging.ERROR)
+
+RECONNECT_BASE_S = 0.2
+RECONNECT_CAP_S = 5.0
+#: How long a publish waits for the broker to come back before it fails.
+PUBLISH_OUTAGE_LIMIT_S = 60.0
+
+
+def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
+    if not url.tls:
+        return None
+    return aiomqtt.TLSParameters(
+        ca_certs=url.ca_file, certfile=url.cert_file, keyfile=url.key_file,
+        cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT,
+    )
+
+
+class MqttBus:
+    def __init__(self, url: BrokerURL, *, description: str | None = None) -> None:
+        self.url = url
+        self.description = description or str(url)
+        self._conns: list[MqttConnection] = []
+
+    async def connect(self, client_id: str) -> MqttConnection:
+        conn = MqttConnection(self.url, client_id)
+        await conn.start()
+        self._conns.append(conn)
+        return conn
+
+    async def close(self) -> None:
+        for conn in self._conns:
+            await conn.close()
+        self._conns.clear()
+
+
+class MqttConnection:
+    def __init__(self, url: BrokerURL, client_id: str) -> None:
+        self.url = url
+        self.client_id = client_id
+        self.patterns: list[str] = []
+        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.reconnects = 0
+        self._client: aiomqtt.Client | None = None
+        self._connected = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._first = asyncio.get_running_loop().create_future()
+
+    def _new_client(self) -> aiomqtt.Client:
+        return aiomqtt.Client(
+            self.url.host, self.url.port, identifier=self.client_id,
+            username=self.url.username, password=self.url.password,
+            protocol=aiomqtt.ProtocolVersion.V311, tls_params=_tls_params(self.url),
+            keepalive=15, timeout=10, clean_session=True,
+        )
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"mqtt-{self.client_id}")
+        await self._first  # raises if the very first connect fails
+
+    async def _run(self) -> None:
+        delay = RECONNECT_BASE_S
+        while not self._closing:
+            client = self._new_client()
+            try:
+                async with client:
+                    self._client = client
+                    for pattern in self.patterns:
+                        await client.subscribe(pattern, qos=1)
+                    self._connected.set()
+                    if not self._first.done():
+                        self._first.set_result(None)
+                    delay = RECONNECT_BASE_S
+                    async for message in client.messages:
+                        topic = str(message.topic)
+                        if not any(matches(topic, p) for p in self.patterns):
+                            continue
+                        payload = message.payload
+                        data = payload if isinstance(payload, bytes) else str(payload).encode()
+                        await self.queue.put((topic, data))
+            except aiomqtt.MqttError as exc:
+                self._connected.clear()
+                self._client = None
+                if not self._first.done():
+                    self._first.set_exception(
+                        ConnectionError(f"cannot connect to MQTT broker {self.url}: {exc}")
+                    )
+                    return
+                if self._closing:
+                    break
+                self.reconnects += 1
+                log.warning("%s: broker connection lost (%s); reconnecting in %.1fs",
+                            self.client_id, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(RECONNECT_CAP_S, delay * 2)
+        self._connected.clear()
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        deadline = asyncio.get_running_loop().time() + PUBLISH_OUTAGE_LIMIT_S
+        while True:
+            client = self._client
+            if client is not None and self._connected.is_set():
+                try:
+                    await client.publish(topic, payload, qos=1)
+                    return
+                except aiomqtt.MqttError:
+                    self._connected.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0 or self._closing:
+                raise ConnectionError(f"{self.client_id}: broker unavailable, publish failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._connected.wait(), timeout=min(remaining, 1.0))
+
+    async def subscribe(self, pattern: str) -> None:
+        self.patterns.append(pattern)
+        client = self._client
+        if client is not None and self._connected.is_set():
+            await client.subscribe(pattern, qos=1)
+
+    async def messages(self) -> AsyncIterator[tuple[str, bytes]]:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            yield item
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        with contextlib.suppress(asyncio.QueueFull):
+            self.queue.put_nowait(None)

@@ -1,0 +1,96 @@
+"""The transport interface, and an in-process implementation of it.
+
+A `Bus` hands out `Connection`s; a connection publishes bytes to a topic, subscribes
+to topic filters and yields the messages that match. The MQTT transport
+(`errorflow.bus.mqtt`) implements the same interface over a broker; the in-process
+one is for unit tests and very large sweeps, where a broker would be the bottleneck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from errorflow.bus.topics import matches
+
+#: Bounded queues: a slow subscriber applies back-pressure instead of eating memory.
+QUEUE_LIMIT = 10_000
+
+
+class Connection(Protocol):
+    client_id: str
+
+    async def publish(self, topic: str, payload: bytes) -> None: ...
+
+    async def subscribe(self, pattern: str) -> None: ...
+
+    def messages(self) -> AsyncIterator[tuple[str, bytes]]: ...
+
+    async def close(self) -> None: ...
+
+
+class Bus(Protocol):
+    description: str
+
+    async def connect(self, client_id: str) -> Connection: ...
+
+    async def close(self) -> None: ...
+
+
+class InProcessBus:
+    """A broker in a dict: same interface, same topic matching, no sockets."""
+
+    description = "in-process"
+
+    def __init__(self) -> None:
+        self._conns: list[InProcessConnection] = []
+
+    async def connect(self, client_id: str) -> InProcessConnection:
+        conn = InProcessConnection(self, client_id)
+        self._conns.append(conn)
+        return conn
+
+    async def deliver(self, topic: str, payload: bytes) -> None:
+        for conn in list(self._conns):
+            if any(matches(topic, p) for p in conn.patterns):
+                await conn.queue.put((topic, payload))
+
+    def drop(self, conn: InProcessConnection) -> None:
+        if conn in self._conns:
+            self._conns.remove(conn)
+
+    async def close(self) -> None:
+        for conn in list(self._conns):
+            await conn.close()
+
+
+class InProcessConnection:
+    def __init__(self, bus: InProcessBus, client_id: str) -> None:
+        self.bus = bus
+        self.client_id = client_id
+        self.patterns: list[str] = []
+        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(QUEUE_LIMIT)
+        self._closed = False
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        await self.bus.deliver(topic, payload)
+
+    async def subscribe(self, pattern: str) -> None:
+        self.patterns.append(pattern)
+
+    async def messages(self) -> AsyncIterator[tuple[str, bytes]]:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            yield item
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.bus.drop(self)
+            try:
+                self.queue.put_nowait(None)
+            except asyncio.QueueFull:
+                pass

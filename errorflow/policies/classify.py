@@ -1,0 +1,93 @@
+"""Classification at the tool edge: exception type and HTTP status → one error code.
+
+Never string matching on messages: the same code must come out whatever the wording.
+A 2xx body with `success: false` is a failure (business_rule); an empty body and a
+batch with failed items are soft failures the agent must still see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from errorflow.agents.tool_errors import (
+    CallTimeout,
+    ConnectTimeout,
+    HTTPStatusError,
+    SchemaViolation,
+    ToolException,
+    UnknownTool,
+    UnknownValue,
+)
+from errorflow.policies.taxonomy import ErrorCode, classify_http
+
+
+@dataclass
+class Failure:
+    """A classified failure: the facts the observation and the trace are built from."""
+
+    code: ErrorCode
+    tool: str
+    raw: str  # the library's own text (unredacted: trace only)
+    http_status: int | None = None
+    exc_type: str | None = None
+    retry_after_s: float | None = None
+    field: str | None = None
+    constraint: str | None = None
+    received: Any = None
+    missing: bool = False
+    options: list[str] | None = None
+    reason: str | None = None
+    item_errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    attempts: int = 1
+
+
+def classify_exception(tool: str, exc: BaseException) -> Failure:
+    name = type(exc).__name__
+    raw = exc.raw if isinstance(exc, ToolException) else f"{name}: {exc}"
+    if isinstance(exc, HTTPStatusError):
+        code = classify_http(exc.status) or ErrorCode.INTERNAL_ERROR
+        return Failure(code, tool, raw, exc.status, name, retry_after_s=exc.retry_after_s)
+    if isinstance(exc, ConnectTimeout | ConnectionError):
+        return Failure(ErrorCode.TRANSIENT, tool, raw, exc_type=name)
+    if isinstance(exc, CallTimeout | TimeoutError):
+        return Failure(ErrorCode.TIMEOUT, tool, raw, exc_type=name)
+    if isinstance(exc, SchemaViolation):
+        return Failure(
+            ErrorCode.INVALID_ARGS, tool, raw, exc_type=name, field=exc.field,
+            constraint=exc.constraint, received=exc.received, missing=exc.missing,
+            options=exc.options,
+        )
+    if isinstance(exc, UnknownValue):
+        return Failure(
+            ErrorCode.INVALID_ARGS, tool, raw, exc_type=name, field=exc.field,
+            constraint="must be one of the known values", received=exc.received,
+            options=exc.options,
+        )
+    if isinstance(exc, UnknownTool):
+        return Failure(ErrorCode.UNKNOWN_TOOL, tool, raw, exc_type=name, options=exc.options)
+    if isinstance(exc, PermissionError):
+        return Failure(ErrorCode.PERMISSION_DENIED, tool, raw, exc_type=name)
+    if isinstance(exc, FileNotFoundError | LookupError):
+        return Failure(ErrorCode.NOT_FOUND, tool, raw, exc_type=name)
+    return Failure(ErrorCode.INTERNAL_ERROR, tool, raw, exc_type=name)
+
+
+def classify_body(
+    tool: str, *, business_error: str | None, empty: bool, item_errors: dict[str, str]
+) -> Failure | None:
+    """A tool that answered 2xx can still have failed."""
+    if business_error is not None:
+        return Failure(
+            ErrorCode.BUSINESS_RULE, tool, f'{{"success": false, "reason": "{business_error}"}}',
+            200, reason=business_error,
+        )
+    if item_errors:
+        return Failure(
+            ErrorCode.PARTIAL_SUCCESS, tool, f"{len(item_errors)} item(s) failed", 200,
+            item_errors=dict(item_errors),
+        )
+    if empty:
+        return Failure(ErrorCode.EMPTY_RESULT, tool, "(empty result)", 200)
+    return None

@@ -1,0 +1,166 @@
+"""Policy configuration: the validated knobs every pure policy reads.
+
+Theory of operation
+-------------------
+A `PolicyConfig` is a plain, immutable-by-convention description of *how* an agent
+handles failure: which classes to retry and how long to wait (`RetryConfig`), when to
+stop calling a broken tool (`BreakerConfig`), when to cut a looping agent off
+(`GuardConfig`) and how much it may spend (`BudgetConfig`). The same models describe
+the tool edge (`retry`, `breaker`) and the model edge (`model_retry`,
+`model_breaker`), because a failing LLM call is just another backend call.
+
+Configs are data, not behaviour: the policy modules (`retry`, `breaker`,
+`loop_guard`, `budget`) take a config plus the facts of the moment and decide.
+Every model forbids unknown keys, so a typo in an override fails loudly at build
+time instead of silently running the default. Counts where 0 would be meaningless
+are bounded >= 1; counts and limits documented as "0 = off/unlimited" are >= 0.
+Presets live in `strategies.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from errorflow.policies.taxonomy import RETRYABLE, ErrorCode
+
+
+def _default_retry_on() -> list[ErrorCode]:
+    # Sorted so dumps and reprs are stable across runs (frozenset order is not).
+    return sorted(RETRYABLE)
+
+
+class RetryConfig(BaseModel):
+    """How one logical call is retried after a failed attempt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_attempts: int = Field(
+        3, ge=1, le=100, description="Total attempts per logical call, including the first."
+    )
+    retry_on: list[ErrorCode] | Literal["all"] = Field(
+        default_factory=_default_retry_on,
+        description='Error classes worth another attempt; "all" retries every class.',
+    )
+    backoff: Literal["none", "exponential"] = Field(
+        "exponential", description="Delay schedule between attempts."
+    )
+    base_s: float = Field(
+        0.5, ge=0.0, le=3600.0, description="Delay before the second attempt (exponential)."
+    )
+    cap_s: float = Field(30.0, ge=0.0, le=3600.0, description="Upper bound of any backoff delay.")
+    jitter: Literal["none", "full"] = Field(
+        "full", description='"full": draw uniformly from [0, delay] to break retry waves.'
+    )
+    honour_retry_after: bool = Field(
+        True, description="Wait exactly the server's Retry-After instead of the backoff."
+    )
+    per_call_timeout_s: float = Field(
+        30.0, gt=0.0, le=3600.0, description="Simulated seconds before one attempt times out."
+    )
+    idempotency_keys: bool = Field(
+        True,
+        description="Send idempotency keys; non-idempotent tools are retried only with one.",
+    )
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> RetryConfig:
+        if self.backoff == "exponential" and self.cap_s < self.base_s:
+            raise ValueError(f"cap_s ({self.cap_s}) must be >= base_s ({self.base_s})")
+        return self
+
+    def retries(self, code: ErrorCode) -> bool:
+        """Whether this config considers `code` worth another attempt at all."""
+        return self.retry_on == "all" or code in self.retry_on
+
+
+class BreakerConfig(BaseModel):
+    """A closed/open/half-open circuit breaker per tool (or per tool + argument pattern)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="False: every call is allowed, nothing is tracked.")
+    failure_threshold: int = Field(
+        5, ge=1, le=1000, description="Consecutive failed logical calls that open the circuit."
+    )
+    cooldown_s: float = Field(
+        30.0, ge=0.0, le=86400.0, description="Simulated seconds open before probing."
+    )
+    half_open_probes: int = Field(
+        1, ge=1, le=100, description="Probe calls half-open lets through; all must succeed."
+    )
+    per_argument: bool = Field(
+        False, description="Key breakers by tool + argument pattern instead of tool alone."
+    )
+
+
+class GuardConfig(BaseModel):
+    """Loop guards for one agent task. max_steps is mandatory so every loop ends."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(25, ge=1, le=10000, description="Hard cap on agent steps per task.")
+    max_identical_calls: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description="Same tool + args this many times in a row blocks the next (0 = off).",
+    )
+    max_consecutive_failures: int = Field(
+        3, ge=0, le=1000, description="Per-tool consecutive failures that block it (0 = off)."
+    )
+    no_progress_steps: int = Field(
+        2, ge=0, le=1000, description="Steps without a new best progress that stop (0 = off)."
+    )
+
+
+class BudgetConfig(BaseModel):
+    """Spending limits for one task; every limit is 0 = unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_backend_calls_per_step: int = Field(
+        0, ge=0, description="Backend (tool) calls within one agent step."
+    )
+    max_backend_calls_per_task: int = Field(0, ge=0, description="Backend calls in the task.")
+    max_model_calls_per_task: int = Field(0, ge=0, description="LLM calls in the task.")
+    max_tokens_per_task: int = Field(0, ge=0, description="LLM tokens in the task.")
+    max_sim_seconds_per_step: float = Field(
+        0.0, ge=0.0, description="Simulated seconds within one agent step."
+    )
+    max_sim_seconds_per_task: float = Field(
+        0.0, ge=0.0, description="Simulated seconds in the task."
+    )
+
+
+class PolicyConfig(BaseModel):
+    """Everything an agent needs to know about handling failure."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str = Field("custom", min_length=1, description="Preset this was built from.")
+    retry: RetryConfig = Field(default_factory=RetryConfig, description="Tool-call retries.")
+    breaker: BreakerConfig = Field(
+        default_factory=BreakerConfig, description="Circuit breakers in front of tools."
+    )
+    guards: GuardConfig = Field(default_factory=GuardConfig, description="Agent loop guards.")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Per-task limits.")
+    error_style: Literal["raw", "actionable"] = Field(
+        "actionable",
+        description='"raw": the tool error text as is; "actionable": add what to do next.',
+    )
+    tell_class: bool = Field(
+        True, description="The observation names the error class and its retryable flag."
+    )
+    stop_on_unrecoverable: bool = Field(
+        True, description="End the agent loop at once on UNRECOVERABLE classes."
+    )
+    model_retry: RetryConfig = Field(
+        default_factory=lambda: RetryConfig(max_attempts=4),
+        description="Retries of failing model calls (429/529/5xx/timeout).",
+    )
+    model_breaker: BreakerConfig = Field(
+        default_factory=lambda: BreakerConfig(enabled=False),
+        description="Circuit breaker in front of the model.",
+    )

@@ -1,0 +1,100 @@
+"""What the model sees of a tool call: short, stable, actionable; never the trace.
+
+Two styles, chosen per agent:
+- `raw`: the string the library threw, as many agents pass it on (redacted).
+- `actionable`: what failed, why, the valid options and what to do next (seed 000's
+  rewrite that took self-repair from 0/20 to 17/20).
+A missing argument and a wrong argument read differently in both styles.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from errorflow.policies.classify import Failure
+from errorflow.policies.redact import redact, redact_obj
+from errorflow.policies.taxonomy import RETRYABLE, ErrorCode
+
+MAX_OPTIONS = 20
+
+_SUGGESTIONS: dict[ErrorCode, str] = {
+    ErrorCode.TRANSIENT: "Temporary upstream failure; the call may succeed if retried later.",
+    ErrorCode.TIMEOUT: "The tool did not answer in time; retry later or narrow the request.",
+    ErrorCode.RATE_LIMIT: "Rate limited; wait retry_after_s seconds before calling again.",
+    ErrorCode.PERMISSION_DENIED: "Credentials are not accepted; do not retry. Report that "
+    "access failed so a person can re-authorise.",
+    ErrorCode.NOT_FOUND: "The resource does not exist; do not retry the same request.",
+    ErrorCode.BUSINESS_RULE: "The request was refused by a business rule; change the plan.",
+    ErrorCode.EMPTY_RESULT: "The call worked but found nothing; rephrase or report no data.",
+    ErrorCode.PARTIAL_SUCCESS: "Some items failed; use the successful ones and report the rest.",
+    ErrorCode.UNKNOWN_TOOL: "Call one of the listed tools.",
+    ErrorCode.CIRCUIT_OPEN: "This tool is failing repeatedly and is paused; use another "
+    "route or report the failure.",
+    ErrorCode.REPEATED_CALL_BLOCKED: "You made the same call several times with the same "
+    "result; stop repeating it and report what you tried.",
+    ErrorCode.CONSECUTIVE_FAILURES: "This tool keeps failing; stop calling it and report.",
+    ErrorCode.RETRIES_EXHAUSTED: "Retried without success; report the failure.",
+    ErrorCode.BUDGET_EXHAUSTED: "The budget for this task is spent; finish with what you have.",
+}
+
+
+def observe_success(tool: str, value: Any) -> dict[str, Any]:
+    return {"ok": True, "tool": tool, "result": redact_obj(value)}
+
+
+def observe_failure(
+    failure: Failure, style: Literal["raw", "actionable"], *, tell_class: bool
+) -> dict[str, Any]:
+    """The model-facing observation for a failure."""
+    if style == "raw":
+        text = redact(failure.raw)
+        if failure.attempts > 1:
+            text = f"tool failed (retried {failure.attempts} times): {text}"
+        obs: dict[str, Any] = {"ok": False, "tool": failure.tool, "error": text}
+        if tell_class:
+            obs["code"] = failure.code.value
+            obs["retryable"] = failure.code in RETRYABLE
+        return obs
+    obs = {
+        "ok": False,
+        "tool": failure.tool,
+        "code": failure.code.value,
+        "message": _message(failure),
+        "retryable": failure.code in RETRYABLE,
+        "retry_after_s": failure.retry_after_s,
+        "suggestion": _suggestion(failure),
+    }
+    if failure.code is ErrorCode.INVALID_ARGS:
+        obs["field"] = failure.field
+        obs["constraint"] = failure.constraint
+        obs["received"] = None if failure.missing else redact_obj(failure.received)
+        if failure.options:
+            obs["options"] = list(failure.options[:MAX_OPTIONS])
+    if failure.item_errors:
+        obs["failed_items"] = sorted(failure.item_errors)
+    return obs
+
+
+def _message(f: Failure) -> str:
+    if f.code is ErrorCode.INVALID_ARGS:
+        if f.missing:
+            return f"Required argument '{f.field}' is missing from the call to {f.tool}."
+        received = redact(str(f.received))[:80]
+        return f"Argument '{f.field}' of {f.tool} is not valid: received '{received}'."
+    if f.code is ErrorCode.PARTIAL_SUCCESS:
+        return f"{f.tool}: {len(f.item_errors)} item(s) failed; the others succeeded."
+    if f.code is ErrorCode.BUSINESS_RULE:
+        return f"{f.tool} refused the request: {redact(f.reason or 'business rule')}."
+    attempts = f" after {f.attempts} attempts" if f.attempts > 1 else ""
+    return f"{f.tool} failed ({f.code.value}){attempts}."
+
+
+def _suggestion(f: Failure) -> str:
+    if f.code is ErrorCode.INVALID_ARGS:
+        if f.missing:
+            return f"Call {f.tool} again and include '{f.field}'."
+        if f.options:
+            shown = ", ".join(f.options[:MAX_OPTIONS])
+            return f"Call {f.tool} again with '{f.field}' set to one of: {shown}."
+        return f"Call {f.tool} again with a valid '{f.field}' ({f.constraint})."
+    return _SUGGESTIONS.get(f.code, "Report the failure.")

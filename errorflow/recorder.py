@@ -1,0 +1,122 @@
+"""The recorder: subscribes to everything of a run and writes it to SQLite.
+
+Batched: rows collect in memory and are committed every `BATCH` rows or `FLUSH_S`
+seconds, whichever comes first, by one writer. Bad messages are stored in `rejects`
+with their reason, never dropped silently. The runner's `end` control message is the
+recorder's cue that everything before it is in: it commits and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from typing import Any
+
+import aiosqlite
+
+from errorflow.bus import topics
+from errorflow.bus.endpoint import SeenSet, rejection_reason
+from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
+from errorflow.bus.transport import Connection
+
+BATCH = 2000
+FLUSH_S = 0.2
+
+
+class Recorder:
+    def __init__(
+        self, db: aiosqlite.Connection, conn: Connection, run_id: str, members: set[str]
+    ) -> None:
+        self.db, self.conn, self.run_id, self.members = db, conn, run_id, members
+        self.seen = SeenSet()
+        self.rejects: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self._messages: list[tuple[Any, ...]] = []
+        self._events: list[tuple[Any, ...]] = []
+        self._rejects: list[tuple[Any, ...]] = []
+        self.ended = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.conn.subscribe(topics.run_filter(self.run_id))
+        self._task = asyncio.create_task(self._run(), name="recorder")
+
+    async def _run(self) -> None:
+        flusher = asyncio.create_task(self._flush_periodically())
+        try:
+            async for topic, raw in self.conn.messages():
+                self.handle(topic, raw)
+                if len(self._messages) + len(self._events) >= BATCH:
+                    await self.flush()
+                if self.ended.is_set():
+                    break
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            await self.flush()
+
+    def handle(self, topic: str, raw: bytes) -> None:
+        now = time.time()
+        try:
+            env = decode(raw)
+        except RejectedMessage as exc:
+            self._reject(topic, exc.reason, exc.detail, raw, now)
+            return
+        reason = rejection_reason(env, self.run_id, self.members)
+        if reason is None and not self.seen.add(env.sender, env.seq):
+            reason = "duplicate"
+        if reason is not None:
+            self._reject(topic, reason, f"sender={env.sender} seq={env.seq}", raw, now)
+            return
+        self.counts[env.kind.value] += 1
+        text = raw.decode()
+        if env.kind is Kind.EVENT:
+            self._events.append((self.run_id, env.id, env.trial, env.seq, env.sender,
+                                 str(env.payload.get("type", "")), text, now))
+        else:
+            self._messages.append((self.run_id, env.id, env.trial, env.seq, env.sender,
+                                   env.recipient, env.kind.value, env.status.value,
+                                   env.confidence, topic, text, now))
+            if _is_end(env):
+                self.ended.set()
+
+    def _reject(self, topic: str, reason: str, detail: str, raw: bytes, now: float) -> None:
+        self.rejects[reason] += 1
+        self._rejects.append((self.run_id, topic, reason, detail[:500], raw[:65536], now))
+
+    async def flush(self) -> None:
+        if not (self._messages or self._events or self._rejects):
+            return
+        messages, events, rejects = self._messages, self._events, self._rejects
+        self._messages, self._events, self._rejects = [], [], []
+        await self.db.executemany(
+            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages)
+        await self.db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
+        await self.db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
+        await self.db.commit()
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            await self.flush()
+
+    async def wait_ended(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self.ended.wait(), timeout)
+        except TimeoutError:
+            return False
+        finally:
+            if self._task is not None:
+                if not self.ended.is_set():
+                    self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+        return True
+
+
+def _is_end(env: Envelope) -> bool:
+    return (env.kind is Kind.CONTROL and env.sender == topics.RUNNER
+            and env.payload.get("action") == "end")

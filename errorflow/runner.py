@@ -1,0 +1,290 @@
+"""The runner: starts (or joins) the bus, the recorder and the agents, publishes one task
+per trial, collects the final results, scores them and stores everything.
+
+Order of a run: recorder subscribed → agents subscribed and present (roll call and
+hello on the control topics) → tasks published, at most `max_in_flight` trials at
+once → each trial ends when every terminal agent's result and everything it was
+derived from has arrived (or is marked `bus_fault` on timeout) → stop, end, flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from errorflow.agents.agent import Agent
+from errorflow.agents.backends import check_backends
+from errorflow.bus import topics
+from errorflow.bus.broker import EmbeddedBroker
+from errorflow.bus.endpoint import Endpoint
+from errorflow.bus.envelope import Envelope, Kind
+from errorflow.bus.mqtt import MqttBus
+from errorflow.bus.transport import Bus
+from errorflow.bus.url import BrokerURL
+from errorflow.recorder import Recorder
+from errorflow.scenario import Scenario
+from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
+from errorflow.store import DEFAULT_DB, create_run, finish_run, open_db
+from errorflow.summary import summarize
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOptions:
+    trials: int | None = None
+    seed: int | None = None
+    propagation: str | None = None
+    broker: BrokerURL | None = None  # None: start the embedded broker
+    bus: Bus | None = None  # a ready bus (tests, in-process sweeps); overrides broker
+    db_path: Path = DEFAULT_DB
+    run_id: str | None = None
+    external_agents: bool = False  # agents are `errorflow agent` processes
+    presence_timeout_s: float = 30.0
+    trial_timeout_s: float = 120.0
+    on_trial: Callable[[TrialScore], None] | None = None
+    on_trace: Callable[[str, int, list[dict[str, Any]]], None] | None = None
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    scenario: str
+    seed: int
+    trials: int
+    propagation: str
+    broker: str
+    scores: list[TrialScore]
+    summary: dict[str, Any]
+    rejects: dict[str, int] = field(default_factory=dict)
+    messages: dict[int, list[Envelope]] = field(default_factory=dict)
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        return dict(self.summary["outcomes"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "scenario": self.scenario, "seed": self.seed,
+            "trials": self.trials, "propagation": self.propagation, "broker": self.broker,
+            "outcomes": self.summary["outcomes"], "metrics": self.summary["metrics"],
+            "rejects": self.rejects,
+        }
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def configure(scenario: Scenario, options: RunOptions) -> Scenario:
+    update: dict[str, Any] = {}
+    if options.trials is not None:
+        update["trials"] = options.trials
+    if options.seed is not None:
+        update["seed"] = options.seed
+    if options.propagation is not None:
+        update["propagation"] = options.propagation
+    return Scenario.model_validate({**scenario.model_dump(), **update}) if update else scenario
+
+
+async def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> RunResult:
+    options = options or RunOptions()
+    scenario = configure(scenario, options)
+    api_key = check_backends(scenario)
+    run_id = options.run_id or new_run_id(scenario.name)
+    async with contextlib.AsyncExitStack() as stack:
+        if options.bus is not None:
+            bus = options.bus
+        else:
+            url = options.broker
+            description = str(url) if url else ""
+            if url is None:
+                broker = EmbeddedBroker()
+                url = await broker.start()
+                stack.push_async_callback(broker.stop)
+                description = f"embedded amqtt at {url}"
+            bus = MqttBus(url, description=description)
+            stack.push_async_callback(bus.close)
+        db = await open_db(options.db_path)
+        stack.push_async_callback(db.close)
+        await create_run(
+            db, run_id=run_id, scenario=scenario.name, scenario_json=scenario.model_dump_json(),
+            seed=scenario.seed, trials=scenario.trials, propagation=scenario.propagation,
+            broker=bus.description,
+        )
+        runner = _Runner(scenario, run_id, bus, db, options, api_key)
+        status = "interrupted"
+        try:
+            result = await runner.run()
+            status = "finished"
+        finally:
+            summary = runner.summary()
+            await finish_run(db, run_id, status, summary)
+        return result
+
+
+class _Runner:
+    def __init__(
+        self, scenario: Scenario, run_id: str, bus: Bus, db: Any, options: RunOptions,
+        api_key: str | None,
+    ) -> None:
+        self.scenario, self.run_id, self.bus, self.db = scenario, run_id, bus, db
+        self.options, self.api_key = options, api_key
+        self.members = set(scenario.agents) | {topics.RUNNER}
+        self.truth = Truth(scenario)
+        self.terminals = set(scenario.terminal_agents())
+        self.messages: dict[int, list[Envelope]] = {}
+        self.finals: dict[int, set[str]] = {}
+        self.done: dict[int, asyncio.Future[None]] = {}
+        self.present: set[str] = set()
+        self.present_all = asyncio.Event()
+        self.scores: dict[int, TrialScore] = {}
+        self.recorder: Recorder | None = None
+        self.endpoint: Endpoint | None = None
+
+    async def run(self) -> RunResult:
+        s = self.scenario
+        self.recorder = Recorder(self.db, await self.bus.connect(f"{self.run_id}-recorder"),
+                                 self.run_id, self.members)
+        await self.recorder.start()
+        conn = await self.bus.connect(f"{self.run_id}-runner")
+        self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members)
+        await conn.subscribe(f"{topics.ROOT}/{self.run_id}/inbox/+")
+        await conn.subscribe(topics.control_filter(self.run_id))
+        reader = asyncio.create_task(self._read(), name="runner-reader")
+        agents: list[asyncio.Task[None]] = []
+        try:
+            if not self.options.external_agents:
+                for name in s.agents:
+                    agent = Agent(name, s, self.run_id,
+                                  await self.bus.connect(f"{self.run_id}-{name}"),
+                                  api_key=self.api_key, on_trace=self.options.on_trace)
+                    agents.append(asyncio.create_task(agent.run(), name=f"agent-{name}"))
+            await self._await_presence()
+            gate = asyncio.Semaphore(s.max_in_flight)
+            await asyncio.gather(*(self._trial(t, gate) for t in range(s.trials)))
+        finally:
+            with contextlib.suppress(Exception):
+                await ep.send(kind=Kind.CONTROL, recipient="all", trial=0,
+                              trace_id=f"{self.run_id}-control", payload={"action": "stop"})
+            with contextlib.suppress(Exception):
+                await self._publish_labels()
+                await ep.send(kind=Kind.CONTROL, recipient="all", trial=0,
+                              trace_id=f"{self.run_id}-control", payload={"action": "end"})
+                await self.recorder.wait_ended(timeout=30)
+            if agents:
+                _, waiting = await asyncio.wait(agents, timeout=5)
+                for task in waiting:
+                    task.cancel()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            await self._store_scores()
+        scores = [self.scores[t] for t in sorted(self.scores)]
+        return RunResult(
+            run_id=self.run_id, scenario=s.name, seed=s.seed, trials=s.trials,
+            propagation=s.propagation, broker=self.bus.description, scores=scores,
+            summary=self.summary(), rejects=dict(self.recorder.rejects),
+            messages=self.messages,
+        )
+
+    async def _await_presence(self) -> None:
+        assert self.endpoint is not None
+        deadline = time.monotonic() + self.options.presence_timeout_s
+        while not self.present_all.is_set():
+            await self.endpoint.send(kind=Kind.CONTROL, recipient="all", trial=0,
+                                     trace_id=f"{self.run_id}-presence",
+                                     payload={"action": "roll_call"})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.present_all.wait(), timeout=1.0)
+            if time.monotonic() > deadline and not self.present_all.is_set():
+                missing = sorted(set(self.scenario.agents) - self.present)
+                raise TimeoutError(
+                    f"agents not present after {self.options.presence_timeout_s:g}s: "
+                    f"{', '.join(missing)} (start them with `errorflow agent ... --run "
+                    f"{self.run_id}`)"
+                )
+
+    async def _trial(self, trial: int, gate: asyncio.Semaphore) -> None:
+        assert self.endpoint is not None
+        async with gate:
+            self.messages.setdefault(trial, [])
+            self.finals.setdefault(trial, set())
+            fut = self.done.setdefault(trial, asyncio.get_running_loop().create_future())
+            trace_id = f"{self.run_id}-t{trial}"
+            task = self.scenario.task
+            for name in self.scenario.entry_agents():
+                env = await self.endpoint.send(
+                    kind=Kind.TASK, recipient=name, trial=trial, trace_id=trace_id,
+                    payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
+                )
+                self.messages[trial].append(env)
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
+                score = score_trial(self.scenario, self.truth, trial, self.messages[trial])
+            except TimeoutError:
+                score = TrialScore(trial, Outcome.BUS_FAULT, 0,
+                                   reason=f"no final result within {self.options.trial_timeout_s:g}s")
+            self.scores[trial] = score
+            if self.options.on_trial is not None:
+                self.options.on_trial(score)
+
+    async def _read(self) -> None:
+        assert self.endpoint is not None
+        async for env in self.endpoint.receive():
+            if env.kind is Kind.CONTROL:
+                if env.payload.get("action") == "hello" and env.sender in self.scenario.agents:
+                    self.present.add(env.sender)
+                    if self.present >= set(self.scenario.agents):
+                        self.present_all.set()
+                continue
+            if env.kind is not Kind.RESULT:
+                continue
+            self.messages.setdefault(env.trial, []).append(env)
+            if env.recipient == topics.RUNNER:
+                self.finals.setdefault(env.trial, set()).add(env.sender)
+            self._check_done(env.trial)
+
+    def _check_done(self, trial: int) -> None:
+        fut = self.done.get(trial)
+        if fut is None or fut.done() or not self.terminals <= self.finals.get(trial, set()):
+            return
+        have = {m.id for m in self.messages[trial]}
+        if all(d in have for m in self.messages[trial] for d in m.derived_from):
+            fut.set_result(None)
+
+    async def _publish_labels(self) -> None:
+        assert self.endpoint is not None
+        for trial, score in sorted(self.scores.items()):
+            trace_id = f"{self.run_id}-t{trial}"
+            for lb in score.labels:
+                await self.endpoint.event(trial, trace_id, "label", {
+                    "message_id": lb.message_id, "agent": lb.sender, "label": lb.label.value,
+                    "reason": lb.reason,
+                })
+            await self.endpoint.event(trial, trace_id, "trial_outcome", {
+                "outcome": score.outcome.value, "depth": score.depth, "reason": score.reason,
+            })
+
+    async def _store_scores(self) -> None:
+        rows, labels = [], []
+        for trial, sc in self.scores.items():
+            rows.append((self.run_id, trial, sc.outcome.value, sc.depth, sc.reason,
+                         json.dumps(sc.costs)))
+            labels += [(self.run_id, trial, lb.message_id, lb.sender, lb.label.value, lb.reason)
+                       for lb in sc.labels]
+        await self.db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", rows)
+        await self.db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
+        await self.db.commit()
+
+    def summary(self) -> dict[str, Any]:
+        return summarize(self.scenario, [self.scores[t] for t in sorted(self.scores)])

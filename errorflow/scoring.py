@@ -1,0 +1,158 @@
+"""Scoring: every message labelled clean / contained / contaminated; every trial an outcome.
+
+A message is
+- clean: no failure touched it (none in its sender's own tool calls, none upstream in
+  its provenance) and every claim it states as certain is true;
+- contained: a failure touched it and it says so (status, errors, lowered confidence,
+  flags, an unresolved need or an abstention), with no false claim stated as certain;
+- contaminated: it states a false or unsupported claim as certain, or a failure touched
+  it and it says nothing (ok, full confidence, no flags): the failure was dropped.
+
+A trial succeeds when its final messages are clean and answer every need correctly;
+it is contaminated when any final message is; otherwise it is a contained failure.
+Contamination depth counts the contaminated messages along the longest provenance
+chain that ends in a final message: 1 = only the message next to the failing tool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from errorflow.agents.answers import answer_from_wire
+from errorflow.agents.world import truth
+from errorflow.bus.envelope import Envelope, Kind, Status
+from errorflow.scenario import Scenario
+
+
+class Label(StrEnum):
+    CLEAN = "clean"
+    CONTAINED = "contained"
+    CONTAMINATED = "contaminated"
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    CONTAINED = "contained"
+    CONTAMINATED = "contaminated"
+    BUS_FAULT = "bus_fault"
+
+
+@dataclass(frozen=True)
+class MessageLabel:
+    message_id: str
+    sender: str
+    label: Label
+    reason: str
+    touched: bool
+
+
+@dataclass
+class TrialScore:
+    trial: int
+    outcome: Outcome
+    depth: int
+    labels: list[MessageLabel] = field(default_factory=list)
+    costs: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+
+COST_KEYS = ("backend_calls", "model_calls", "input_tokens", "output_tokens", "retries",
+             "sim_seconds")
+
+
+class Truth:
+    """Ground truth of a scenario's task, by need id."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.values: dict[str, Any] = {
+            n.id: truth(scenario.world, scenario.tools, n) for n in scenario.task.needs
+        }
+
+    def is_true(self, key: str, value: Any) -> bool:
+        if key not in self.values:
+            return False
+        expected = self.values[key]
+        if isinstance(expected, list) and isinstance(value, list):
+            return sorted(map(str, expected)) == sorted(map(str, value))
+        if isinstance(expected, int | float) and isinstance(value, int | float):
+            return abs(float(expected) - float(value)) <= 1e-9 * max(1.0, abs(float(expected)))
+        return bool(expected == value)
+
+
+def label_message(env: Envelope, truth_: Truth, touched: bool) -> MessageLabel:
+    answer = answer_from_wire(env.payload.get("answer"))
+    false = [c.key for c in answer.claims if c.certain and not truth_.is_true(c.key, c.value)]
+    if false:
+        return MessageLabel(env.id, env.sender, Label.CONTAMINATED,
+                            f"false claim(s) stated as certain: {', '.join(false)}", touched)
+    honest = (
+        env.status is not Status.OK or bool(env.errors) or env.confidence < 1.0
+        or bool(answer.flags) or bool(answer.unresolved) or answer.abstained
+        or any(not c.certain for c in answer.claims)
+    )
+    if touched and not honest:
+        return MessageLabel(env.id, env.sender, Label.CONTAMINATED,
+                            "upstream failure dropped silently", touched)
+    if touched:
+        return MessageLabel(env.id, env.sender, Label.CONTAINED, "failure reported", touched)
+    return MessageLabel(env.id, env.sender, Label.CLEAN, "", touched)
+
+
+def score_trial(
+    scenario: Scenario, truth_: Truth, trial: int, messages: list[Envelope]
+) -> TrialScore:
+    """Label a trial's result messages and decide its outcome (pure)."""
+    results = [m for m in messages if m.kind is Kind.RESULT]
+    by_id = {m.id: m for m in results}
+    touched: dict[str, bool] = {}
+
+    def is_touched(m: Envelope) -> bool:
+        if m.id not in touched:
+            own = bool(m.payload.get("trace", {}).get("failures"))
+            touched[m.id] = own or any(
+                is_touched(by_id[d]) for d in m.derived_from if d in by_id
+            )
+        return touched[m.id]
+
+    labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
+    finals = [m for m in results if m.recipient == "runner"]
+    costs = {k: 0.0 for k in COST_KEYS}
+    for m in results:
+        # A message sent to several recipients carries the same costs: count once.
+        if m.recipient == (scenario.agents[m.sender].sends_to or ["runner"])[0] \
+                if m.sender in scenario.agents else True:
+            for k, v in (m.payload.get("trace", {}).get("costs") or {}).items():
+                if k in costs and isinstance(v, int | float):
+                    costs[k] += float(v)
+    score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs)
+    if not finals:
+        score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"
+        return score
+    final_labels = [labels[m.id] for m in finals]
+    if any(lb.label is Label.CONTAMINATED for lb in final_labels):
+        score.outcome = Outcome.CONTAMINATED
+        score.depth = max(_depth(m, by_id, labels) for m in finals)
+        score.reason = "; ".join(lb.reason for lb in final_labels if lb.reason)
+    elif all(lb.label is Label.CLEAN for lb in final_labels) and all(
+        _complete(m, truth_) for m in finals
+    ):
+        score.outcome = Outcome.SUCCESS
+    else:
+        score.outcome = Outcome.CONTAINED
+        score.reason = "; ".join(lb.reason for lb in final_labels if lb.reason) or "incomplete"
+    return score
+
+
+def _complete(m: Envelope, truth_: Truth) -> bool:
+    answer = answer_from_wire(m.payload.get("answer"))
+    got = {c.key for c in answer.claims if c.certain and truth_.is_true(c.key, c.value)}
+    return set(truth_.values) <= got
+
+
+def _depth(m: Envelope, by_id: dict[str, Envelope], labels: dict[str, MessageLabel]) -> int:
+    if labels[m.id].label is not Label.CONTAMINATED:
+        return 0
+    parents = [by_id[d] for d in m.derived_from if d in by_id]
+    return 1 + max((_depth(p, by_id, labels) for p in parents), default=0)

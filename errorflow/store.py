@@ -1,0 +1,136 @@
+"""The SQLite store: runs, messages, events, rejected messages, labels and trial outcomes.
+
+One writer (the recorder) batches inserts in WAL mode; readers (`errorflow runs`,
+`show`, `report`, the TUI's replay) open their own connections. Every envelope is
+stored whole as JSON next to the columns we query by.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+DEFAULT_DB = Path("errorflow.db")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_json TEXT NOT NULL,
+    seed INTEGER NOT NULL, trials INTEGER NOT NULL, propagation TEXT NOT NULL,
+    broker TEXT, status TEXT NOT NULL, started REAL NOT NULL, finished REAL,
+    summary_json TEXT
+);
+CREATE TABLE IF NOT EXISTS messages (
+    run_id TEXT NOT NULL, id TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL,
+    sender TEXT NOT NULL, recipient TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
+    confidence REAL NOT NULL, topic TEXT NOT NULL, envelope TEXT NOT NULL, received REAL NOT NULL,
+    PRIMARY KEY (run_id, id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL, id TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL,
+    sender TEXT NOT NULL, type TEXT NOT NULL, envelope TEXT NOT NULL, received REAL NOT NULL,
+    PRIMARY KEY (run_id, id)
+);
+CREATE TABLE IF NOT EXISTS rejects (
+    run_id TEXT NOT NULL, topic TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
+    raw BLOB NOT NULL, received REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS labels (
+    run_id TEXT NOT NULL, trial INTEGER NOT NULL, message_id TEXT NOT NULL, sender TEXT NOT NULL,
+    label TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (run_id, message_id)
+);
+CREATE TABLE IF NOT EXISTS trials (
+    run_id TEXT NOT NULL, trial INTEGER NOT NULL, outcome TEXT NOT NULL, depth INTEGER NOT NULL,
+    reason TEXT NOT NULL, costs_json TEXT NOT NULL, PRIMARY KEY (run_id, trial)
+);
+CREATE INDEX IF NOT EXISTS messages_trial ON messages (run_id, trial);
+CREATE INDEX IF NOT EXISTS events_trial ON events (run_id, trial);
+"""
+
+
+async def open_db(path: Path) -> aiosqlite.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = await aiosqlite.connect(path)
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute("PRAGMA synchronous=NORMAL")
+    await db.executescript(SCHEMA)
+    await db.commit()
+    return db
+
+
+async def create_run(
+    db: aiosqlite.Connection, *, run_id: str, scenario: str, scenario_json: str, seed: int,
+    trials: int, propagation: str, broker: str,
+) -> None:
+    await db.execute(
+        "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
+        " status, started) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+        (run_id, scenario, scenario_json, seed, trials, propagation, broker, time.time()),
+    )
+    await db.commit()
+
+
+async def finish_run(
+    db: aiosqlite.Connection, run_id: str, status: str, summary: dict[str, Any]
+) -> None:
+    await db.execute(
+        "UPDATE runs SET status = ?, finished = ?, summary_json = ? WHERE run_id = ?",
+        (status, time.time(), json.dumps(summary), run_id),
+    )
+    await db.commit()
+
+
+# -- readers (synchronous: used by the CLI and reports, never on the hot path) ------
+
+
+def connect_ro(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise FileNotFoundError(f"no database at {path} (run `errorflow run` first, or pass --db)")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def list_runs(path: Path) -> list[dict[str, Any]]:
+    with connect_ro(path) as conn:
+        rows = conn.execute(
+            "SELECT run_id, scenario, seed, trials, propagation, status, started, finished"
+            " FROM runs ORDER BY started DESC"
+        ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def get_run(path: Path, run_id: str) -> dict[str, Any] | None:
+    with connect_ro(path) as conn:
+        row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            matches = conn.execute(
+                "SELECT * FROM runs WHERE run_id LIKE ? ORDER BY started DESC", (run_id + "%",)
+            ).fetchall()
+            if len(matches) != 1:
+                return None
+            row = matches[0]
+        run = dict(row)
+        rid = run["run_id"]
+        run["summary"] = json.loads(run.pop("summary_json") or "null")
+        run["counts"] = {
+            table: conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (rid,)).fetchone()[0]
+            for table in ("messages", "events", "rejects", "trials")
+        }
+        run["rejects_by_reason"] = dict(conn.execute(
+            "SELECT reason, COUNT(*) FROM rejects WHERE run_id = ? GROUP BY reason", (rid,)
+        ).fetchall())
+    return run
+
+
+def trial_rows(path: Path, run_id: str) -> list[dict[str, Any]]:
+    with connect_ro(path) as conn:
+        rows = conn.execute(
+            "SELECT trial, outcome, depth, reason, costs_json FROM trials WHERE run_id = ?"
+            " ORDER BY trial", (run_id,)
+        ).fetchall()
+    return [{**dict(r), "costs": json.loads(r["costs_json"])} for r in rows]

@@ -1,0 +1,513 @@
+"""AnthropicBackend against a real local HTTP server, with the real SDK as client."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from fake_anthropic import FakeAnthropic, Reply, error_body, message, text, tool_use
+
+from errorflow.agents.anthropic_backend import (
+    API_KEY_ENV,
+    SUBMIT_TOOL,
+    AnthropicBackend,
+    api_key_from_env,
+    parse_retry_after,
+    render_messages,
+)
+from errorflow.agents.model import (
+    AssistantTurn,
+    Claim,
+    FinalAnswer,
+    ModelCallError,
+    ModelRequest,
+    NeedView,
+    ObservationTurn,
+    TaskTurn,
+    ToolCall,
+    ToolDef,
+    UpstreamTurn,
+)
+from errorflow.policies.taxonomy import ErrorCode, is_retryable
+from errorflow.scenario import ModelSpec
+
+KEY = "sk-ant-test-SECRETKEY123456"
+
+QUERY_METRIC = ToolDef(
+    name="query_metric",
+    description="Read one metric by name.",
+    input_schema={
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+)
+
+TASK = TaskTurn(
+    prompt="Report the CPU load and the error rate.",
+    needs=[
+        NeedView(
+            id="cpu",
+            tool="query_metric",
+            arg="name",
+            wording="the CPU load",
+            identifier="cpu_load",
+        ),
+        NeedView(
+            id="errors",
+            tool="query_metric",
+            arg="name",
+            wording="the error rate",
+            identifier=None,
+        ),
+    ],
+)
+
+
+def req(*turns: Any, tools: list[ToolDef] | None = None) -> ModelRequest:
+    return ModelRequest(
+        agent="researcher",
+        role="researcher",
+        system="You are the researcher.",
+        turns=list(turns) if turns else [TASK],
+        tools=[QUERY_METRIC] if tools is None else tools,
+    )
+
+
+SUBMIT_INPUT = {
+    "claims": [
+        {"key": "cpu", "value": 0.42, "certain": True},
+        {"key": "errors", "value": None, "certain": False},
+    ],
+    "abstained": False,
+    "flags": ["tool_error"],
+    "unresolved": ["errors"],
+    "text": "CPU load is 0.42; the error rate could not be read.",
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+async def backend(fake: FakeAnthropic) -> AsyncIterator[AnthropicBackend]:
+    spec = ModelSpec(
+        backend="anthropic", model="claude-test", base_url=fake.url, max_tokens=512, temperature=0.2
+    )
+    b = AnthropicBackend(spec, KEY, timeout_s=5.0)
+    yield b
+    await b.aclose()
+
+
+def auth_value(headers: dict[str, str]) -> str:
+    """The credential the SDK sent (x-api-key, or a bearer Authorization header)."""
+    if "x-api-key" in headers:
+        return headers["x-api-key"]
+    return headers.get("authorization", "").removeprefix("Bearer ")
+
+
+# ------------------------------------------------------------------ tool-use loop
+
+
+async def test_tool_use_loop_over_two_calls(fake: FakeAnthropic, backend: AnthropicBackend) -> None:
+    fake.script(
+        Reply(
+            body=message(
+                [
+                    text("Let me look these up."),
+                    tool_use("toolu_1", "query_metric", {"name": "cpu_load"}),
+                    tool_use("toolu_2", "query_metric", {"name": "error_rate"}),
+                ],
+                "tool_use",
+                input_tokens=120,
+                output_tokens=30,
+            )
+        ),
+        Reply(
+            body=message(
+                [tool_use("toolu_3", SUBMIT_TOOL, SUBMIT_INPUT)],
+                "tool_use",
+                input_tokens=200,
+                output_tokens=60,
+            )
+        ),
+    )
+
+    first = await backend.complete(req())
+    assert first.final is None
+    assert first.stop_reason == "tool_use"
+    assert first.calls == [
+        ToolCall(id="toolu_1", name="query_metric", arguments={"name": "cpu_load"}),
+        ToolCall(id="toolu_2", name="query_metric", arguments={"name": "error_rate"}),
+    ]
+    assert (first.usage.input_tokens, first.usage.output_tokens) == (120, 30)
+
+    # what the server received on the first call
+    sent = fake.received[0]
+    assert sent.path.endswith("/v1/messages")
+    assert auth_value(sent.headers) == KEY
+    assert "anthropic-version" in sent.headers
+    body = sent.body
+    assert body["model"] == "claude-test"
+    assert body["max_tokens"] == 512
+    assert "temperature" not in body  # API 2026-10-21 has no sampling parameters
+    assert body["system"].startswith("You are the researcher.")
+    assert SUBMIT_TOOL in body["system"]
+    tools = {t["name"]: t for t in body["tools"]}
+    assert set(tools) == {"query_metric", SUBMIT_TOOL}
+    assert tools["query_metric"]["input_schema"] == QUERY_METRIC.input_schema
+    assert tools["query_metric"]["description"] == QUERY_METRIC.description
+    submit_props = tools[SUBMIT_TOOL]["input_schema"]["properties"]
+    assert set(submit_props) == {"claims", "abstained", "flags", "unresolved", "text"}
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    task_text = body["messages"][0]["content"][0]["text"]
+    assert task_text.startswith("Report the CPU load and the error rate.")
+    assert '- key "cpu": the CPU load (tool query_metric, argument name = cpu_load)' in task_text
+    assert '- key "errors": the error rate' in task_text
+    assert "error_rate" not in task_text  # not given: the model must guess it
+
+    error_obs = {"ok": False, "error": {"code": "not_found", "message": "no metric error_rate"}}
+    ok_obs = {"ok": True, "data": {"name": "cpu_load", "value": 0.42}}
+    second = await backend.complete(
+        req(
+            TASK,
+            AssistantTurn(calls=first.calls, text="Let me look these up."),
+            ObservationTurn(call_id="toolu_1", tool="query_metric", content=ok_obs),
+            ObservationTurn(call_id="toolu_2", tool="query_metric", content=error_obs),
+        )
+    )
+    assert len(fake.received) == 2
+
+    msgs = fake.received[1].body["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[1]["content"] == [
+        {"type": "text", "text": "Let me look these up."},
+        {"type": "tool_use", "id": "toolu_1", "name": "query_metric", "input": {"name": "cpu_load"}},
+        {
+            "type": "tool_use",
+            "id": "toolu_2",
+            "name": "query_metric",
+            "input": {"name": "error_rate"},
+        },
+    ]
+    results = msgs[2]["content"]  # both results in ONE user message
+    assert [r["type"] for r in results] == ["tool_result", "tool_result"]
+    assert results[0]["tool_use_id"] == "toolu_1"
+    assert results[0].get("is_error", False) is False
+    assert json.loads(results[0]["content"]) == ok_obs
+    assert results[1]["tool_use_id"] == "toolu_2"
+    assert results[1]["is_error"] is True
+    assert json.loads(results[1]["content"]) == error_obs
+
+    assert second.calls == []
+    assert second.final == FinalAnswer(
+        claims=[Claim("cpu", 0.42, True), Claim("errors", None, False)],
+        abstained=False,
+        flags=["tool_error"],
+        unresolved=["errors"],
+        text="CPU load is 0.42; the error rate could not be read.",
+    )
+    assert (second.usage.input_tokens, second.usage.output_tokens) == (200, 60)
+
+
+async def test_submit_answer_tolerates_missing_fields(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(
+        Reply(
+            body=message(
+                [
+                    text("Done."),
+                    tool_use("toolu_9", SUBMIT_TOOL, {"claims": [{"key": "cpu", "value": 1}, "junk"]}),
+                ],
+                "tool_use",
+            )
+        )
+    )
+    resp = await backend.complete(req())
+    assert resp.final == FinalAnswer(claims=[Claim("cpu", 1, True)], text="Done.")
+
+
+async def test_end_turn_prose_only_is_an_unstructured_answer(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(Reply(body=message([text("CPU load is 0.42.")], "end_turn")))
+    resp = await backend.complete(req())
+    assert resp.calls == []
+    assert resp.final == FinalAnswer(text="CPU load is 0.42.", flags=["no_structured_answer"])
+
+
+async def test_refusal_abstains(fake: FakeAnthropic, backend: AnthropicBackend) -> None:
+    fake.script(Reply(body=message([], "refusal", input_tokens=50, output_tokens=0)))
+    resp = await backend.complete(req())
+    assert resp.final is not None
+    assert resp.final.abstained is True
+    assert resp.final.flags == ["refusal"]
+    assert resp.final.claims == []
+    assert resp.stop_reason == "refusal"
+    assert resp.usage.input_tokens == 50
+
+
+async def test_max_tokens_without_submit_is_a_model_error(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(
+        Reply(
+            body=message(
+                [text("I will now"), tool_use("toolu_1", SUBMIT_TOOL, {"claims": []})],
+                "max_tokens",
+                output_tokens=512,
+            )
+        )
+    )
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert info.value.code is ErrorCode.MODEL_ERROR
+    assert not is_retryable(info.value.code)
+    assert "max_tokens" in str(info.value)
+    assert getattr(info.value, "usage").output_tokens == 512  # noqa: B009
+
+
+async def test_max_tokens_with_complete_submit_is_used(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(Reply(body=message([tool_use("toolu_1", SUBMIT_TOOL, SUBMIT_INPUT)], "max_tokens")))
+    resp = await backend.complete(req())
+    assert resp.final is not None
+    assert [c.key for c in resp.final.claims] == ["cpu", "errors"]
+
+
+# ------------------------------------------------------------------ errors
+
+
+async def test_429_is_rate_limit_with_retry_after_and_no_sdk_retry(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(
+        Reply(429, error_body("rate_limit_error", "slow down"), headers={"retry-after": "7"}),
+        Reply(body=message([text("should never be fetched")])),
+    )
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    err = info.value
+    assert err.code is ErrorCode.RATE_LIMIT
+    assert err.status == 429
+    assert err.retry_after_s == 7
+    assert len(fake.received) == 1  # max_retries=0: the SDK did not retry
+
+
+@pytest.mark.parametrize(
+    ("status", "err_type", "code"),
+    [
+        (529, "overloaded_error", ErrorCode.TRANSIENT),
+        (500, "api_error", ErrorCode.TRANSIENT),
+        (503, "api_error", ErrorCode.TRANSIENT),
+        (401, "authentication_error", ErrorCode.PERMISSION_DENIED),
+        (403, "permission_error", ErrorCode.PERMISSION_DENIED),
+        (400, "invalid_request_error", ErrorCode.MODEL_ERROR),
+        (404, "not_found_error", ErrorCode.MODEL_ERROR),
+        (422, "invalid_request_error", ErrorCode.MODEL_ERROR),
+    ],
+)
+async def test_status_errors_are_classified(
+    fake: FakeAnthropic, backend: AnthropicBackend, status: int, err_type: str, code: ErrorCode
+) -> None:
+    fake.script(Reply(status, error_body(err_type, "something went wrong")))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert info.value.code is code
+    assert info.value.status == status
+    assert info.value.retry_after_s is None
+    assert len(fake.received) == 1
+
+
+async def test_529_is_transient(fake: FakeAnthropic, backend: AnthropicBackend) -> None:
+    fake.script(Reply(529, error_body("overloaded_error", "Overloaded")))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert info.value.code is ErrorCode.TRANSIENT
+    assert is_retryable(info.value.code)
+    assert info.value.status == 529
+    assert len(fake.received) == 1
+
+
+async def test_invalid_retry_after_is_ignored(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(
+        Reply(429, error_body("rate_limit_error", "slow down"), headers={"retry-after": "soon"})
+    )
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert info.value.code is ErrorCode.RATE_LIMIT
+    assert info.value.retry_after_s is None
+
+
+async def test_client_timeout_is_timeout(fake: FakeAnthropic) -> None:
+    fake.script(Reply(body=message([text("late")]), delay_s=2.0))
+    b = AnthropicBackend(ModelSpec(base_url=fake.url), KEY, timeout_s=0.3)
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    assert info.value.code is ErrorCode.TIMEOUT
+    assert info.value.status is None
+    assert len(fake.received) == 1
+
+
+async def test_connection_refused_is_transient() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    b = AnthropicBackend(ModelSpec(base_url=f"http://127.0.0.1:{port}"), KEY, timeout_s=2.0)
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    assert info.value.code is ErrorCode.TRANSIENT
+    assert info.value.status is None
+
+
+# ------------------------------------------------------------------ the key never leaks
+
+
+async def test_api_key_never_leaks(
+    fake: FakeAnthropic, backend: AnthropicBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for name in ("anthropic", "httpx2", "httpcore", "httpx", "errorflow"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    fake.script(
+        # a server that echoes the key back in its error message
+        Reply(401, error_body("authentication_error", f"invalid x-api-key {KEY}")),
+        Reply(429, error_body("rate_limit_error", f"key={KEY}"), headers={"retry-after": "1"}),
+        Reply(529, error_body("overloaded_error", "Overloaded")),
+        Reply(body=message([tool_use("toolu_1", "query_metric", {"name": "cpu_load"})], "tool_use")),
+    )
+    errors: list[ModelCallError] = []
+    for _ in range(3):
+        with pytest.raises(ModelCallError) as info:
+            await backend.complete(req())
+        errors.append(info.value)
+    await backend.complete(req())
+
+    assert [auth_value(r.headers) for r in fake.received] == [KEY] * 4
+    for err in errors:
+        assert KEY not in str(err)
+        assert KEY not in repr(err)
+        assert "SECRETKEY" not in str(err)
+        assert err.__cause__ is None and err.__context__ is None
+    assert KEY not in repr(backend)
+    assert KEY not in str(backend)
+    assert not any(KEY in str(v) for v in vars(backend).values())
+    assert caplog.records, "expected debug logging to be captured"
+    assert any(r.name.startswith("anthropic") for r in caplog.records)
+    assert KEY not in caplog.text
+    assert "SECRETKEY" not in caplog.text
+
+
+def test_empty_key_is_refused() -> None:
+    with pytest.raises(ValueError):
+        AnthropicBackend(ModelSpec(), "  ")
+
+
+def test_api_key_from_env() -> None:
+    assert api_key_from_env({API_KEY_ENV: KEY}) == KEY
+    assert api_key_from_env({API_KEY_ENV: "  "}) is None
+    assert api_key_from_env({}) is None
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def test_consecutive_user_turns_merge_and_upstream_is_json() -> None:
+    upstream = UpstreamTurn(
+        sender="researcher",
+        status="partial_failure",
+        confidence=0.4,
+        errors=[{"code": "timeout", "tool": "query_metric"}],
+        answer=FinalAnswer(claims=[Claim("cpu", 0.42, False)], flags=["tool_error"], text="x"),
+    )
+    msgs = render_messages([TASK, upstream])
+    assert len(msgs) == 1 and msgs[0]["role"] == "user"
+    blocks = msgs[0]["content"]
+    assert len(blocks) == 2
+    payload = json.loads(blocks[1]["text"].split("\n", 1)[1])
+    assert payload == {
+        "sender": "researcher",
+        "status": "partial_failure",
+        "confidence": 0.4,
+        "errors": [{"code": "timeout", "tool": "query_metric"}],
+        "answer": {
+            "claims": [{"key": "cpu", "value": 0.42, "certain": False}],
+            "abstained": False,
+            "flags": ["tool_error"],
+            "unresolved": [],
+            "text": "x",
+        },
+    }
+
+
+def test_truncated_call_and_missing_observation_are_rendered_validly() -> None:
+    calls = [
+        ToolCall(id="c1", name="query_metric", arguments='{"name": "cpu'),
+        ToolCall(id="c2", name="query_metric", arguments={"name": "x"}),
+    ]
+    obs = ObservationTurn(call_id="c1", tool="query_metric", content={"ok": False, "error": {}})
+    msgs = render_messages([TASK, AssistantTurn(calls=calls), obs])
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[1]["content"][0]["input"] == {"_raw": '{"name": "cpu'}
+    results = msgs[2]["content"]
+    assert [r["tool_use_id"] for r in results] == ["c1", "c2"]  # c2 got a synthetic result
+    assert all(r["is_error"] for r in results)
+
+
+def test_tool_results_precede_text_in_a_merged_user_message() -> None:
+    calls = [ToolCall(id="c1", name="query_metric", arguments={"name": "cpu_load"})]
+    upstream = UpstreamTurn("a", "ok", 1.0, [], FinalAnswer())
+    obs = ObservationTurn(call_id="c1", tool="query_metric", content={"ok": True})
+    msgs = render_messages([TASK, AssistantTurn(calls=calls), upstream, obs])
+    assert [b["type"] for b in msgs[2]["content"]] == ["tool_result", "text"]
+
+
+def test_dotted_tool_names_round_trip() -> None:
+    from errorflow.agents.anthropic_backend import parse_message, render_tools
+
+    tool = ToolDef("metrics.query", "d", {"type": "object", "properties": {}})
+    names = [t["name"] for t in render_tools([tool])]
+    assert names == ["metrics_query", SUBMIT_TOOL]
+
+    class Block:
+        type = "tool_use"
+        id = "toolu_1"
+        name = "metrics_query"
+        input: dict[str, Any] = {}
+
+    class Msg:
+        stop_reason = "tool_use"
+        content = [Block()]
+        usage = None
+
+    resp = parse_message(Msg(), {"metrics_query": "metrics.query"})
+    assert resp.calls[0].name == "metrics.query"
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after({"retry-after": "7"}) == 7.0
+    assert parse_retry_after({"retry-after": "1.5"}) == 1.5
+    assert parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({"retry-after": "nan"}) is None
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"retry-after": "-3"}) == 0.0
+    when = parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0)
+    assert when == 10.0
