@@ -5,11 +5,11 @@ The public surface: load a scenario, run it, read the outcome.
 
 __version__ = "0.1.0"
 
-from errorflow.bus.envelope import Envelope, Kind, Status, WireError  # noqa: E402
-from errorflow.runner import RunOptions, RunResult, run_scenario  # noqa: E402
-from errorflow.scenario import Scenario, load_scenario  # noqa: E402
-from errorflow.scenario_loader import ScenarioError  # noqa: E402
-from errorflow.scoring import Label, Outcome  # noqa: E402
+from errorflow.bus.envelope import Envelope, Kind, Status, WireError
+from errorflow.runner import RunOptions, RunResult, run_scenario
+from errorflow.scenario import Scenario, load_scenario
+from errorflow.scenario_loader import ScenarioError
+from errorflow.scoring import Label, Outcome
 
 __all__ = [
     "Envelope",

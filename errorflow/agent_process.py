@@ -10,8 +10,13 @@ from errorflow.scenario import Scenario
 
 
 async def run_agent_process(
-    scenario: Scenario, name: str, run_id: str, url: BrokerURL, *,
-    propagation: str | None = None, seed: int | None = None,
+    scenario: Scenario,
+    name: str,
+    run_id: str,
+    url: BrokerURL,
+    *,
+    propagation: str | None = None,
+    seed: int | None = None,
 ) -> None:
     update: dict[str, object] = {}
     if propagation:

@@ -52,8 +52,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     trials = args.trials or scenario.trials
     show_progress = not args.json and sys.stderr.isatty() and not args.quiet
     progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), console=err,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tally]}"),
+        TimeElapsedColumn(),
+        console=err,
         disable=not show_progress,
     )
     tally: dict[str, int] = {}
@@ -62,13 +66,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         def on_trial(score: Any) -> None:
             tally[score.outcome.value] = tally.get(score.outcome.value, 0) + 1
-            progress.update(bar, advance=1,
-                            tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
+            progress.update(
+                bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items()))
+            )
 
         options = RunOptions(
-            trials=args.trials, seed=args.seed, propagation=args.propagation,
-            broker=_broker(args.broker), db_path=Path(args.db), run_id=args.run_id,
-            external_agents=args.external_agents, on_trial=on_trial,
+            trials=args.trials,
+            seed=args.seed,
+            propagation=args.propagation,
+            broker=_broker(args.broker),
+            db_path=Path(args.db),
+            run_id=args.run_id,
+            external_agents=args.external_agents,
+            on_trial=on_trial,
             presence_timeout_s=args.wait,
         )
         started = time.perf_counter()
@@ -82,8 +92,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def print_summary(data: dict[str, Any], wall: float | None = None) -> None:
-    out.print(f"[bold]{data['scenario']}[/]  run {data['run_id']}  seed {data['seed']}  "
-              f"trials {data['trials']}  propagation {data['propagation']}")
+    out.print(
+        f"[bold]{data['scenario']}[/]  run {data['run_id']}  seed {data['seed']}  "
+        f"trials {data['trials']}  propagation {data['propagation']}"
+    )
     out.print(f"broker: {data['broker']}")
     table = Table(title="Outcomes", title_justify="left")
     table.add_column("outcome")
@@ -95,8 +107,9 @@ def print_summary(data: dict[str, Any], wall: float | None = None) -> None:
         if count == 0 and outcome == "bus_fault":
             continue
         r = rates[outcome]
-        table.add_row(outcome, str(count), f"{r['rate']:.0%}",
-                      f"{r['ci95'][0]:.0%}–{r['ci95'][1]:.0%}")
+        table.add_row(
+            outcome, str(count), f"{r['rate']:.0%}", f"{r['ci95'][0]:.0%}–{r['ci95'][1]:.0%}"
+        )
     out.print(table)
     m = data["metrics"]
     per = m["per_trial"]
@@ -122,8 +135,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
             f"no agent {args.name!r} in {scenario.name}; agents: {', '.join(scenario.agents)}"
         )
     url = _broker(args.broker)
-    asyncio.run(run_agent_process(scenario, args.name, args.run, url,
-                                  propagation=args.propagation, seed=args.seed))
+    asyncio.run(
+        run_agent_process(
+            scenario, args.name, args.run, url, propagation=args.propagation, seed=args.seed
+        )
+    )
     return EXIT_OK
 
 
@@ -132,9 +148,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from errorflow.agents.backends import check_backends
 
     check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
-    out.print(f"[green]ok[/] {args.scenario}: scenario {scenario.name!r}, "
-              f"{len(scenario.agents)} agents, {len(scenario.tools)} tools, "
-              f"{scenario.trials} trials, propagation {scenario.propagation}")
+    out.print(
+        f"[green]ok[/] {args.scenario}: scenario {scenario.name!r}, "
+        f"{len(scenario.agents)} agents, {len(scenario.tools)} tools, "
+        f"{scenario.trials} trials, propagation {scenario.propagation}"
+    )
     return EXIT_OK
 
 
@@ -168,8 +186,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started"]))
-        table.add_row(r["run_id"], r["scenario"], str(r["seed"]), str(r["trials"]),
-                      r["propagation"], r["status"], started)
+        table.add_row(
+            r["run_id"],
+            r["scenario"],
+            str(r["seed"]),
+            str(r["trials"]),
+            r["propagation"],
+            r["status"],
+            started,
+        )
     out.print(table)
     return EXIT_OK
 
@@ -186,9 +211,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     summary = run.get("summary") or {}
     out.print(f"status: {run['status']}   stored: {run['counts']}")
     if summary:
-        print_summary({**summary, "run_id": run["run_id"], "scenario": run["scenario"],
-                       "seed": run["seed"], "propagation": run["propagation"],
-                       "broker": run["broker"], "rejects": run["rejects_by_reason"]})
+        print_summary(
+            {
+                **summary,
+                "run_id": run["run_id"],
+                "scenario": run["scenario"],
+                "seed": run["seed"],
+                "propagation": run["propagation"],
+                "broker": run["broker"],
+                "rejects": run["rejects_by_reason"],
+            }
+        )
     return EXIT_OK
 
 
@@ -208,39 +241,63 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--db", default=str(DEFAULT_DB),
-                        help=f"SQLite file runs are stored in (default: {DEFAULT_DB})")
+        sp.add_argument(
+            "--db",
+            default=str(DEFAULT_DB),
+            help=f"SQLite file runs are stored in (default: {DEFAULT_DB})",
+        )
 
-    r = sub.add_parser("run", help="run a scenario's trials and print the outcomes",
-                       description="Run a scenario: start the embedded MQTT broker (or use "
-                       "--broker), the recorder and the agents, run the trials, print a summary.")
+    r = sub.add_parser(
+        "run",
+        help="run a scenario's trials and print the outcomes",
+        description="Run a scenario: start the embedded MQTT broker (or use "
+        "--broker), the recorder and the agents, run the trials, print a summary.",
+    )
     r.add_argument("scenario", help="scenario file or bundled scenario name")
     r.add_argument("--trials", type=_positive, help="number of trials (default: the scenario's)")
     r.add_argument("--seed", type=_nonneg, help="seed (default: the scenario's)")
-    r.add_argument("--propagation", choices=["explicit", "implicit"],
-                   help="error propagation (default: the scenario's)")
-    r.add_argument("--broker", metavar="URL",
-                   help="external broker, mqtt://[user:pass@]HOST:PORT or mqtts://... "
-                   "(default: an embedded amqtt broker on 127.0.0.1)")
+    r.add_argument(
+        "--propagation",
+        choices=["explicit", "implicit"],
+        help="error propagation (default: the scenario's)",
+    )
+    r.add_argument(
+        "--broker",
+        metavar="URL",
+        help="external broker, mqtt://[user:pass@]HOST:PORT or mqtts://... "
+        "(default: an embedded amqtt broker on 127.0.0.1)",
+    )
     r.add_argument("--run-id", help="run id to use (default: generated)")
-    r.add_argument("--external-agents", action="store_true",
-                   help="do not start agents; wait for `errorflow agent` processes to join")
-    r.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                   help="how long to wait for all agents to be present (default: 30)")
+    r.add_argument(
+        "--external-agents",
+        action="store_true",
+        help="do not start agents; wait for `errorflow agent` processes to join",
+    )
+    r.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for all agents to be present (default: 30)",
+    )
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     db_arg(r)
     r.set_defaults(func=cmd_run)
 
-    a = sub.add_parser("agent", help="run one agent of a scenario that joins a run on a broker",
-                       description="Run a single agent as its own process. It joins run RUN_ID "
-                       "on the broker and serves until the runner stops the run.")
+    a = sub.add_parser(
+        "agent",
+        help="run one agent of a scenario that joins a run on a broker",
+        description="Run a single agent as its own process. It joins run RUN_ID "
+        "on the broker and serves until the runner stops the run.",
+    )
     a.add_argument("scenario")
     a.add_argument("--name", required=True, help="which agent of the scenario to run")
     a.add_argument("--broker", required=True, metavar="URL", help="mqtt://HOST:PORT")
     a.add_argument("--run", required=True, metavar="RUN_ID", help="the run to join")
-    a.add_argument("--propagation", choices=["explicit", "implicit"],
-                   help="must match the runner's")
+    a.add_argument(
+        "--propagation", choices=["explicit", "implicit"], help="must match the runner's"
+    )
     a.add_argument("--seed", type=_nonneg, help="must match the runner's")
     a.set_defaults(func=cmd_agent)
 
@@ -290,8 +347,10 @@ def _int(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.func(args))
     except ScenarioError as exc:

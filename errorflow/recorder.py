@@ -74,12 +74,35 @@ class Recorder:
         self.counts[env.kind.value] += 1
         text = raw.decode()
         if env.kind is Kind.EVENT:
-            self._events.append((self.run_id, env.id, env.trial, env.seq, env.sender,
-                                 str(env.payload.get("type", "")), text, now))
+            self._events.append(
+                (
+                    self.run_id,
+                    env.id,
+                    env.trial,
+                    env.seq,
+                    env.sender,
+                    str(env.payload.get("type", "")),
+                    text,
+                    now,
+                )
+            )
         else:
-            self._messages.append((self.run_id, env.id, env.trial, env.seq, env.sender,
-                                   env.recipient, env.kind.value, env.status.value,
-                                   env.confidence, topic, text, now))
+            self._messages.append(
+                (
+                    self.run_id,
+                    env.id,
+                    env.trial,
+                    env.seq,
+                    env.sender,
+                    env.recipient,
+                    env.kind.value,
+                    env.status.value,
+                    env.confidence,
+                    topic,
+                    text,
+                    now,
+                )
+            )
             if _is_end(env):
                 self.ended.set()
 
@@ -93,7 +116,8 @@ class Recorder:
         messages, events, rejects = self._messages, self._events, self._rejects
         self._messages, self._events, self._rejects = [], [], []
         await self.db.executemany(
-            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages)
+            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages
+        )
         await self.db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
         await self.db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
         await self.db.commit()
@@ -118,5 +142,8 @@ class Recorder:
 
 
 def _is_end(env: Envelope) -> bool:
-    return (env.kind is Kind.CONTROL and env.sender == topics.RUNNER
-            and env.payload.get("action") == "end")
+    return (
+        env.kind is Kind.CONTROL
+        and env.sender == topics.RUNNER
+        and env.payload.get("action") == "end"
+    )

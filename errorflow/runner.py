@@ -15,7 +15,6 @@ import json
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,9 +73,14 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "scenario": self.scenario, "seed": self.seed,
-            "trials": self.trials, "propagation": self.propagation, "broker": self.broker,
-            "outcomes": self.summary["outcomes"], "metrics": self.summary["metrics"],
+            "run_id": self.run_id,
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "trials": self.trials,
+            "propagation": self.propagation,
+            "broker": self.broker,
+            "outcomes": self.summary["outcomes"],
+            "metrics": self.summary["metrics"],
             "rejects": self.rejects,
         }
 
@@ -117,8 +121,13 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         db = await open_db(options.db_path)
         stack.push_async_callback(db.close)
         await create_run(
-            db, run_id=run_id, scenario=scenario.name, scenario_json=scenario.model_dump_json(),
-            seed=scenario.seed, trials=scenario.trials, propagation=scenario.propagation,
+            db,
+            run_id=run_id,
+            scenario=scenario.name,
+            scenario_json=scenario.model_dump_json(),
+            seed=scenario.seed,
+            trials=scenario.trials,
+            propagation=scenario.propagation,
             broker=bus.description,
         )
         runner = _Runner(scenario, run_id, bus, db, options, api_key)
@@ -134,7 +143,12 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
 
 class _Runner:
     def __init__(
-        self, scenario: Scenario, run_id: str, bus: Bus, db: Any, options: RunOptions,
+        self,
+        scenario: Scenario,
+        run_id: str,
+        bus: Bus,
+        db: Any,
+        options: RunOptions,
         api_key: str | None,
     ) -> None:
         self.scenario, self.run_id, self.bus, self.db = scenario, run_id, bus, db
@@ -153,8 +167,9 @@ class _Runner:
 
     async def run(self) -> RunResult:
         s = self.scenario
-        self.recorder = Recorder(self.db, await self.bus.connect(f"{self.run_id}-recorder"),
-                                 self.run_id, self.members)
+        self.recorder = Recorder(
+            self.db, await self.bus.connect(f"{self.run_id}-recorder"), self.run_id, self.members
+        )
         await self.recorder.start()
         conn = await self.bus.connect(f"{self.run_id}-runner")
         self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members)
@@ -165,21 +180,36 @@ class _Runner:
         try:
             if not self.options.external_agents:
                 for name in s.agents:
-                    agent = Agent(name, s, self.run_id,
-                                  await self.bus.connect(f"{self.run_id}-{name}"),
-                                  api_key=self.api_key, on_trace=self.options.on_trace)
+                    agent = Agent(
+                        name,
+                        s,
+                        self.run_id,
+                        await self.bus.connect(f"{self.run_id}-{name}"),
+                        api_key=self.api_key,
+                        on_trace=self.options.on_trace,
+                    )
                     agents.append(asyncio.create_task(agent.run(), name=f"agent-{name}"))
             await self._await_presence()
             gate = asyncio.Semaphore(s.max_in_flight)
             await asyncio.gather(*(self._trial(t, gate) for t in range(s.trials)))
         finally:
             with contextlib.suppress(Exception):
-                await ep.send(kind=Kind.CONTROL, recipient="all", trial=0,
-                              trace_id=f"{self.run_id}-control", payload={"action": "stop"})
+                await ep.send(
+                    kind=Kind.CONTROL,
+                    recipient="all",
+                    trial=0,
+                    trace_id=f"{self.run_id}-control",
+                    payload={"action": "stop"},
+                )
             with contextlib.suppress(Exception):
                 await self._publish_labels()
-                await ep.send(kind=Kind.CONTROL, recipient="all", trial=0,
-                              trace_id=f"{self.run_id}-control", payload={"action": "end"})
+                await ep.send(
+                    kind=Kind.CONTROL,
+                    recipient="all",
+                    trial=0,
+                    trace_id=f"{self.run_id}-control",
+                    payload={"action": "end"},
+                )
                 await self.recorder.wait_ended(timeout=30)
             if agents:
                 _, waiting = await asyncio.wait(agents, timeout=5)
@@ -191,9 +221,15 @@ class _Runner:
             await self._store_scores()
         scores = [self.scores[t] for t in sorted(self.scores)]
         return RunResult(
-            run_id=self.run_id, scenario=s.name, seed=s.seed, trials=s.trials,
-            propagation=s.propagation, broker=self.bus.description, scores=scores,
-            summary=self.summary(), rejects=dict(self.recorder.rejects),
+            run_id=self.run_id,
+            scenario=s.name,
+            seed=s.seed,
+            trials=s.trials,
+            propagation=s.propagation,
+            broker=self.bus.description,
+            scores=scores,
+            summary=self.summary(),
+            rejects=dict(self.recorder.rejects),
             messages=self.messages,
         )
 
@@ -201,9 +237,13 @@ class _Runner:
         assert self.endpoint is not None
         deadline = time.monotonic() + self.options.presence_timeout_s
         while not self.present_all.is_set():
-            await self.endpoint.send(kind=Kind.CONTROL, recipient="all", trial=0,
-                                     trace_id=f"{self.run_id}-presence",
-                                     payload={"action": "roll_call"})
+            await self.endpoint.send(
+                kind=Kind.CONTROL,
+                recipient="all",
+                trial=0,
+                trace_id=f"{self.run_id}-presence",
+                payload={"action": "roll_call"},
+            )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.present_all.wait(), timeout=1.0)
             if time.monotonic() > deadline and not self.present_all.is_set():
@@ -224,7 +264,10 @@ class _Runner:
             task = self.scenario.task
             for name in self.scenario.entry_agents():
                 env = await self.endpoint.send(
-                    kind=Kind.TASK, recipient=name, trial=trial, trace_id=trace_id,
+                    kind=Kind.TASK,
+                    recipient=name,
+                    trial=trial,
+                    trace_id=trace_id,
                     payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
                 )
                 self.messages[trial].append(env)
@@ -232,8 +275,12 @@ class _Runner:
                 await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
                 score = score_trial(self.scenario, self.truth, trial, self.messages[trial])
             except TimeoutError:
-                score = TrialScore(trial, Outcome.BUS_FAULT, 0,
-                                   reason=f"no final result within {self.options.trial_timeout_s:g}s")
+                score = TrialScore(
+                    trial,
+                    Outcome.BUS_FAULT,
+                    0,
+                    reason=f"no final result within {self.options.trial_timeout_s:g}s",
+                )
             self.scores[trial] = score
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
@@ -267,21 +314,38 @@ class _Runner:
         for trial, score in sorted(self.scores.items()):
             trace_id = f"{self.run_id}-t{trial}"
             for lb in score.labels:
-                await self.endpoint.event(trial, trace_id, "label", {
-                    "message_id": lb.message_id, "agent": lb.sender, "label": lb.label.value,
-                    "reason": lb.reason,
-                })
-            await self.endpoint.event(trial, trace_id, "trial_outcome", {
-                "outcome": score.outcome.value, "depth": score.depth, "reason": score.reason,
-            })
+                await self.endpoint.event(
+                    trial,
+                    trace_id,
+                    "label",
+                    {
+                        "message_id": lb.message_id,
+                        "agent": lb.sender,
+                        "label": lb.label.value,
+                        "reason": lb.reason,
+                    },
+                )
+            await self.endpoint.event(
+                trial,
+                trace_id,
+                "trial_outcome",
+                {
+                    "outcome": score.outcome.value,
+                    "depth": score.depth,
+                    "reason": score.reason,
+                },
+            )
 
     async def _store_scores(self) -> None:
         rows, labels = [], []
         for trial, sc in self.scores.items():
-            rows.append((self.run_id, trial, sc.outcome.value, sc.depth, sc.reason,
-                         json.dumps(sc.costs)))
-            labels += [(self.run_id, trial, lb.message_id, lb.sender, lb.label.value, lb.reason)
-                       for lb in sc.labels]
+            rows.append(
+                (self.run_id, trial, sc.outcome.value, sc.depth, sc.reason, json.dumps(sc.costs))
+            )
+            labels += [
+                (self.run_id, trial, lb.message_id, lb.sender, lb.label.value, lb.reason)
+                for lb in sc.labels
+            ]
         await self.db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", rows)
         await self.db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
         await self.db.commit()

@@ -139,9 +139,9 @@ class Scenario(Strict):
                     raise ValueError(f"agents.{name}.sends_to names unknown agent {target!r}")
                 if target == name:
                     raise ValueError(f"agents.{name}.sends_to names the agent itself")
-            for tool in agent.tools:
-                if tool not in self.tools:
-                    raise ValueError(f"agents.{name}.tools names unknown tool {tool!r}")
+            for tool_name in agent.tools:
+                if tool_name not in self.tools:
+                    raise ValueError(f"agents.{name}.tools names unknown tool {tool_name!r}")
         for tname, tool in self.tools.items():
             for fault in tool.faults:
                 if fault.kind == "partial" and tool.kind not in BATCH_KINDS:

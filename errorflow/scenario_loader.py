@@ -56,20 +56,20 @@ def _construct(loader: _Loader, node: yaml.Node, path: tuple[str | int, ...]) ->
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool) or key is None:
                 raise _DuplicateOrBadKey(path, key_node, f"mapping key {key!r} is not a scalar")
             if key in out:
-                raise _DuplicateOrBadKey(path + (str(key),), key_node, f"duplicate key {key!r}")
-            out[key] = _construct(loader, value_node, path + (str(key),))
-            loader.node_marks[path + (str(key),)] = (
+                raise _DuplicateOrBadKey((*path, str(key)), key_node, f"duplicate key {key!r}")
+            out[key] = _construct(loader, value_node, (*path, str(key)))
+            loader.node_marks[(*path, str(key))] = (
                 key_node.start_mark.line + 1,
                 key_node.start_mark.column + 1,
             )
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_construct(loader, child, path + (i,)) for i, child in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+        return [_construct(loader, child, (*path, i)) for i, child in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
 
 
 class _DuplicateOrBadKey(Exception):
@@ -99,7 +99,7 @@ def parse_yaml(text: str, file: str) -> tuple[Any, dict[tuple[str | int, ...], L
     except yaml.YAMLError as exc:
         raise ScenarioError(file, [Problem("", None, None, f"not valid YAML: {exc}")]) from None
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
     return data, loader.node_marks
 
 
@@ -116,9 +116,7 @@ def _nearest_mark(
     return None
 
 
-def _problems_from(
-    exc: ValidationError, marks: dict[tuple[str | int, ...], Loc]
-) -> list[Problem]:
+def _problems_from(exc: ValidationError, marks: dict[tuple[str | int, ...], Loc]) -> list[Problem]:
     problems = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -134,7 +132,8 @@ def _problems_from(
             msg = "required field is missing"
         elif "input" in err and err["type"] not in ("value_error",):
             msg = f"{msg}; found {err['input']!r}"[:300]
-        problems.append(Problem(_dotted(loc), *(line_col or (None, None)), msg))
+        line, col = line_col if line_col else (None, None)
+        problems.append(Problem(_dotted(loc), line, col, msg))
     return problems
 
 
@@ -191,7 +190,9 @@ def load(path: Path) -> Scenario:
     data, marks = parse_yaml(text, file)
     if not isinstance(data, dict):
         found = type(data).__name__
-        raise ScenarioError(file, [Problem("", 1, 1, f"expected a mapping at top level, found {found}")])
+        raise ScenarioError(
+            file, [Problem("", 1, 1, f"expected a mapping at top level, found {found}")]
+        )
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

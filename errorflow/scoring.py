@@ -58,8 +58,14 @@ class TrialScore:
     reason: str = ""
 
 
-COST_KEYS = ("backend_calls", "model_calls", "input_tokens", "output_tokens", "retries",
-             "sim_seconds")
+COST_KEYS = (
+    "backend_calls",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "retries",
+    "sim_seconds",
+)
 
 
 class Truth:
@@ -85,16 +91,26 @@ def label_message(env: Envelope, truth_: Truth, touched: bool) -> MessageLabel:
     answer = answer_from_wire(env.payload.get("answer"))
     false = [c.key for c in answer.claims if c.certain and not truth_.is_true(c.key, c.value)]
     if false:
-        return MessageLabel(env.id, env.sender, Label.CONTAMINATED,
-                            f"false claim(s) stated as certain: {', '.join(false)}", touched)
+        return MessageLabel(
+            env.id,
+            env.sender,
+            Label.CONTAMINATED,
+            f"false claim(s) stated as certain: {', '.join(false)}",
+            touched,
+        )
     honest = (
-        env.status is not Status.OK or bool(env.errors) or env.confidence < 1.0
-        or bool(answer.flags) or bool(answer.unresolved) or answer.abstained
+        env.status is not Status.OK
+        or bool(env.errors)
+        or env.confidence < 1.0
+        or bool(answer.flags)
+        or bool(answer.unresolved)
+        or answer.abstained
         or any(not c.certain for c in answer.claims)
     )
     if touched and not honest:
-        return MessageLabel(env.id, env.sender, Label.CONTAMINATED,
-                            "upstream failure dropped silently", touched)
+        return MessageLabel(
+            env.id, env.sender, Label.CONTAMINATED, "upstream failure dropped silently", touched
+        )
     if touched:
         return MessageLabel(env.id, env.sender, Label.CONTAINED, "failure reported", touched)
     return MessageLabel(env.id, env.sender, Label.CLEAN, "", touched)
@@ -111,9 +127,7 @@ def score_trial(
     def is_touched(m: Envelope) -> bool:
         if m.id not in touched:
             own = bool(m.payload.get("trace", {}).get("failures"))
-            touched[m.id] = own or any(
-                is_touched(by_id[d]) for d in m.derived_from if d in by_id
-            )
+            touched[m.id] = own or any(is_touched(by_id[d]) for d in m.derived_from if d in by_id)
         return touched[m.id]
 
     labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
@@ -121,8 +135,11 @@ def score_trial(
     costs = {k: 0.0 for k in COST_KEYS}
     for m in results:
         # A message sent to several recipients carries the same costs: count once.
-        if m.recipient == (scenario.agents[m.sender].sends_to or ["runner"])[0] \
-                if m.sender in scenario.agents else True:
+        if (
+            m.recipient == (scenario.agents[m.sender].sends_to or ["runner"])[0]
+            if m.sender in scenario.agents
+            else True
+        ):
             for k, v in (m.payload.get("trace", {}).get("costs") or {}).items():
                 if k in costs and isinstance(v, int | float):
                     costs[k] += float(v)

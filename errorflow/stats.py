@@ -32,13 +32,19 @@ def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> d
     diff = (only_a - only_b) / n
     var = ((only_a + only_b) / n - diff * diff) / n
     half = z * math.sqrt(max(var, 0.0))
-    return {"diff": diff, "low": max(-1.0, diff - half), "high": min(1.0, diff + half),
-            "only_a": only_a, "only_b": only_b, "n": n}
+    return {
+        "diff": diff,
+        "low": max(-1.0, diff - half),
+        "high": min(1.0, diff + half),
+        "only_a": only_a,
+        "only_b": only_b,
+        "n": n,
+    }
 
 
 def pass_at_k(outcomes: Sequence[bool], k: int) -> float:
     """pass^k: the share of consecutive groups of k trials in which all k succeed."""
     if k <= 0 or len(outcomes) < k:
         return float("nan")
-    groups = [outcomes[i:i + k] for i in range(0, len(outcomes) - k + 1, k)]
+    groups = [outcomes[i : i + k] for i in range(0, len(outcomes) - k + 1, k)]
     return sum(all(g) for g in groups) / len(groups)

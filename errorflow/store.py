@@ -63,8 +63,15 @@ async def open_db(path: Path) -> aiosqlite.Connection:
 
 
 async def create_run(
-    db: aiosqlite.Connection, *, run_id: str, scenario: str, scenario_json: str, seed: int,
-    trials: int, propagation: str, broker: str,
+    db: aiosqlite.Connection,
+    *,
+    run_id: str,
+    scenario: str,
+    scenario_json: str,
+    seed: int,
+    trials: int,
+    propagation: str,
+    broker: str,
 ) -> None:
     await db.execute(
         "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
@@ -118,12 +125,16 @@ def get_run(path: Path, run_id: str) -> dict[str, Any] | None:
         rid = run["run_id"]
         run["summary"] = json.loads(run.pop("summary_json") or "null")
         run["counts"] = {
-            table: conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (rid,)).fetchone()[0]
+            table: conn.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (rid,)
+            ).fetchone()[0]
             for table in ("messages", "events", "rejects", "trials")
         }
-        run["rejects_by_reason"] = dict(conn.execute(
-            "SELECT reason, COUNT(*) FROM rejects WHERE run_id = ? GROUP BY reason", (rid,)
-        ).fetchall())
+        run["rejects_by_reason"] = dict(
+            conn.execute(
+                "SELECT reason, COUNT(*) FROM rejects WHERE run_id = ? GROUP BY reason", (rid,)
+            ).fetchall()
+        )
     return run
 
 
@@ -131,6 +142,7 @@ def trial_rows(path: Path, run_id: str) -> list[dict[str, Any]]:
     with connect_ro(path) as conn:
         rows = conn.execute(
             "SELECT trial, outcome, depth, reason, costs_json FROM trials WHERE run_id = ?"
-            " ORDER BY trial", (run_id,)
+            " ORDER BY trial",
+            (run_id,),
         ).fetchall()
     return [{**dict(r), "costs": json.loads(r["costs_json"])} for r in rows]

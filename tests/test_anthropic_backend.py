@@ -6,6 +6,7 @@ import json
 import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,8 +17,10 @@ from errorflow.agents.anthropic_backend import (
     SUBMIT_TOOL,
     AnthropicBackend,
     api_key_from_env,
+    parse_message,
     parse_retry_after,
     render_messages,
+    render_tools,
 )
 from errorflow.agents.model import (
     AssistantTurn,
@@ -189,7 +192,12 @@ async def test_tool_use_loop_over_two_calls(fake: FakeAnthropic, backend: Anthro
     assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
     assert msgs[1]["content"] == [
         {"type": "text", "text": "Let me look these up."},
-        {"type": "tool_use", "id": "toolu_1", "name": "query_metric", "input": {"name": "cpu_load"}},
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "query_metric",
+            "input": {"name": "cpu_load"},
+        },
         {
             "type": "tool_use",
             "id": "toolu_2",
@@ -225,7 +233,9 @@ async def test_submit_answer_tolerates_missing_fields(
             body=message(
                 [
                     text("Done."),
-                    tool_use("toolu_9", SUBMIT_TOOL, {"claims": [{"key": "cpu", "value": 1}, "junk"]}),
+                    tool_use(
+                        "toolu_9", SUBMIT_TOOL, {"claims": [{"key": "cpu", "value": 1}, "junk"]}
+                    ),
                 ],
                 "tool_use",
             )
@@ -391,7 +401,9 @@ async def test_api_key_never_leaks(
         Reply(401, error_body("authentication_error", f"invalid x-api-key {KEY}")),
         Reply(429, error_body("rate_limit_error", f"key={KEY}"), headers={"retry-after": "1"}),
         Reply(529, error_body("overloaded_error", "Overloaded")),
-        Reply(body=message([tool_use("toolu_1", "query_metric", {"name": "cpu_load"})], "tool_use")),
+        Reply(
+            body=message([tool_use("toolu_1", "query_metric", {"name": "cpu_load"})], "tool_use")
+        ),
     )
     errors: list[ModelCallError] = []
     for _ in range(3):
@@ -479,26 +491,33 @@ def test_tool_results_precede_text_in_a_merged_user_message() -> None:
     assert [b["type"] for b in msgs[2]["content"]] == ["tool_result", "text"]
 
 
+def _msg(stop_reason: str | None, *blocks: dict[str, Any]) -> SimpleNamespace:
+    return SimpleNamespace(
+        stop_reason=stop_reason,
+        content=[SimpleNamespace(**b) for b in blocks],
+        usage=SimpleNamespace(input_tokens=3, output_tokens=4),
+    )
+
+
 def test_dotted_tool_names_round_trip() -> None:
-    from errorflow.agents.anthropic_backend import parse_message, render_tools
-
     tool = ToolDef("metrics.query", "d", {"type": "object", "properties": {}})
-    names = [t["name"] for t in render_tools([tool])]
-    assert names == ["metrics_query", SUBMIT_TOOL]
-
-    class Block:
-        type = "tool_use"
-        id = "toolu_1"
-        name = "metrics_query"
-        input: dict[str, Any] = {}
-
-    class Msg:
-        stop_reason = "tool_use"
-        content = [Block()]
-        usage = None
-
-    resp = parse_message(Msg(), {"metrics_query": "metrics.query"})
+    assert [t["name"] for t in render_tools([tool])] == ["metrics_query", SUBMIT_TOOL]
+    msg = _msg("tool_use", tool_use("toolu_1", "metrics_query", {}))
+    resp = parse_message(msg, {"metrics_query": "metrics.query"})
     assert resp.calls[0].name == "metrics.query"
+
+
+def test_pause_turn_and_stop_sequence() -> None:
+    with pytest.raises(ModelCallError) as info:
+        parse_message(_msg("pause_turn"))
+    assert info.value.code is ErrorCode.TRANSIENT
+    resp = parse_message(_msg("pause_turn", tool_use("t1", "query_metric", {"name": "a"})))
+    assert [c.id for c in resp.calls] == ["t1"]
+    resp = parse_message(_msg("stop_sequence", text("partial prose")))
+    assert resp.final == FinalAnswer(text="partial prose", flags=["no_structured_answer"])
+    resp = parse_message(_msg(None, tool_use("t2", SUBMIT_TOOL, SUBMIT_INPUT)))
+    assert resp.final is not None and resp.stop_reason == "unknown"
+    assert resp.usage.output_tokens == 4
 
 
 def test_parse_retry_after() -> None:

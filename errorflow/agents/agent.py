@@ -101,8 +101,14 @@ class Agent:
         self.run_id = run_id
         self.expected = scenario.upstream_of(name) or [topics.RUNNER]
         self.backends = BackendFactory(self.spec.model, scenario.seed, name, api_key)
-        self.tools = [ToolDef(t, scenario.tools[t].description or DESCRIPTIONS[scenario.tools[t].kind],
-                              input_schema(scenario.tools[t].kind)) for t in self.spec.tools]
+        self.tools = [
+            ToolDef(
+                t,
+                scenario.tools[t].description or DESCRIPTIONS[scenario.tools[t].kind],
+                input_schema(scenario.tools[t].kind),
+            )
+            for t in self.spec.tools
+        ]
         self._inputs: dict[int, TrialInputs] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_trace = on_trace
@@ -130,9 +136,13 @@ class Agent:
             await self.backends.aclose()
 
     async def _hello(self) -> None:
-        await self.endpoint.send(kind=Kind.CONTROL, recipient=topics.RUNNER, trial=0,
-                                 trace_id=f"{self.run_id}-presence",
-                                 payload={"action": "hello", "agent": self.name})
+        await self.endpoint.send(
+            kind=Kind.CONTROL,
+            recipient=topics.RUNNER,
+            trial=0,
+            trace_id=f"{self.run_id}-presence",
+            payload={"action": "hello", "agent": self.name},
+        )
 
     def _accept(self, env: Envelope) -> None:
         if env.sender not in self.expected:
@@ -170,18 +180,33 @@ class Agent:
         pending: list[asyncio.Task[None]] = []
 
         def emit(type_: str, data: dict[str, Any]) -> None:
-            pending.append(asyncio.create_task(
-                self.endpoint.event(trial, trace_id, type_, {"agent": self.name, **data})))
+            pending.append(
+                asyncio.create_task(
+                    self.endpoint.event(trial, trace_id, type_, {"agent": self.name, **data})
+                )
+            )
 
         gate = ToolGate(
-            agent=self.name, trial=trial, policy=self.policy,
-            client=ToolClient(self.scenario, trial, self.name), clock=clock,
-            rng=stream(seed, trial, self.name, "retry"), budget=budget,
-            breakers=BreakerBank(self.policy.breaker), guard=guard, implicit=self.implicit,
+            agent=self.name,
+            trial=trial,
+            policy=self.policy,
+            client=ToolClient(self.scenario, trial, self.name),
+            clock=clock,
+            rng=stream(seed, trial, self.name, "retry"),
+            budget=budget,
+            breakers=BreakerBank(self.policy.breaker),
+            guard=guard,
+            implicit=self.implicit,
             emit=emit,
         )
-        model = ModelGate(self.backends.for_trial(trial), self.policy, clock,
-                          stream(seed, trial, self.name, "model-retry"), budget, emit)
+        model = ModelGate(
+            self.backends.for_trial(trial),
+            self.policy,
+            clock,
+            stream(seed, trial, self.name, "model-retry"),
+            budget,
+            emit,
+        )
         turns: list[Turn] = [self._task_turn(trial)]
         turns += [self._upstream_turn(env) for env in inputs if env.kind is Kind.RESULT]
         failures: list[Failure] = []
@@ -196,14 +221,16 @@ class Agent:
                 stopped = ErrorCode.BUDGET_EXHAUSTED.value
                 failures.append(Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
                 break
-            request = ModelRequest(self.name, self.spec.role, SYSTEM_PROMPTS[self.spec.role],
-                                   list(turns), self.tools)
+            request = ModelRequest(
+                self.name, self.spec.role, SYSTEM_PROMPTS[self.spec.role], list(turns), self.tools
+            )
             try:
                 response = await model.complete(request)
             except ModelCallError as exc:
                 stopped = ErrorCode.MODEL_ERROR.value
-                failures.append(Failure(exc.code, "model", redact(str(exc)),
-                                        http_status=exc.status))
+                failures.append(
+                    Failure(exc.code, "model", redact(str(exc)), http_status=exc.status)
+                )
                 break
             if response.final is not None:
                 final = response.final
@@ -238,9 +265,12 @@ class Agent:
             self.on_trace(self.name, trial, gate.trace)
         unrecovered = [f for f in failures if f.tool not in recovered_tools or f.tool == "model"]
         costs = {
-            "backend_calls": budget.backend_calls, "model_calls": model.calls,
-            "input_tokens": model.input_tokens, "output_tokens": model.output_tokens,
-            "retries": gate.retries + model.retries, "sim_seconds": round(clock.now, 6),
+            "backend_calls": budget.backend_calls,
+            "model_calls": model.calls,
+            "input_tokens": model.input_tokens,
+            "output_tokens": model.output_tokens,
+            "retries": gate.retries + model.retries,
+            "sim_seconds": round(clock.now, 6),
         }
         await self._publish_result(trial, trace_id, inputs, final, unrecovered, stopped, costs)
         if pending:
@@ -250,7 +280,10 @@ class Agent:
         task = self.scenario.task
         needs = [
             NeedView(
-                n.id, n.tool, n.arg, n.wording,
+                n.id,
+                n.tool,
+                n.arg,
+                n.wording,
                 None if hidden_identifier(self.scenario, trial, n) else n.value,
                 meant=n.value,
             )
@@ -260,7 +293,9 @@ class Agent:
 
     def _upstream_turn(self, env: Envelope) -> UpstreamTurn:
         return UpstreamTurn(
-            sender=env.sender, status=env.status.value, confidence=env.confidence,
+            sender=env.sender,
+            status=env.status.value,
+            confidence=env.confidence,
             errors=[e.model_dump(mode="json") for e in env.errors],
             answer=answer_from_wire(env.payload.get("answer")),
         )
@@ -279,12 +314,26 @@ class Agent:
         return answer
 
     async def _publish_result(
-        self, trial: int, trace_id: str, inputs: list[Envelope], final: FinalAnswer,
-        failures: list[Failure], stopped: str | None, costs: dict[str, Any],
+        self,
+        trial: int,
+        trace_id: str,
+        inputs: list[Envelope],
+        final: FinalAnswer,
+        failures: list[Failure],
+        stopped: str | None,
+        costs: dict[str, Any],
     ) -> None:
         own = [
-            WireError(code=f.code, tool=f.tool, message=_short(f), retryable=f.code in RETRYABLE,
-                      retry_after_s=f.retry_after_s, suggestion=None, origin=self.name, hops=0)
+            WireError(
+                code=f.code,
+                tool=f.tool,
+                message=_short(f),
+                retryable=f.code in RETRYABLE,
+                retry_after_s=f.retry_after_s,
+                suggestion=None,
+                origin=self.name,
+                hops=0,
+            )
             for f in _dedupe(failures)
         ]
         upstream = [e.model_copy(update={"hops": e.hops + 1}) for env in inputs for e in env.errors]
@@ -305,16 +354,25 @@ class Agent:
         targets = self.spec.sends_to or [topics.RUNNER]
         for target in targets:
             await self.endpoint.send(
-                kind=Kind.RESULT, recipient=target, trial=trial, trace_id=trace_id,
-                payload=payload, status=status, confidence=confidence, errors=errors,
+                kind=Kind.RESULT,
+                recipient=target,
+                trial=trial,
+                trace_id=trace_id,
+                payload=payload,
+                status=status,
+                confidence=confidence,
+                errors=errors,
                 derived_from=[env.id for env in inputs],
             )
 
     async def _publish_crash(self, trial: int, inputs: list[Envelope], exc: Exception) -> None:
         trace_id = inputs[0].trace_id if inputs else f"{self.run_id}-{trial}"
-        failure = Failure(ErrorCode.INTERNAL_ERROR, self.name,
-                          redact(f"{type(exc).__name__}: {exc}")[:300])
-        final = FinalAnswer(text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs])
+        failure = Failure(
+            ErrorCode.INTERNAL_ERROR, self.name, redact(f"{type(exc).__name__}: {exc}")[:300]
+        )
+        final = FinalAnswer(
+            text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
+        )
         await self._publish_result(trial, trace_id, inputs, final, [failure], "crashed", {})
 
 

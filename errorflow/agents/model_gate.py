@@ -20,8 +20,13 @@ Emit = Callable[[str, dict[str, Any]], None]
 
 class ModelGate:
     def __init__(
-        self, backend: ModelBackend, policy: PolicyConfig, clock: SimClock, rng: random.Random,
-        budget: Budget, emit: Emit,
+        self,
+        backend: ModelBackend,
+        policy: PolicyConfig,
+        clock: SimClock,
+        rng: random.Random,
+        budget: Budget,
+        emit: Emit,
     ) -> None:
         self.backend, self.policy, self.clock, self.rng = backend, policy, clock, rng
         self.budget, self.emit = budget, emit
@@ -43,17 +48,37 @@ class ModelGate:
                 response = await self.backend.complete(request)
             except ModelCallError as exc:
                 retry = decide_retry(
-                    self.policy.model_retry, code=exc.code, attempt=attempt,
-                    retry_after_s=exc.retry_after_s, rng=self.rng, idempotent=True,
-                    has_idempotency_key=False, budget_left_s=self.budget.time_left_s(),
+                    self.policy.model_retry,
+                    code=exc.code,
+                    attempt=attempt,
+                    retry_after_s=exc.retry_after_s,
+                    rng=self.rng,
+                    idempotent=True,
+                    has_idempotency_key=False,
+                    budget_left_s=self.budget.time_left_s(),
                 )
-                self.emit("model_error", {"code": exc.code.value, "status": exc.status,
-                                          "attempt": attempt, "retry": retry.retry,
-                                          "delay_s": retry.delay_s})
+                self.emit(
+                    "model_error",
+                    {
+                        "code": exc.code.value,
+                        "status": exc.status,
+                        "attempt": attempt,
+                        "retry": retry.retry,
+                        "delay_s": retry.delay_s,
+                    },
+                )
                 if not retry.retry:
                     for t in self.breakers.record_failure("model", self.clock.now):
-                        self.emit("breaker", {"tool": "model", "from": t.frm.value,
-                                              "to": t.to.value, "at": t.at, "reason": t.reason})
+                        self.emit(
+                            "breaker",
+                            {
+                                "tool": "model",
+                                "from": t.frm.value,
+                                "to": t.to.value,
+                                "at": t.at,
+                                "reason": t.reason,
+                            },
+                        )
                     raise
                 self.retries += 1
                 self.budget.charge_time(retry.delay_s)
@@ -64,9 +89,14 @@ class ModelGate:
             self.input_tokens += usage.input_tokens
             self.output_tokens += usage.output_tokens
             self.budget.charge_model(usage.input_tokens + usage.output_tokens)
-            self.emit("model_call", {
-                "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                "calls": len(response.calls), "final": response.final is not None,
-                "stop_reason": response.stop_reason,
-            })
+            self.emit(
+                "model_call",
+                {
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "calls": len(response.calls),
+                    "final": response.final is not None,
+                    "stop_reason": response.stop_reason,
+                },
+            )
             return response

@@ -50,10 +50,7 @@ class SimulatedModel:
         self._decided: set[str] = set()  # observation ids already reacted to
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if request.role == "researcher":
-            response = self._research(request)
-        else:
-            response = self._write(request)
+        response = self._research(request) if request.role == "researcher" else self._write(request)
         response.usage = self._usage(request, response)
         return response
 
@@ -131,13 +128,13 @@ class SimulatedModel:
 
     def _first_argument(self, need: NeedView) -> Any:
         if need.identifier is not None:
-            return (need.identifier)
+            return need.identifier
         if self.rng.random() < self.b.p_use_task_wording:
             return need.wording
         if self.rng.random() < self.b.p_guess_identifier:
             # A lucky guess: the model happens to produce the real identifier. The
             # simulator knows it through the need's tool domain, the model does not.
-            return (_hidden_identifier(need))
+            return _hidden_identifier(need)
         return need.wording
 
     def _call(self, need: NeedView, value: Any, n: int) -> ToolCall:
@@ -203,7 +200,8 @@ class SimulatedModel:
                 answer.unresolved.append(need.id)
         answer.abstained = bool(needs) and not answer.claims
         answer.text = (
-            "Report withheld: upstream failures." if answer.abstained
+            "Report withheld: upstream failures."
+            if answer.abstained
             else f"Report on {', '.join(c.key for c in answer.claims)}."
         )
         return ModelResponse(final=answer, stop_reason="end_turn")

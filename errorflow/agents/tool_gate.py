@@ -67,7 +67,9 @@ class ToolGate:
         args_map = call.arguments if isinstance(call.arguments, dict) else {"_raw": call.arguments}
         verdict = self.guard.check_call(tool, args_map)
         if verdict is not None:
-            self.emit("guard", {"tool": tool, "code": verdict.code.value, "message": verdict.message})
+            self.emit(
+                "guard", {"tool": tool, "code": verdict.code.value, "message": verdict.message}
+            )
             failure = Failure(verdict.code, tool, verdict.message)
             return self._finish(call, failure, None, attempts=0, record_breaker=False)
         pattern = canonical_args(args_map) if self.policy.breaker.per_argument else None
@@ -75,12 +77,17 @@ class ToolGate:
         self._breaker_events(tool, pattern, decision.transitions)
         if not decision.allowed:
             failure = Failure(
-                ErrorCode.CIRCUIT_OPEN, tool, f"circuit open for {tool}",
+                ErrorCode.CIRCUIT_OPEN,
+                tool,
+                f"circuit open for {tool}",
                 retry_after_s=decision.retry_in_s,
             )
             return self._finish(call, failure, None, attempts=0, record_breaker=False)
-        mangled = self.client.mangle(tool, dict(args_map)) if isinstance(call.arguments, dict) \
+        mangled = (
+            self.client.mangle(tool, dict(args_map))
+            if isinstance(call.arguments, dict)
             else call.arguments
+        )
         try:
             args = self.client.validate(tool, mangled)
         except ToolException as exc:
@@ -107,7 +114,9 @@ class ToolGate:
             else:
                 await self._wait(result.duration_s)
                 soft = classify_body(
-                    tool, business_error=result.business_error, empty=result.empty,
+                    tool,
+                    business_error=result.business_error,
+                    empty=result.empty,
                     item_errors=result.item_errors,
                 )
                 if soft is None or soft.code in SOFT:
@@ -117,20 +126,32 @@ class ToolGate:
                 failure = soft
             failure.attempts = attempt
             decision_r = decide_retry(
-                self.policy.retry, code=failure.code, attempt=attempt,
-                retry_after_s=failure.retry_after_s, rng=self.rng, idempotent=spec.idempotent,
-                has_idempotency_key=key is not None, budget_left_s=self.budget.time_left_s(),
+                self.policy.retry,
+                code=failure.code,
+                attempt=attempt,
+                retry_after_s=failure.retry_after_s,
+                rng=self.rng,
+                idempotent=spec.idempotent,
+                has_idempotency_key=key is not None,
+                budget_left_s=self.budget.time_left_s(),
             )
             if not decision_r.retry:
                 if attempt > 1 and failure.code in RETRYABLE:
-                    self.emit("retries_exhausted", {"tool": tool, "attempts": attempt,
-                                                    "code": failure.code.value})
+                    self.emit(
+                        "retries_exhausted",
+                        {"tool": tool, "attempts": attempt, "code": failure.code.value},
+                    )
                 break
             self.retries += 1
-            self.emit("retry", {
-                "tool": tool, "attempt": attempt, "code": failure.code.value,
-                "delay_s": round(decision_r.delay_s, 6),
-            })
+            self.emit(
+                "retry",
+                {
+                    "tool": tool,
+                    "attempt": attempt,
+                    "code": failure.code.value,
+                    "delay_s": round(decision_r.delay_s, 6),
+                },
+            )
             await self._wait(decision_r.delay_s)
         transitions = self.breakers.record_failure(tool, self.clock.now, pattern)
         self._breaker_events(tool, pattern, transitions)
@@ -150,25 +171,45 @@ class ToolGate:
         if soft is not None and soft.code is ErrorCode.PARTIAL_SUCCESS and not self.implicit:
             obs["code"] = soft.code.value
             obs["failed_items"] = sorted(soft.item_errors)
-        self.emit("tool_call", {
-            "tool": call.name, "call_id": call.id, "args": redact_obj(args_map), "ok": True,
-            "code": soft.code.value if soft else None, "attempts": attempts,
-        })
+        self.emit(
+            "tool_call",
+            {
+                "tool": call.name,
+                "call_id": call.id,
+                "args": redact_obj(args_map),
+                "ok": True,
+                "code": soft.code.value if soft else None,
+                "attempts": attempts,
+            },
+        )
         if soft is not None and self.implicit:
             soft = None  # the anti-pattern: an empty or partial result is just a result
         return GateOutcome(obs, soft, value)
 
     def _finish(
-        self, call: ToolCall, failure: Failure, args: dict[str, Any] | None, *, attempts: int,
+        self,
+        call: ToolCall,
+        failure: Failure,
+        args: dict[str, Any] | None,
+        *,
+        attempts: int,
         record_breaker: bool,
     ) -> GateOutcome:
         args_map = call.arguments if isinstance(call.arguments, dict) else {}
         self.guard.record_call(call.name, args_map, ok=False)
-        self.emit("tool_call", {
-            "tool": call.name, "call_id": call.id, "args": redact_obj(args_map), "ok": False,
-            "code": failure.code.value, "attempts": attempts,
-            "http_status": failure.http_status, "error": redact(failure.raw)[:300],
-        })
+        self.emit(
+            "tool_call",
+            {
+                "tool": call.name,
+                "call_id": call.id,
+                "args": redact_obj(args_map),
+                "ok": False,
+                "code": failure.code.value,
+                "attempts": attempts,
+                "http_status": failure.http_status,
+                "error": redact(failure.raw)[:300],
+            },
+        )
         if self.implicit:
             # The anti-pattern under test: the wrapper swallows the error and hands the
             # model an empty result, as `except Exception: return []` does.
@@ -181,13 +222,27 @@ class ToolGate:
         self, tool: str, pattern: str | None, transitions: tuple[Transition, ...] | list[Transition]
     ) -> None:
         for t in transitions:
-            self.emit("breaker", {
-                "tool": tool, "pattern": pattern, "from": t.frm.value, "to": t.to.value,
-                "at": t.at, "reason": t.reason,
-            })
+            self.emit(
+                "breaker",
+                {
+                    "tool": tool,
+                    "pattern": pattern,
+                    "from": t.frm.value,
+                    "to": t.to.value,
+                    "at": t.at,
+                    "reason": t.reason,
+                },
+            )
 
     def _trace(self, call: ToolCall, args: Any, exc: BaseException, attempt: int) -> None:
-        self.trace.append({
-            "tool": call.name, "call_id": call.id, "args": args, "attempt": attempt,
-            "exception": repr(exc), "raw": getattr(exc, "raw", str(exc)), "at": self.clock.now,
-        })
+        self.trace.append(
+            {
+                "tool": call.name,
+                "call_id": call.id,
+                "args": args,
+                "attempt": attempt,
+                "exception": repr(exc),
+                "raw": getattr(exc, "raw", str(exc)),
+                "at": self.clock.now,
+            }
+        )

@@ -102,7 +102,9 @@ def truth(world: WorldSpec, tools: dict[str, ToolSpec], need: NeedSpec) -> Any:
 
 def _search(world: WorldSpec, query: str) -> list[str]:
     q = query.lower().strip()
-    return sorted(p.id for p in world.papers if q and (q in p.topic.lower() or q in p.title.lower()))
+    return sorted(
+        p.id for p in world.papers if q and (q in p.topic.lower() or q in p.title.lower())
+    )
 
 
 # -- fault plan ------------------------------------------------------------------
@@ -140,8 +142,16 @@ class FaultPlan:
 
 
 CALL_FAULTS = frozenset(
-    {"transient", "timeout", "rate_limit", "permission", "not_found", "business_rule", "empty",
-     "partial"}
+    {
+        "transient",
+        "timeout",
+        "rate_limit",
+        "permission",
+        "not_found",
+        "business_rule",
+        "empty",
+        "partial",
+    }
 )
 
 
@@ -190,14 +200,15 @@ class ToolClient:
         kind = self.tools[tool].kind
         model = ARG_MODELS[kind]
         if isinstance(args, str):
+            text = args
             try:
-                args = json.loads(args)
+                args = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise SchemaViolation(
                     f"SyntaxError: Unexpected end of JSON input at position {exc.pos}",
                     field="(arguments)",
                     constraint="a complete JSON object",
-                    received=args[:80],
+                    received=text[:80],
                 ) from None
         if not isinstance(args, dict):
             raise SchemaViolation(
@@ -244,7 +255,9 @@ class ToolClient:
             self._raise_for(fault, tool, args, timeout_s)
             if fault.kind == "business_rule":
                 reason = fault.reason or "request rejected by business rule"
-                return ToolResult({"success": False, "reason": reason}, latency, business_error=reason)
+                return ToolResult(
+                    {"success": False, "reason": reason}, latency, business_error=reason
+                )
             if fault.kind == "empty":
                 return ToolResult(_empty_of(spec.kind), latency, empty=True)
         value, item_errors = self._serve(spec, args, fault)
@@ -302,8 +315,13 @@ class ToolClient:
             out: dict[str, Any] = {}
             errors: dict[str, str] = {}
             for doc_id in args.ids:
-                failed = fault is not None and fault.kind == "partial" and (
-                    self._rng_items.random() < (fault.item_p if fault.item_p is not None else 0.5)
+                failed = (
+                    fault is not None
+                    and fault.kind == "partial"
+                    and (
+                        self._rng_items.random()
+                        < (fault.item_p if fault.item_p is not None else 0.5)
+                    )
                 )
                 if failed:
                     errors[doc_id] = "HTTP 503 Service Unavailable"

@@ -68,19 +68,34 @@ class Endpoint:
         derived_from: list[str] | None = None,
     ) -> Envelope:
         env = Envelope(
-            run_id=self.run_id, trial=trial, seq=self.seq, sender=self.name,
-            recipient=recipient, kind=kind, trace_id=trace_id,
-            derived_from=derived_from or [], status=status, confidence=confidence,
-            errors=errors or [], payload=payload or {}, ts=time.time(),
+            run_id=self.run_id,
+            trial=trial,
+            seq=self.seq,
+            sender=self.name,
+            recipient=recipient,
+            kind=kind,
+            trace_id=trace_id,
+            derived_from=derived_from or [],
+            status=status,
+            confidence=confidence,
+            errors=errors or [],
+            payload=payload or {},
+            ts=time.time(),
         )
         self.seq += 1
-        await self.conn.publish(topics.for_message(self.run_id, kind, self.name, recipient),
-                                env.encode())
+        await self.conn.publish(
+            topics.for_message(self.run_id, kind, self.name, recipient), env.encode()
+        )
         return env
 
     async def event(self, trial: int, trace_id: str, type_: str, data: dict[str, Any]) -> None:
-        await self.send(kind=Kind.EVENT, recipient="observers", trial=trial, trace_id=trace_id,
-                        payload={"type": type_, **data})
+        await self.send(
+            kind=Kind.EVENT,
+            recipient="observers",
+            trial=trial,
+            trace_id=trace_id,
+            payload={"type": type_, **data},
+        )
 
     def check(self, topic: str, raw: bytes) -> Envelope | None:
         """Validate one incoming message; None (and a count) if it must be dropped."""

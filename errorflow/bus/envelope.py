@@ -57,7 +57,7 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1] = SCHEMA_VERSION
+    v: Literal[1] = 1
     id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=64)
     run_id: Name
     trial: int = Field(ge=0)

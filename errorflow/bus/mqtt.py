@@ -36,8 +36,11 @@ def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
     if not url.tls:
         return None
     return aiomqtt.TLSParameters(
-        ca_certs=url.ca_file, certfile=url.cert_file, keyfile=url.key_file,
-        cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT,
+        ca_certs=url.ca_file,
+        certfile=url.cert_file,
+        keyfile=url.key_file,
+        cert_reqs=ssl.CERT_REQUIRED,
+        tls_version=ssl.PROTOCOL_TLS_CLIENT,
     )
 
 
@@ -74,10 +77,16 @@ class MqttConnection:
 
     def _new_client(self) -> aiomqtt.Client:
         return aiomqtt.Client(
-            self.url.host, self.url.port, identifier=self.client_id,
-            username=self.url.username, password=self.url.password,
-            protocol=aiomqtt.ProtocolVersion.V311, tls_params=_tls_params(self.url),
-            keepalive=15, timeout=10, clean_session=True,
+            self.url.host,
+            self.url.port,
+            identifier=self.client_id,
+            username=self.url.username,
+            password=self.url.password,
+            protocol=aiomqtt.ProtocolVersion.V311,
+            tls_params=_tls_params(self.url),
+            keepalive=15,
+            timeout=10,
+            clean_session=True,
         )
 
     async def start(self) -> None:
@@ -115,8 +124,12 @@ class MqttConnection:
                 if self._closing:
                     break
                 self.reconnects += 1
-                log.warning("%s: broker connection lost (%s); reconnecting in %.1fs",
-                            self.client_id, exc, delay)
+                log.warning(
+                    "%s: broker connection lost (%s); reconnecting in %.1fs",
+                    self.client_id,
+                    exc,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 delay = min(RECONNECT_CAP_S, delay * 2)
         self._connected.clear()

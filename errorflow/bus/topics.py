@@ -1,10 +1,10 @@
 """Topic layout: one namespace per run, so runs never hear each other.
 
-    errorflow/{run_id}/inbox/{agent}     task and result messages addressed to an agent
-    errorflow/{run_id}/inbox/runner      final results for the runner
-    errorflow/{run_id}/events/{sender}   telemetry events (tool calls, retries, breaker, labels)
-    errorflow/{run_id}/control/{sender}  presence, acknowledgements, start/stop
-    errorflow/{run_id}/#                 everything of a run (recorder, TUI, mosquitto_sub)
+errorflow/{run_id}/inbox/{agent}     task and result messages addressed to an agent
+errorflow/{run_id}/inbox/runner      final results for the runner
+errorflow/{run_id}/events/{sender}   telemetry events (tool calls, retries, breaker, labels)
+errorflow/{run_id}/control/{sender}  presence, acknowledgements, start/stop
+errorflow/{run_id}/#                 everything of a run (recorder, TUI, mosquitto_sub)
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ one is for unit tests and very large sweeps, where a broker would be the bottlen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -90,7 +91,5 @@ class InProcessConnection:
         if not self._closed:
             self._closed = True
             self.bus.drop(self)
-            try:
+            with contextlib.suppress(asyncio.QueueFull):
                 self.queue.put_nowait(None)
-            except asyncio.QueueFull:
-                pass

@@ -62,7 +62,12 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerUR
     username = unquote(parts.username) if parts.username else env.get(USER_ENV) or None
     password = unquote(parts.password) if parts.password else env.get(PASSWORD_ENV) or None
     return BrokerURL(
-        host=parts.hostname, port=port, username=username, password=password,
-        tls=tls or "ca" in query, ca_file=query.get("ca"), cert_file=query.get("cert"),
+        host=parts.hostname,
+        port=port,
+        username=username,
+        password=password,
+        tls=tls or "ca" in query,
+        ca_file=query.get("ca"),
+        cert_file=query.get("cert"),
         key_file=query.get("key"),
     )

@@ -55,14 +55,25 @@ def classify_exception(tool: str, exc: BaseException) -> Failure:
         return Failure(ErrorCode.TIMEOUT, tool, raw, exc_type=name)
     if isinstance(exc, SchemaViolation):
         return Failure(
-            ErrorCode.INVALID_ARGS, tool, raw, exc_type=name, field=exc.field,
-            constraint=exc.constraint, received=exc.received, missing=exc.missing,
+            ErrorCode.INVALID_ARGS,
+            tool,
+            raw,
+            exc_type=name,
+            field=exc.field,
+            constraint=exc.constraint,
+            received=exc.received,
+            missing=exc.missing,
             options=exc.options,
         )
     if isinstance(exc, UnknownValue):
         return Failure(
-            ErrorCode.INVALID_ARGS, tool, raw, exc_type=name, field=exc.field,
-            constraint="must be one of the known values", received=exc.received,
+            ErrorCode.INVALID_ARGS,
+            tool,
+            raw,
+            exc_type=name,
+            field=exc.field,
+            constraint="must be one of the known values",
+            received=exc.received,
             options=exc.options,
         )
     if isinstance(exc, UnknownTool):
@@ -80,12 +91,18 @@ def classify_body(
     """A tool that answered 2xx can still have failed."""
     if business_error is not None:
         return Failure(
-            ErrorCode.BUSINESS_RULE, tool, f'{{"success": false, "reason": "{business_error}"}}',
-            200, reason=business_error,
+            ErrorCode.BUSINESS_RULE,
+            tool,
+            f'{{"success": false, "reason": "{business_error}"}}',
+            200,
+            reason=business_error,
         )
     if item_errors:
         return Failure(
-            ErrorCode.PARTIAL_SUCCESS, tool, f"{len(item_errors)} item(s) failed", 200,
+            ErrorCode.PARTIAL_SUCCESS,
+            tool,
+            f"{len(item_errors)} item(s) failed",
+            200,
             item_errors=dict(item_errors),
         )
     if empty:

@@ -12,13 +12,22 @@ from typing import Any
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # scheme://user:password@host  (database and broker URLs)
-    (re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/@:'\"]+:[^\s/@'\"]+@[^\s'\"]+"), "[REDACTED_URL]"),
+    (
+        re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/@:'\"]+:[^\s/@'\"]+@[^\s'\"]+"),
+        "[REDACTED_URL]",
+    ),
     # API keys and tokens: sk-..., sk-ant-..., ghp_..., xoxb-..., AKIA..., Bearer ...
     (re.compile(r"\b(?:sk|pk|rk)-(?:ant-)?[A-Za-z0-9_\-]{8,}"), "[REDACTED_KEY]"),
-    (re.compile(r"\b(?:ghp|gho|ghs|github_pat|xox[abpr])[_\-][A-Za-z0-9_\-]{8,}"), "[REDACTED_KEY]"),
+    (
+        re.compile(r"\b(?:ghp|gho|ghs|github_pat|xox[abpr])[_\-][A-Za-z0-9_\-]{8,}"),
+        "[REDACTED_KEY]",
+    ),
     (re.compile(r"\bAKIA[0-9A-Z]{12,}"), "[REDACTED_KEY]"),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{8,}"), "Bearer [REDACTED]"),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{4,}"), "[REDACTED_JWT]"),
+    (
+        re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{4,}"),
+        "[REDACTED_JWT]",
+    ),
     # key=value / key: value pairs whose key says secret
     (
         re.compile(

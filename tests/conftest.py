@@ -1,0 +1,105 @@
+"""Shared fixtures: brokers (embedded amqtt, a real Mosquitto) and bundled scenarios."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from errorflow.bundled import bundled
+from errorflow.bus.broker import EmbeddedBroker
+from errorflow.bus.url import BrokerURL
+from errorflow.scenario import Scenario
+from errorflow.scenario_loader import load
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def mosquitto_binary() -> str | None:
+    return shutil.which("mosquitto") or (
+        "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None
+    )
+
+
+def require_mosquitto() -> str:
+    binary = mosquitto_binary()
+    if binary is None:
+        if IN_CI:
+            pytest.fail("CI is set but mosquitto is not installed (apt-get install mosquitto)")
+        pytest.skip("mosquitto not installed")
+    return binary
+
+
+class Mosquitto:
+    """A Mosquitto broker on a loopback port, with a config we write."""
+
+    def __init__(self, tmp: Path, extra_config: str = "", port: int | None = None) -> None:
+        self.binary = require_mosquitto()
+        self.port = port or free_port()
+        self.tmp = tmp
+        self.conf = tmp / f"mosquitto-{self.port}.conf"
+        self.extra = extra_config
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        default = f"listener {self.port} 127.0.0.1\nallow_anonymous true\n" if not self.extra \
+            else self.extra
+        self.conf.write_text(f"persistence false\n{default}")
+        self.proc = subprocess.Popen(
+            [self.binary, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mosquitto exited: {self.proc.stderr.read().decode()}")  # type: ignore[union-attr]
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start listening")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    @property
+    def url(self) -> BrokerURL:
+        return BrokerURL("127.0.0.1", self.port)
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
+    broker = Mosquitto(tmp_path_factory.mktemp("mosquitto"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+async def embedded() -> AsyncIterator[BrokerURL]:
+    broker = EmbeddedBroker()
+    url = await broker.start()
+    yield url
+    await broker.stop()
+
+
+def scenario(name: str, **update: object) -> Scenario:
+    s = load(bundled()[name])
+    if update:
+        s = Scenario.model_validate({**s.model_dump(), **update})
+    return s

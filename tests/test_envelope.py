@@ -1,0 +1,86 @@
+import json
+
+import pytest
+
+from errorflow.bus.envelope import (
+    MAX_MESSAGE_BYTES,
+    Envelope,
+    Kind,
+    RejectedMessage,
+    Status,
+    WireError,
+    decode,
+    json_schema,
+)
+from errorflow.policies.taxonomy import ErrorCode
+
+
+def make(**kw: object) -> Envelope:
+    base: dict[str, object] = dict(
+        run_id="r1", trial=3, seq=7, sender="researcher", recipient="writer", kind=Kind.RESULT,
+        trace_id="t", status=Status.PARTIAL_FAILURE, confidence=0.4,
+        errors=[WireError(code=ErrorCode.PERMISSION_DENIED, tool="search", origin="researcher")],
+        payload={"answer": {"claims": []}},
+    )
+    base.update(kw)
+    return Envelope.model_validate(base)
+
+
+def test_round_trip_keeps_every_field() -> None:
+    env = make()
+    back = decode(env.encode())
+    assert back == env
+    assert back.errors[0].code is ErrorCode.PERMISSION_DENIED
+    assert back.status is Status.PARTIAL_FAILURE
+
+
+def test_wire_format_is_plain_json_with_the_design_fields() -> None:
+    data = json.loads(make().encode())
+    for key in ("v", "id", "run_id", "trial", "seq", "sender", "recipient", "kind", "trace_id",
+                "derived_from", "status", "confidence", "errors", "payload"):
+        assert key in data
+    assert data["v"] == 1
+    assert data["errors"][0]["origin"] == "researcher"
+    assert data["errors"][0]["hops"] == 0
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda d: d.update(extra=1), "unknown_field"),
+        (lambda d: d.update(v=2), "wrong_version"),
+        (lambda d: d.pop("v"), "wrong_version"),
+        (lambda d: d.update(confidence=1.5), "invalid"),
+        (lambda d: d.update(status="fine"), "invalid"),
+        (lambda d: d.update(kind="gossip"), "invalid"),
+        (lambda d: d.update(sender="bad/topic"), "invalid"),
+        (lambda d: d["errors"][0].update(code="oops"), "invalid"),
+        (lambda d: d["errors"][0].update(secret="x"), "unknown_field"),
+        (lambda d: d.pop("sender"), "invalid"),
+    ],
+)
+def test_strict_rejections(mutate: object, reason: str) -> None:
+    data = json.loads(make().encode())
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(RejectedMessage) as info:
+        decode(json.dumps(data).encode())
+    assert info.value.reason == reason
+
+
+def test_rejects_bad_json_shape_and_size() -> None:
+    with pytest.raises(RejectedMessage, match="bad_json"):
+        decode(b"{not json")
+    with pytest.raises(RejectedMessage, match="bad_json"):
+        decode(b"\xff\xfe\x00")
+    with pytest.raises(RejectedMessage, match="bad_shape"):
+        decode(b"[1, 2]")
+    big = make(payload={"blob": "x" * MAX_MESSAGE_BYTES}).encode()
+    with pytest.raises(RejectedMessage, match="too_large"):
+        decode(big)
+
+
+def test_schema_is_json_schema_of_the_envelope() -> None:
+    schema = json_schema()
+    assert schema["additionalProperties"] is False
+    assert {"v", "run_id", "status", "errors", "payload"} <= set(schema["properties"])
+    assert "WireError" in json.dumps(schema)

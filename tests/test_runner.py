@@ -1,0 +1,104 @@
+"""End to end: a researcher → writer run over each transport, recorded, scored."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from errorflow.bus.transport import InProcessBus
+from errorflow.bus.url import BrokerURL
+from errorflow.runner import RunOptions, RunResult, run_scenario
+from tests.conftest import Mosquitto, scenario
+
+
+def normalised(result: RunResult) -> dict[int, list[tuple[Any, ...]]]:
+    """Per trial, every task/result message minus ids, seq and wall-clock time."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for trial, messages in result.messages.items():
+        rows = [
+            (m.sender, m.recipient, m.kind.value, m.status.value, m.confidence,
+             json.dumps([e.model_dump(mode="json") for e in m.errors], sort_keys=True),
+             json.dumps(m.payload, sort_keys=True))
+            for m in messages
+        ]
+        out[trial] = sorted(rows)
+    return out
+
+
+def events_by_trial(db: Path, run_id: str) -> dict[tuple[int, str], list[str]]:
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT trial, sender, envelope FROM events WHERE run_id = ? ORDER BY sender, seq",
+        (run_id,),
+    ).fetchall()
+    out: dict[tuple[int, str], list[str]] = {}
+    for trial, sender, text in rows:
+        payload = json.loads(text)["payload"]
+        payload.pop("message_id", None)  # ids aside
+        out.setdefault((trial, sender), []).append(json.dumps(payload, sort_keys=True))
+    return out
+
+
+async def test_run_on_embedded_broker_is_recorded_and_scored(
+    embedded: BrokerURL, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    s = scenario("contamination", trials=12, propagation="implicit")
+    result = await run_scenario(s, RunOptions(broker=embedded, db_path=db))
+    assert sum(result.outcomes.values()) == 12
+    assert result.outcomes["bus_fault"] == 0
+    # implicit propagation of the expired key: the writer's report is contaminated
+    assert result.outcomes["contaminated"] == 12
+    conn = sqlite3.connect(db)
+    kinds = dict(conn.execute(
+        "SELECT kind, COUNT(*) FROM messages WHERE run_id = ? GROUP BY kind", (result.run_id,)
+    ).fetchall())
+    assert kinds["task"] == 12 and kinds["result"] == 24
+    types = dict(conn.execute(
+        "SELECT type, COUNT(*) FROM events WHERE run_id = ? GROUP BY type", (result.run_id,)
+    ).fetchall())
+    assert types["tool_call"] == 12 and types["model_call"] == 24 and types["label"] == 24
+    assert types["trial_outcome"] == 12
+    status = conn.execute("SELECT status FROM runs WHERE run_id = ?", (result.run_id,)).fetchone()
+    assert status == ("finished",)
+    assert conn.execute("SELECT COUNT(*) FROM trials WHERE run_id = ?",
+                        (result.run_id,)).fetchone() == (12,)
+
+
+async def test_run_on_mosquitto(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    s = scenario("contamination", trials=10, propagation="explicit")
+    result = await run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "m.db"))
+    assert sum(result.outcomes.values()) == 10
+    assert result.outcomes["contaminated"] + result.outcomes["contained"] == 10
+    assert result.outcomes["contained"] >= 6
+
+
+async def test_same_seed_same_messages_and_outcomes(
+    embedded: BrokerURL, tmp_path: Path
+) -> None:
+    s = scenario("contamination", trials=15, propagation="explicit")
+    first = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "a.db"))
+    second = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "b.db"))
+    assert first.run_id != second.run_id
+    assert normalised(first) == normalised(second)
+    assert [sc.outcome for sc in first.scores] == [sc.outcome for sc in second.scores]
+    ev1 = events_by_trial(tmp_path / "a.db", first.run_id)
+    ev2 = events_by_trial(tmp_path / "b.db", second.run_id)
+    assert ev1 == ev2 and len(ev1) > 0
+    # and a different seed changes something
+    other = await run_scenario(
+        s.model_copy(update={"seed": s.seed + 1}),
+        RunOptions(bus=InProcessBus(), db_path=tmp_path / "c.db"),
+    )
+    assert normalised(other) != normalised(first)
+
+
+async def test_in_process_bus_gives_the_same_outcomes_as_mqtt(
+    embedded: BrokerURL, tmp_path: Path
+) -> None:
+    s = scenario("contamination", trials=10)
+    mqtt = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "a.db"))
+    local = await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=tmp_path / "b.db"))
+    assert normalised(mqtt) == normalised(local)
