@@ -354,16 +354,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ScenarioError as exc:
-        err.print(f"[red]error[/]: invalid scenario\n{exc}", highlight=False)
+        err.print(f"[red]error[/]: invalid scenario\n{exc}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except (UsageError, BrokerURLError, ConfigurationError) as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False)
+        err.print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except FileNotFoundError as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False)
+        err.print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except (ConnectionError, TimeoutError) as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False)
+        err.print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         err.print("interrupted")

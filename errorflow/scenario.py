@@ -8,18 +8,32 @@ See scenarios/FORMAT.md for the reference.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
-#: Documented limits (README "Limits"); the loader refuses anything beyond them.
+#: Documented limits (scenarios/FORMAT.md "Limits"); the loader refuses anything beyond
+#: them. MAX_TOOLS, MAX_STEPS, MAX_DOCUMENT_BYTES and MAX_FINDINGS_BYTES are checked by
+#: errorflow.scenario_loader (they need the policy presets or the bus limit).
 MAX_TRIALS = 100_000
 MAX_AGENTS = 64
 MAX_NEEDS = 64
+MAX_TOOLS = 64
+#: Largest `guards.max_steps` an agent's policy may set (agent steps per task).
+MAX_STEPS = 1_000
+#: Largest single world document (UTF-8 bytes); tools return documents inside messages.
+MAX_DOCUMENT_BYTES = 64 * 1024
+#: Largest total of what a task's needs fetch (UTF-8 bytes): half the bus message limit
+#: (errorflow.bus.envelope.MAX_MESSAGE_BYTES, 256 KiB), leaving room for the envelope,
+#: the errors and a report that quotes the findings.
+MAX_FINDINGS_BYTES = 128 * 1024
 
 FaultKind = Literal[
     "transient",
@@ -133,27 +147,89 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
+        """Cross-references, each reported at the path that names it (so the loader can
+        point at the line): every problem at once, as one ValidationError."""
+
+        def _unknown(what: str, name: str, known: Iterable[str]) -> str:
+            names = list(known)
+            close = difflib.get_close_matches(name, names, n=1)
+            if close:
+                return f"unknown {what} {name!r}; did you mean {close[0]!r}?"
+            return f"unknown {what} {name!r}; expected one of: {', '.join(names) or '(none)'}"
+
+        problems: list[tuple[tuple[str | int, ...], str, Any]] = []
         for name, agent in self.agents.items():
-            for target in agent.sends_to:
-                if target not in self.agents:
-                    raise ValueError(f"agents.{name}.sends_to names unknown agent {target!r}")
+            for i, target in enumerate(agent.sends_to):
+                loc = ("agents", name, "sends_to", i)
                 if target == name:
-                    raise ValueError(f"agents.{name}.sends_to names the agent itself")
-            for tool_name in agent.tools:
+                    problems.append((loc, f"agent {name!r} sends to itself", target))
+                elif target not in self.agents:
+                    problems.append((loc, _unknown("agent", target, self.agents), target))
+                elif target in agent.sends_to[:i]:
+                    problems.append((loc, f"agent {target!r} is named twice", target))
+            for i, tool_name in enumerate(agent.tools):
+                loc = ("agents", name, "tools", i)
                 if tool_name not in self.tools:
-                    raise ValueError(f"agents.{name}.tools names unknown tool {tool_name!r}")
+                    msg = _unknown("tool", tool_name, self.tools) + " (define it under tools:)"
+                    problems.append((loc, msg, tool_name))
         for tname, tool in self.tools.items():
-            for fault in tool.faults:
+            for i, fault in enumerate(tool.faults):
                 if fault.kind == "partial" and tool.kind not in BATCH_KINDS:
-                    raise ValueError(
-                        f"tools.{tname}: fault 'partial' needs a batch tool (kind batch_fetch), "
-                        f"not {tool.kind}"
+                    problems.append(
+                        (
+                            ("tools", tname, "faults", i, "kind"),
+                            f"fault 'partial' cannot apply to tool {tname!r}: expected a batch "
+                            f"tool (kind: {', '.join(sorted(BATCH_KINDS))}), found kind "
+                            f"{tool.kind!r}",
+                            fault.kind,
+                        )
                     )
-        for need in self.task.needs:
+                if fault.item_p is not None and fault.kind != "partial":
+                    problems.append(
+                        (
+                            ("tools", tname, "faults", i, "item_p"),
+                            f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
+                            fault.item_p,
+                        )
+                    )
+        seen: dict[str, int] = {}
+        for i, need in enumerate(self.task.needs):
+            if need.id in seen:
+                problems.append(
+                    (
+                        ("task", "needs", i, "id"),
+                        f"duplicate need id {need.id!r} (first at task.needs.{seen[need.id]})",
+                        need.id,
+                    )
+                )
+            seen.setdefault(need.id, i)
             if need.tool not in self.tools:
-                raise ValueError(f"task.needs.{need.id}.tool names unknown tool {need.tool!r}")
-        if not self.entry_agents():
-            raise ValueError("no entry agent: every agent receives from another (a cycle)")
+                problems.append(
+                    (
+                        ("task", "needs", i, "tool"),
+                        _unknown("tool", need.tool, self.tools) + " (define it under tools:)",
+                        need.tool,
+                    )
+                )
+        if not problems and not self.entry_agents():
+            problems.append(
+                (
+                    ("agents",),
+                    "no entry agent: every agent receives from another (sends_to forms a "
+                    "cycle); expected at least one agent that nobody sends to",
+                    list(self.agents),
+                )
+            )
+        if problems:
+            raise ValidationError.from_exception_data(
+                "Scenario",
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("reference", msg), loc=loc, input=value
+                    )
+                    for loc, msg, value in problems
+                ],
+            )
         return self
 
     # -- topology -------------------------------------------------------------

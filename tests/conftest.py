@@ -82,9 +82,27 @@ class Mosquitto:
         return BrokerURL("127.0.0.1", self.port)
 
 
+class ExternalMosquitto(Mosquitto):
+    """The broker .ci/run started (ERRORFLOW_TEST_MQTT_PORT): used, never stopped."""
+
+    def __init__(self, port: int) -> None:
+        self.binary = require_mosquitto()
+        self.port = port
+        self.proc = None
+
+    def start(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5):
+            pass
+
+    def stop(self) -> None:
+        pass
+
+
 @pytest.fixture(scope="session")
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
-    broker = Mosquitto(tmp_path_factory.mktemp("mosquitto"))
+    port = os.environ.get("ERRORFLOW_TEST_MQTT_PORT")
+    broker = (ExternalMosquitto(int(port)) if port
+              else Mosquitto(tmp_path_factory.mktemp("mosquitto")))
     broker.start()
     yield broker
     broker.stop()

@@ -1,0 +1,86 @@
+"""Agents as separate `errorflow agent` processes, and a client we did not write."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from errorflow.bundled import bundled
+from errorflow.runner import RunOptions, run_scenario
+from tests.conftest import Mosquitto, scenario
+from tests.test_runner import normalised
+
+
+def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "errorflow", "agent", str(bundled()["contamination"]),
+         "--name", name, "--broker", url, "--run", run_id],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+async def test_two_agent_processes_give_the_same_outcomes(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    s = scenario("contamination", trials=8)
+    url = f"mqtt://127.0.0.1:{mosquitto.port}"
+    run_id = "split-run-1"
+    procs = [spawn_agent(name, run_id, url) for name in ("researcher", "writer")]
+    try:
+        split = await run_scenario(s, RunOptions(
+            broker=mosquitto.url, db_path=tmp_path / "a.db", run_id=run_id,
+            external_agents=True, presence_timeout_s=60,
+        ))
+        for p in procs:  # the runner's stop message ends them
+            assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    single = await run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "b.db"))
+    assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
+    assert normalised(split) == normalised(single)
+
+
+def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    sub_bin = "mosquitto_sub"
+    capture = tmp_path / "sub.txt"
+    with capture.open("wb") as fh:
+        sub = subprocess.Popen(
+            [sub_bin, "-h", "127.0.0.1", "-p", str(mosquitto.port), "-t", "errorflow/#", "-v",
+             "-q", "1"],
+            stdout=fh, stderr=subprocess.PIPE,
+        )
+        time.sleep(0.5)
+        db = tmp_path / "r.db"
+        try:
+            run = subprocess.run(
+                [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "5",
+                 "--broker", f"mqtt://127.0.0.1:{mosquitto.port}", "--db", str(db), "--json"],
+                capture_output=True, timeout=120, check=True,
+            )
+            time.sleep(0.5)
+        finally:
+            sub.terminate()
+            sub.wait(5)
+    run_id = json.loads(run.stdout)["run_id"]
+    lines = [ln for ln in capture.read_text().splitlines() if ln.startswith(f"errorflow/{run_id}/")]
+    envelopes = []
+    for line in lines:
+        topic, body = line.split(" ", 1)
+        env = json.loads(body)
+        assert env["run_id"] == run_id and env["v"] == 1
+        envelopes.append(env)
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    stored = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM messages WHERE run_id = ?) +"
+        " (SELECT COUNT(*) FROM events WHERE run_id = ?)", (run_id, run_id)
+    ).fetchone()[0]
+    assert len(envelopes) == stored
+    kinds = {e["kind"] for e in envelopes}
+    assert kinds == {"task", "result", "event", "control"}

@@ -1,0 +1,87 @@
+"""The command line as a user runs it (in-process via main(), and one real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errorflow.cli import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_run_json_has_the_documented_keys(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "4",
+         "--db", str(tmp_path / "x.db"), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    for key in ("run_id", "scenario", "seed", "trials", "propagation", "outcomes", "metrics"):
+        assert key in data
+    assert data["trials"] == 4 and sum(data["outcomes"].values()) == 4
+    assert data["broker"].startswith("embedded amqtt")
+
+
+def test_run_prints_a_summary_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "3", "--db",
+                           str(tmp_path / "x.db"), "--propagation", "implicit")
+    assert code == 0
+    assert "contaminated" in out and "95% CI" in out and "backend calls" in out
+
+
+def test_runs_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "x.db")
+    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "2", "--db", db, "--json")
+    run_id = json.loads(out)["run_id"]
+    code, out, _ = run_cli(capsys, "runs", "--db", db, "--json")
+    assert code == 0 and json.loads(out)[0]["run_id"] == run_id
+    code, out, _ = run_cli(capsys, "show", run_id[:14], "--db", db, "--json")
+    assert code == 0 and json.loads(out)["status"] == "finished"
+    code, out, _ = run_cli(capsys, "show", run_id, "--db", db)
+    assert code == 0 and "Outcomes" in out
+    code, _, err = run_cli(capsys, "show", "nope", "--db", db)
+    assert code == 2 and "no run" in err
+
+
+def test_schema_scenarios_validate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "schema")
+    assert code == 0 and json.loads(out)["title"] == "Envelope"
+    code, out, _ = run_cli(capsys, "scenarios")
+    assert code == 0 and "contamination" in out
+    code, out, _ = run_cli(capsys, "validate", "contamination")
+    assert code == 0 and "ok" in out
+
+
+def test_missing_file_and_bad_broker_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "run", "does/not/exist.yaml")
+    assert code == 2 and "no such file" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, "run", "contamination", "--broker", "http://x")
+    assert code == 2 and "mqtt://" in err
+
+
+def test_anthropic_without_key_fails_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    from errorflow.bundled import bundled
+
+    text = bundled()["contamination"].read_text().replace(
+        "model: {backend: simulated, profile: small-local}\n    tools",
+        "model: {backend: anthropic, model: claude-haiku-4-5}\n    tools", 1)
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    db = tmp_path / "x.db"
+    code, _, err = run_cli(capsys, "run", str(path), "--db", str(db))
+    assert code == 2
+    assert "ANTHROPIC_API_KEY" in err and len(err.strip().splitlines()) == 1
+    assert not db.exists()  # nothing started
