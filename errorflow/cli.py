@@ -23,6 +23,7 @@ from errorflow.bus.url import BrokerURLError, parse_broker_url
 from errorflow.scenario import Scenario
 from errorflow.scenario_loader import ScenarioError, load
 from errorflow.store import DEFAULT_DB
+from errorflow.tables import paired_table, print_run, sweep_tables
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -45,85 +46,166 @@ def _broker(url: str | None) -> Any:
 # -- commands -----------------------------------------------------------------------
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from errorflow.runner import RunOptions, run_scenario
-
-    scenario = _load(args.scenario)
-    trials = args.trials or scenario.trials
-    show_progress = not args.json and sys.stderr.isatty() and not args.quiet
-    progress = Progress(
+def _progress(enabled: bool) -> Progress:
+    return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[tally]}"),
         TimeElapsedColumn(),
         console=err,
-        disable=not show_progress,
+        disable=not enabled,
     )
-    tally: dict[str, int] = {}
-    with progress:
-        bar = progress.add_task(scenario.name, total=trials, tally="")
 
-        def on_trial(score: Any) -> None:
-            tally[score.outcome.value] = tally.get(score.outcome.value, 0) + 1
-            progress.update(
-                bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items()))
-            )
 
-        options = RunOptions(
-            trials=args.trials,
-            seed=args.seed,
-            propagation=args.propagation,
-            broker=_broker(args.broker),
-            db_path=Path(args.db),
-            run_id=args.run_id,
-            external_agents=args.external_agents,
-            on_trial=on_trial,
-            presence_timeout_s=args.wait,
+class _Bars:
+    """One progress bar per run of an experiment, with a live outcome tally."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.bar: Any = None
+        self.tally: dict[str, int] = {}
+
+    def start(self, label: str, scenario: Scenario) -> None:
+        self.tally = {}
+        self.bar = self.progress.add_task(label, total=scenario.trials, tally="")
+
+    def trial(self, score: Any) -> None:
+        self.tally[score.outcome.value] = self.tally.get(score.outcome.value, 0) + 1
+        text = " ".join(f"{k}={v}" for k, v in sorted(self.tally.items()))
+        self.progress.update(self.bar, advance=1, tally=text)
+
+
+def _options(args: argparse.Namespace, bars: _Bars) -> Any:
+    from errorflow.runner import RunOptions
+
+    return RunOptions(
+        trials=args.trials,
+        seed=args.seed,
+        broker=_broker(args.broker),
+        db_path=Path(args.db),
+        on_trial=bars.trial,
+        presence_timeout_s=getattr(args, "wait", 30.0),
+    )
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    return not args.json and not args.quiet and sys.stderr.isatty()
+
+
+def _configured(scenario: Scenario, args: argparse.Namespace) -> Scenario:
+    from errorflow.overrides import apply
+
+    update: dict[str, Any] = {}
+    if args.trials is not None:
+        update["trials"] = args.trials
+    if args.seed is not None:
+        update["seed"] = args.seed
+    if args.propagation in ("explicit", "implicit"):
+        update["propagation"] = args.propagation
+    return apply(scenario, update) if update else scenario
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from errorflow.experiment import Arm, propagation_arms, run_arms
+    from errorflow.runner import run_scenario
+
+    scenario = _configured(_load(args.scenario), args)
+    both = args.propagation == "both"
+    if both and (args.external_agents or args.run_id):
+        raise UsageError(
+            "--propagation both runs two arms itself; it cannot take --external-agents or --run-id"
         )
+    with _progress(_show_progress(args)) as progress:
+        bars = _Bars(progress)
+        options = _options(args, bars)
+        options.run_id = args.run_id
+        options.external_agents = args.external_agents
         started = time.perf_counter()
-        result = asyncio.run(run_scenario(scenario, options))
+        if both or args.baseline:
+            arms = propagation_arms(scenario) if both else [Arm(scenario.propagation, scenario)]
+            result = asyncio.run(run_arms(arms, options, baseline=args.baseline, on_arm=bars.start))
+        else:
+            bars.start(scenario.name, scenario)
+            data = asyncio.run(run_scenario(scenario, options)).to_json()
         wall = time.perf_counter() - started
+    if both:
+        arms_json = {a.label: a.to_json() for a in result.arms}
+        paired = result.paired("explicit", "implicit")
+        if args.json:
+            doc = {
+                "group_id": result.group_id,
+                "scenario": scenario.name,
+                "seed": scenario.seed,
+                "trials": scenario.trials,
+                "propagation": "both",
+                "arms": arms_json,
+                "paired": paired,
+                "wall_seconds": round(wall, 3),
+            }
+            print(json.dumps(doc, indent=2))
+        else:
+            out.print(
+                f"[bold]{scenario.name}[/]  group {result.group_id}  seed {scenario.seed}  "
+                f"trials {scenario.trials}  explicit vs implicit propagation"
+            )
+            out.print(paired_table(arms_json, paired))
+            out.print(f"wall time {wall:.2f}s")
+        return EXIT_OK
+    if args.baseline:
+        data = result.arms[0].to_json()
     if args.json:
-        print(json.dumps({**result.to_json(), "wall_seconds": round(wall, 3)}, indent=2))
+        print(json.dumps({**data, "wall_seconds": round(wall, 3)}, indent=2))
     else:
-        print_summary(result.to_json(), wall)
+        print_run(out, data, wall)
     return EXIT_OK
 
 
-def print_summary(data: dict[str, Any], wall: float | None = None) -> None:
-    out.print(
-        f"[bold]{data['scenario']}[/]  run {data['run_id']}  seed {data['seed']}  "
-        f"trials {data['trials']}  propagation {data['propagation']}"
-    )
-    out.print(f"broker: {data['broker']}")
-    table = Table(title="Outcomes", title_justify="left")
-    table.add_column("outcome")
-    table.add_column("trials", justify="right")
-    table.add_column("rate", justify="right")
-    table.add_column("95% CI", justify="right")
-    rates = data["metrics"]["rates"]
-    for outcome, count in data["outcomes"].items():
-        if count == 0 and outcome == "bus_fault":
-            continue
-        r = rates[outcome]
-        table.add_row(
-            outcome, str(count), f"{r['rate']:.0%}", f"{r['ci95'][0]:.0%}–{r['ci95'][1]:.0%}"
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from errorflow.experiment import run_arms, sweep_arms
+    from errorflow.overrides import parse_value
+
+    scenario = _configured(_load(args.scenario), args)
+    axes: list[tuple[str, dict[str, dict[str, Any]]]] = []
+    for spec in args.vary or []:
+        path, sep, values = spec.partition("=")
+        if not sep or not values:
+            raise UsageError(f"--vary wants PATH=V1,V2,...; got {spec!r}")
+        axes.append((path, {v: {path: parse_value(v)} for v in values.split(",")}))
+    if not axes:
+        if scenario.sweep is None:
+            raise UsageError(f"{args.scenario} has no sweep: block; give --vary PATH=V1,V2")
+        axes = [(a.name, a.values) for a in scenario.sweep.axes]
+    if len(axes) > 2:
+        raise UsageError("a sweep varies one or two fields")
+    arms = sweep_arms(scenario, axes)
+    with _progress(_show_progress(args)) as progress:
+        bars = _Bars(progress)
+        started = time.perf_counter()
+        result = asyncio.run(
+            run_arms(arms, _options(args, bars), baseline=not args.no_baseline, on_arm=bars.start)
         )
-    out.print(table)
-    m = data["metrics"]
-    per = m["per_trial"]
-    out.print(
-        f"per trial: backend calls {per['backend_calls']:.2f}, model calls "
-        f"{per['model_calls']:.2f}, tokens {per['input_tokens'] + per['output_tokens']:.0f}, "
-        f"retries {per['retries']:.2f}, simulated time {per['sim_seconds']:.2f}s"
-    )
-    if m["max_depth"]:
-        out.print(f"contamination depth: mean {m['mean_depth']:.2f}, max {m['max_depth']} hops")
-    if data.get("rejects"):
-        out.print(f"rejected messages: {data['rejects']}")
-    if wall is not None:
-        out.print(f"wall time {wall:.2f}s")
+        wall = time.perf_counter() - started
+    data = {
+        "group_id": result.group_id,
+        "scenario": scenario.name,
+        "seed": scenario.seed,
+        "trials": scenario.trials,
+        "axes": [{"name": name, "values": list(values)} for name, values in axes],
+        "cells": {a.label: a.to_json() for a in result.arms},
+        "reference": scenario.reference.model_dump() if scenario.reference else None,
+        "wall_seconds": round(wall, 3),
+    }
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        out.print(sweep_tables(data))
+        out.print(
+            f"group {result.group_id}; wall time {wall:.2f}s; "
+            f"`errorflow report {result.group_id}` writes the full report",
+            highlight=False,
+        )
+    return EXIT_OK
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -211,7 +293,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     summary = run.get("summary") or {}
     out.print(f"status: {run['status']}   stored: {run['counts']}")
     if summary:
-        print_summary(
+        print_run(
+            out,
             {
                 **summary,
                 "run_id": run["run_id"],
@@ -220,7 +303,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "propagation": run["propagation"],
                 "broker": run["broker"],
                 "rejects": run["rejects_by_reason"],
-            }
+            },
         )
     return EXIT_OK
 
@@ -258,8 +341,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=_nonneg, help="seed (default: the scenario's)")
     r.add_argument(
         "--propagation",
-        choices=["explicit", "implicit"],
-        help="error propagation (default: the scenario's)",
+        choices=["explicit", "implicit", "both"],
+        help="error propagation (default: the scenario's); `both` runs the two arms on the "
+        "same seeds and prints them side by side with the paired difference",
+    )
+    r.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run the scenario with every fault removed (same seeds) and report "
+        "backend-call and model-call amplification against it",
     )
     r.add_argument(
         "--broker",
@@ -284,6 +374,35 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     db_arg(r)
     r.set_defaults(func=cmd_run)
+
+    w = sub.add_parser(
+        "sweep",
+        help="vary one or two scenario fields and print the matrix",
+        description="Run every combination of the values of one or two scenario fields "
+        "(the scenario's sweep: block, or --vary), each against its fault-free baseline, "
+        "and print the matrix.",
+    )
+    w.add_argument("scenario")
+    w.add_argument(
+        "--vary",
+        action="append",
+        metavar="PATH=V1,V2",
+        help="a dotted field path and its values, e.g. "
+        "agents.researcher.policy.strategy=blind-retry,classify (repeat for a second axis)",
+    )
+    w.add_argument("--trials", type=_positive, help="trials per cell")
+    w.add_argument("--seed", type=_nonneg)
+    w.add_argument("--propagation", choices=["explicit", "implicit"])
+    w.add_argument("--broker", metavar="URL", help="external broker (default: embedded)")
+    w.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the fault-free baseline runs (no amplification figures)",
+    )
+    w.add_argument("--json", action="store_true", help="the matrix as one JSON object")
+    w.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    db_arg(w)
+    w.set_defaults(func=cmd_sweep)
 
     a = sub.add_parser(
         "agent",

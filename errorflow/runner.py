@@ -50,6 +50,8 @@ class RunOptions:
     external_agents: bool = False  # agents are `errorflow agent` processes
     presence_timeout_s: float = 30.0
     trial_timeout_s: float = 120.0
+    group_id: str | None = None  # several runs of one comparison or sweep
+    label: str | None = None  # this run's arm or cell within its group
     on_trial: Callable[[TrialScore], None] | None = None
     on_trace: Callable[[str, int, list[dict[str, Any]]], None] | None = None
 
@@ -128,7 +130,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
             seed=scenario.seed,
             trials=scenario.trials,
             propagation=scenario.propagation,
-            broker=bus.description,
+            broker=bus.description, group_id=options.group_id, label=options.label,
         )
         runner = _Runner(scenario, run_id, bus, db, options, api_key)
         status = "interrupted"

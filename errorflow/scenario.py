@@ -132,6 +132,25 @@ class TaskSpec(Strict):
     needs: list[NeedSpec] = Field(min_length=1, max_length=MAX_NEEDS)
 
 
+class SweepAxis(Strict):
+    """One axis of a sweep: a label per value, each a set of dotted-path overrides."""
+
+    name: str = Field(min_length=1, max_length=64)
+    values: dict[str, dict[str, Any]] = Field(min_length=1, max_length=64)
+
+
+class SweepSpec(Strict):
+    axes: list[SweepAxis] = Field(min_length=1, max_length=2)
+
+
+class Reference(Strict):
+    """Published figures printed next to ours (never used to compute anything)."""
+
+    source: str
+    note: str = ""
+    cells: dict[str, dict[str, float | int | str]] = Field(default_factory=dict)
+
+
 class Scenario(Strict):
     name: Ident
     description: str = ""
@@ -144,6 +163,8 @@ class Scenario(Strict):
     tools: dict[Ident, ToolSpec] = Field(default_factory=dict)
     agents: dict[Ident, AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
     task: TaskSpec
+    sweep: SweepSpec | None = None
+    reference: Reference | None = None
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_json TEXT NOT NULL,
     seed INTEGER NOT NULL, trials INTEGER NOT NULL, propagation TEXT NOT NULL,
     broker TEXT, status TEXT NOT NULL, started REAL NOT NULL, finished REAL,
-    summary_json TEXT
+    summary_json TEXT, group_id TEXT, label TEXT
 );
 CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT NOT NULL, id TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -72,11 +72,14 @@ async def create_run(
     trials: int,
     propagation: str,
     broker: str,
+    group_id: str | None = None,
+    label: str | None = None,
 ) -> None:
     await db.execute(
         "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
-        " status, started) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-        (run_id, scenario, scenario_json, seed, trials, propagation, broker, time.time()),
+        " status, started, group_id, label) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+        (run_id, scenario, scenario_json, seed, trials, propagation, broker, time.time(),
+         group_id, label),
     )
     await db.commit()
 
@@ -105,8 +108,8 @@ def connect_ro(path: Path) -> sqlite3.Connection:
 def list_runs(path: Path) -> list[dict[str, Any]]:
     with connect_ro(path) as conn:
         rows = conn.execute(
-            "SELECT run_id, scenario, seed, trials, propagation, status, started, finished"
-            " FROM runs ORDER BY started DESC"
+            "SELECT run_id, scenario, seed, trials, propagation, status, started, finished,"
+            " group_id, label FROM runs ORDER BY started DESC"
         ).fetchall()
     return [dict(r) for r in rows]
 
@@ -146,3 +149,13 @@ def trial_rows(path: Path, run_id: str) -> list[dict[str, Any]]:
             (run_id,),
         ).fetchall()
     return [{**dict(r), "costs": json.loads(r["costs_json"])} for r in rows]
+
+
+def group_runs(path: Path, group_id: str) -> list[dict[str, Any]]:
+    """The runs of a group (a paired comparison or a sweep), in the order they ran."""
+    with connect_ro(path) as conn:
+        rows = conn.execute(
+            "SELECT run_id FROM runs WHERE group_id = ? ORDER BY started", (group_id,)
+        ).fetchall()
+    runs = [get_run(path, r["run_id"]) for r in rows]
+    return [r for r in runs if r is not None]

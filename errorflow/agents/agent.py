@@ -207,6 +207,7 @@ class Agent:
             budget,
             emit,
         )
+        emit("agent_start", {"inputs": [env.sender for env in inputs]})
         turns: list[Turn] = [self._task_turn(trial)]
         turns += [self._upstream_turn(env) for env in inputs if env.kind is Kind.RESULT]
         failures: list[Failure] = []

@@ -51,13 +51,15 @@ class SchemaViolation(ToolException):
         received: Any,
         missing: bool = False,
         options: list[str] | None = None,
+        unexpected: bool = False,
     ) -> None:
         super().__init__(raw)
         self.field = field
         self.constraint = constraint
         self.received = received
-        self.missing = missing
-        self.options = options
+        self.missing = missing  # a required argument is absent
+        self.options = options  # valid values (or, when unexpected, valid parameter names)
+        self.unexpected = unexpected  # the argument is not a parameter of the tool
 
 
 class UnknownValue(ToolException):

@@ -26,7 +26,7 @@ from errorflow.policies.loop_guard import LoopGuard, canonical_args
 from errorflow.policies.observation import observe_failure, observe_success
 from errorflow.policies.redact import redact, redact_obj
 from errorflow.policies.retry import decide_retry
-from errorflow.policies.taxonomy import RETRYABLE, SOFT, ErrorCode
+from errorflow.policies.taxonomy import SOFT, ErrorCode
 from errorflow.simclock import SimClock
 
 Emit = Callable[[str, dict[str, Any]], None]
@@ -71,7 +71,11 @@ class ToolGate:
                 "guard", {"tool": tool, "code": verdict.code.value, "message": verdict.message}
             )
             failure = Failure(verdict.code, tool, verdict.message)
-            return self._finish(call, failure, None, attempts=0, record_breaker=False)
+            # A blocked call did not run: it is not fed back to the guard (otherwise a
+            # blocked repeat would count as a failure of the tool).
+            return self._finish(
+                call, failure, None, attempts=0, record_breaker=False, record_guard=False
+            )
         pattern = canonical_args(args_map) if self.policy.breaker.per_argument else None
         decision = self.breakers.allow(tool, self.clock.now, pattern)
         self._breaker_events(tool, pattern, decision.transitions)
@@ -92,7 +96,7 @@ class ToolGate:
             args = self.client.validate(tool, mangled)
         except ToolException as exc:
             failure = classify_exception(tool, exc)
-            self._trace(call, mangled, exc, 0)
+            self._trace(call, mangled, exc, 0, failure=failure)
             return self._finish(call, failure, None, attempts=0, record_breaker=False)
         spec = self.client.tools[tool]
         key = None
@@ -110,7 +114,7 @@ class ToolGate:
                 waited = exc.waited_s if isinstance(exc, CallTimeout) else spec.latency_s
                 await self._wait(waited)
                 failure = classify_exception(tool, exc)
-                self._trace(call, mangled, exc, attempt)
+                self._trace(call, mangled, exc, attempt, failure=failure, waited_s=waited)
             else:
                 await self._wait(result.duration_s)
                 soft = classify_body(
@@ -119,9 +123,11 @@ class ToolGate:
                     empty=result.empty,
                     item_errors=result.item_errors,
                 )
+                if soft is not None:
+                    self._trace(call, mangled, None, attempt, failure=soft, body=result.value)
                 if soft is None or soft.code in SOFT:
-                    self.breakers.record_success(tool, self.clock.now, pattern)
-                    self._breaker_events(tool, pattern, ())
+                    closed = self.breakers.record_success(tool, self.clock.now, pattern)
+                    self._breaker_events(tool, pattern, closed)
                     return self._success(call, result.value, soft, attempt, pattern)
                 failure = soft
             failure.attempts = attempt
@@ -136,10 +142,17 @@ class ToolGate:
                 budget_left_s=self.budget.time_left_s(),
             )
             if not decision_r.retry:
-                if attempt > 1 and failure.code in RETRYABLE:
+                # Retried, and the retries ran out (attempts or budget) on a failure the
+                # policy would still have retried.
+                if attempt > 1 and decision_r.reason in ("attempts_exhausted", "budget_exhausted"):
                     self.emit(
                         "retries_exhausted",
-                        {"tool": tool, "attempts": attempt, "code": failure.code.value},
+                        {
+                            "tool": tool,
+                            "attempts": attempt,
+                            "code": failure.code.value,
+                            "reason": decision_r.reason,
+                        },
                     )
                 break
             self.retries += 1
@@ -167,10 +180,16 @@ class ToolGate:
     ) -> GateOutcome:
         args_map = call.arguments if isinstance(call.arguments, dict) else {}
         self.guard.record_call(call.name, args_map, ok=True)
-        obs = observe_success(call.name, value)
-        if soft is not None and soft.code is ErrorCode.PARTIAL_SUCCESS and not self.implicit:
-            obs["code"] = soft.code.value
-            obs["failed_items"] = sorted(soft.item_errors)
+        if self.implicit:
+            obs = observe_success(call.name, value)
+        else:
+            obs = observe_success(
+                call.name,
+                value,
+                soft,
+                style=self.policy.error_style,
+                tell_class=self.policy.tell_class,
+            )
         self.emit(
             "tool_call",
             {
@@ -194,9 +213,11 @@ class ToolGate:
         *,
         attempts: int,
         record_breaker: bool,
+        record_guard: bool = True,
     ) -> GateOutcome:
         args_map = call.arguments if isinstance(call.arguments, dict) else {}
-        self.guard.record_call(call.name, args_map, ok=False)
+        if record_guard:
+            self.guard.record_call(call.name, args_map, ok=False)
         self.emit(
             "tool_call",
             {
@@ -226,7 +247,7 @@ class ToolGate:
                 "breaker",
                 {
                     "tool": tool,
-                    "pattern": pattern,
+                    "pattern": redact(pattern) if pattern is not None else None,
                     "from": t.frm.value,
                     "to": t.to.value,
                     "at": t.at,
@@ -234,15 +255,34 @@ class ToolGate:
                 },
             )
 
-    def _trace(self, call: ToolCall, args: Any, exc: BaseException, attempt: int) -> None:
+    def _trace(
+        self,
+        call: ToolCall,
+        args: Any,
+        exc: BaseException | None,
+        attempt: int,
+        *,
+        failure: Failure | None = None,
+        waited_s: float | None = None,
+        body: Any = None,
+    ) -> None:
+        """One failed attempt, unredacted: the raw exception (or the 2xx body that was a
+        failure), the arguments as they reached the tool (attempt 0: pre-flight), the
+        class it got and the simulated time at which it was seen."""
+        raw = getattr(exc, "raw", str(exc)) if exc is not None else None
+        if raw is None and failure is not None:
+            raw = failure.raw
         self.trace.append(
             {
                 "tool": call.name,
                 "call_id": call.id,
                 "args": args,
                 "attempt": attempt,
-                "exception": repr(exc),
-                "raw": getattr(exc, "raw", str(exc)),
+                "exception": repr(exc) if exc is not None else None,
+                "raw": raw,
+                "code": failure.code.value if failure is not None else None,
+                "body": body,
+                "waited_s": waited_s,
                 "at": self.clock.now,
             }
         )

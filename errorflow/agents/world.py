@@ -111,25 +111,29 @@ def _search(world: WorldSpec, query: str) -> list[str]:
 
 
 class FaultPlan:
-    """Decides, call by call, which injected fault (if any) fires on a tool."""
+    """Decides, call by call, which injected fault (if any) fires on a tool.
+
+    Each fault has its own random stream, derived from `rng` and the fault's position,
+    and draws one number on every call whether it fires or not. So the hit pattern of
+    a fault depends only on (seed, trial, agent, tool, position): adding a fault to
+    another tool, or appending one to this tool, never shifts it."""
 
     def __init__(self, faults: list[FaultSpec], rng: random.Random) -> None:
         self._faults = faults
-        self._rng = rng
+        base = rng.getrandbits(64)
+        self._rngs = [random.Random(f"{base}:{i}") for i in range(len(faults))]
         self.calls = 0
 
     def next(self, kinds: frozenset[str] | None = None) -> FaultSpec | None:
-        """Advance the call counter and return the first fault that fires.
-
-        Every fault draws its random number on every call, fired or not, so adding a
-        fault never shifts the draws of another (same seed, same faults)."""
+        """Advance the call counter and return the first fault that fires (among
+        `kinds`, when given). Every fault draws, fired, shadowed or filtered out."""
         index = self.calls
         self.calls += 1
         fired: FaultSpec | None = None
-        for fault in self._faults:
+        for fault, rng in zip(self._faults, self._rngs, strict=True):
+            draw = rng.random()
             if kinds is not None and fault.kind not in kinds:
                 continue
-            draw = self._rng.random()
             if fault.first_n is not None:
                 hit = index < fault.first_n
             elif fault.p is not None:
@@ -164,7 +168,10 @@ class ToolClient:
         self.seed = scenario.seed
         self._plans: dict[str, FaultPlan] = {}
         self._malform: dict[str, FaultPlan] = {}
-        self._rng_items = stream(scenario.seed, trial, agent, "items")
+        # Per-item draws (partial faults), one stream per tool.
+        self._rng_items = {
+            name: stream(scenario.seed, trial, agent, name, "items") for name in self.tools
+        }
         self._sent: dict[str, Any] = {}  # idempotency key -> first result
         self.sent_reports: list[dict[str, Any]] = []
         for name, spec in self.tools.items():
@@ -180,7 +187,11 @@ class ToolClient:
         fault = plan.next() if plan else None
         if fault is None:
             return args
-        first = next(iter(args), None)
+        # Drop or retype a field the schema requires (an optional one would not fail).
+        required = [
+            n for n, f in ARG_MODELS[self.tools[tool].kind].model_fields.items() if f.is_required()
+        ]
+        first = next((k for k in args if k in required), next(iter(args), None))
         if fault.mode == "truncated_json" or fault.mode is None:
             text = json.dumps(args, ensure_ascii=False)
             return text[: max(1, len(text) // 2)]
@@ -239,6 +250,7 @@ class ToolClient:
                 received=None if missing else err.get("input"),
                 missing=missing,
                 options=list(model.model_fields) if err["type"] == "extra_forbidden" else None,
+                unexpected=err["type"] == "extra_forbidden",
             ) from None
 
     def invoke(
@@ -251,6 +263,14 @@ class ToolClient:
             return ToolResult(self._sent[idempotency_key], spec.latency_s)
         fault = self._plans[tool].next()
         latency = spec.latency_s
+        if fault is not None and fault.kind == "timeout":
+            if fault.duration_s is not None and fault.duration_s < timeout_s:
+                latency = fault.duration_s  # slow, but answered within the timeout
+                fault = None
+            elif spec.kind == "report_sink":
+                # The client gave up, the server did not: the report went out, and a
+                # retry without an idempotency key sends it a second time.
+                self._send(args, idempotency_key)
         if fault is not None:
             self._raise_for(fault, tool, args, timeout_s)
             if fault.kind == "business_rule":
@@ -260,14 +280,20 @@ class ToolClient:
                 )
             if fault.kind == "empty":
                 return ToolResult(_empty_of(spec.kind), latency, empty=True)
-        value, item_errors = self._serve(spec, args, fault)
+        value, item_errors = self._serve(tool, args, fault)
         if spec.kind == "report_sink":
-            assert isinstance(args, SendReportArgs)
-            self.sent_reports.append({"title": args.title, "key": idempotency_key})
-            if idempotency_key:
-                self._sent[idempotency_key] = value
+            value = self._send(args, idempotency_key)
         empty = value in ([], {}, None) and spec.kind != "report_sink"
         return ToolResult(value, latency, empty=empty, item_errors=item_errors)
+
+    def _send(self, args: _Args, idempotency_key: str | None) -> Any:
+        """The report_sink side effect: one entry in `sent_reports` per send."""
+        assert isinstance(args, SendReportArgs)
+        value = {"sent": True, "title": args.title}
+        self.sent_reports.append({"title": args.title, "key": idempotency_key})
+        if idempotency_key:
+            self._sent[idempotency_key] = value
+        return value
 
     def _raise_for(self, fault: FaultSpec, tool: str, args: _Args, timeout_s: float) -> None:
         kind = fault.kind
@@ -279,10 +305,11 @@ class ToolClient:
                 fault.error_text or f"Error: connect ETIMEDOUT {host}:443 (upstream did not answer)"
             )
         if kind == "timeout":
-            waited = min(fault.duration_s or timeout_s * 2, timeout_s)
+            # The tool hangs for duration_s (forever when not given); the client gives up
+            # at its per-call timeout, so that is the (simulated) time the call cost.
             raise CallTimeout(
                 fault.error_text or f"TimeoutError: {tool} did not answer within {timeout_s:g}s",
-                waited_s=waited,
+                waited_s=timeout_s,
             )
         if kind == "rate_limit":
             ra = fault.retry_after_s if fault.retry_after_s is not None else 1.0
@@ -296,9 +323,7 @@ class ToolClient:
         if kind == "not_found":
             raise HTTPStatusError(404, fault.error_text or "HTTP 404 Not Found")
 
-    def _serve(
-        self, spec: ToolSpec, args: _Args, fault: FaultSpec | None
-    ) -> tuple[Any, dict[str, str]]:
+    def _serve(self, tool: str, args: _Args, fault: FaultSpec | None) -> tuple[Any, dict[str, str]]:
         if isinstance(args, QueryMetricArgs):
             if args.name not in self.world.metrics:
                 raise UnknownValue(
@@ -319,7 +344,7 @@ class ToolClient:
                     fault is not None
                     and fault.kind == "partial"
                     and (
-                        self._rng_items.random()
+                        self._rng_items[tool].random()
                         < (fault.item_p if fault.item_p is not None else 0.5)
                     )
                 )
@@ -344,9 +369,11 @@ def hidden_identifier(scenario: Scenario, trial: int, need: NeedSpec) -> bool:
 
     A `bad_args` fault on the need's tool means the task only gives the human wording
     (seed 000: '2024年营收' for `fin.rev.2024`); with `p`, it applies to that share of
-    trials."""
+    trials; with `first_n`, to the first n trials."""
     for fault in scenario.tools[need.tool].faults:
         if fault.kind == "bad_args":
+            if fault.first_n is not None:
+                return trial < fault.first_n
             if fault.p is None:
                 return True
             return stream(scenario.seed, trial, "world", need.id, "bad_args").random() < fault.p

@@ -8,6 +8,7 @@ batch with failed items are soft failures the agent must still see.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ class Failure:
     reason: str | None = None
     item_errors: dict[str, str] = dataclasses.field(default_factory=dict)
     attempts: int = 1
+    unexpected: bool = False  # invalid_args: `field` is not a parameter of the tool
 
 
 def classify_exception(tool: str, exc: BaseException) -> Failure:
@@ -64,6 +66,7 @@ def classify_exception(tool: str, exc: BaseException) -> Failure:
             received=exc.received,
             missing=exc.missing,
             options=exc.options,
+            unexpected=exc.unexpected,
         )
     if isinstance(exc, UnknownValue):
         return Failure(
@@ -93,7 +96,7 @@ def classify_body(
         return Failure(
             ErrorCode.BUSINESS_RULE,
             tool,
-            f'{{"success": false, "reason": "{business_error}"}}',
+            json.dumps({"success": False, "reason": business_error}, ensure_ascii=False),
             200,
             reason=business_error,
         )

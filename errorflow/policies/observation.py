@@ -38,8 +38,27 @@ _SUGGESTIONS: dict[ErrorCode, str] = {
 }
 
 
-def observe_success(tool: str, value: Any) -> dict[str, Any]:
-    return {"ok": True, "tool": tool, "result": redact_obj(value)}
+def observe_success(
+    tool: str,
+    value: Any,
+    soft: Failure | None = None,
+    *,
+    style: Literal["raw", "actionable"] = "raw",
+    tell_class: bool = False,
+) -> dict[str, Any]:
+    """The observation for a call that answered. A `soft` failure (empty result, partial
+    success) is flagged: failed batch items always, since they are data the model needs;
+    the class when it is told classes; message and suggestion in the actionable style."""
+    obs: dict[str, Any] = {"ok": True, "tool": tool, "result": value}
+    if soft is not None:
+        if soft.code is ErrorCode.PARTIAL_SUCCESS or style == "actionable" or tell_class:
+            obs["code"] = soft.code.value
+        if soft.item_errors:
+            obs["failed_items"] = sorted(soft.item_errors)
+        if style == "actionable":
+            obs["message"] = _message(soft)
+            obs["suggestion"] = _suggestion(soft)
+    return dict(redact_obj(obs))
 
 
 def observe_failure(
@@ -47,14 +66,14 @@ def observe_failure(
 ) -> dict[str, Any]:
     """The model-facing observation for a failure."""
     if style == "raw":
-        text = redact(failure.raw)
+        text = failure.raw
         if failure.attempts > 1:
-            text = f"tool failed (retried {failure.attempts} times): {text}"
+            text = f"tool failed after {failure.attempts} attempts: {text}"
         obs: dict[str, Any] = {"ok": False, "tool": failure.tool, "error": text}
         if tell_class:
             obs["code"] = failure.code.value
             obs["retryable"] = failure.code in RETRYABLE
-        return obs
+        return dict(redact_obj(obs))
     obs = {
         "ok": False,
         "tool": failure.tool,
@@ -67,24 +86,29 @@ def observe_failure(
     if failure.code is ErrorCode.INVALID_ARGS:
         obs["field"] = failure.field
         obs["constraint"] = failure.constraint
-        obs["received"] = None if failure.missing else redact_obj(failure.received)
+        obs["received"] = None if failure.missing else failure.received
         if failure.options:
             obs["options"] = list(failure.options[:MAX_OPTIONS])
     if failure.item_errors:
         obs["failed_items"] = sorted(failure.item_errors)
-    return obs
+    # Everything model-facing is redacted, options and suggestions included.
+    return dict(redact_obj(obs))
 
 
 def _message(f: Failure) -> str:
     if f.code is ErrorCode.INVALID_ARGS:
         if f.missing:
             return f"Required argument '{f.field}' is missing from the call to {f.tool}."
+        if f.unexpected:
+            return f"'{f.field}' is not an argument of {f.tool}."
         received = redact(str(f.received))[:80]
         return f"Argument '{f.field}' of {f.tool} is not valid: received '{received}'."
     if f.code is ErrorCode.PARTIAL_SUCCESS:
         return f"{f.tool}: {len(f.item_errors)} item(s) failed; the others succeeded."
     if f.code is ErrorCode.BUSINESS_RULE:
         return f"{f.tool} refused the request: {redact(f.reason or 'business rule')}."
+    if f.code is ErrorCode.EMPTY_RESULT:
+        return f"{f.tool} answered, but the result is empty."
     attempts = f" after {f.attempts} attempts" if f.attempts > 1 else ""
     return f"{f.tool} failed ({f.code.value}){attempts}."
 
@@ -93,6 +117,9 @@ def _suggestion(f: Failure) -> str:
     if f.code is ErrorCode.INVALID_ARGS:
         if f.missing:
             return f"Call {f.tool} again and include '{f.field}'."
+        if f.unexpected:
+            allowed = ", ".join(f.options or [])
+            return f"Call {f.tool} again without '{f.field}'; its arguments are: {allowed}."
         if f.options:
             shown = ", ".join(f.options[:MAX_OPTIONS])
             return f"Call {f.tool} again with '{f.field}' set to one of: {shown}."

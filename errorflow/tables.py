@@ -1,0 +1,191 @@
+"""Rich tables for the terminal: one run, a paired comparison, a sweep matrix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+
+def pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def ci(rate: dict[str, Any]) -> str:
+    low, high = rate["ci95"]
+    return f"{low:.0%}–{high:.0%}"
+
+
+def outcome_table(data: dict[str, Any], title: str = "Outcomes") -> Table:
+    table = Table(title=title, title_justify="left")
+    for col, just in (
+        ("outcome", "left"),
+        ("trials", "right"),
+        ("rate", "right"),
+        ("95% CI", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    rates = data["metrics"]["rates"]
+    for outcome, count in data["outcomes"].items():
+        if count == 0 and outcome == "bus_fault":
+            continue
+        table.add_row(outcome, str(count), pct(rates[outcome]["rate"]), ci(rates[outcome]))
+    return table
+
+
+def cost_line(data: dict[str, Any]) -> str:
+    per = data["metrics"]["per_trial"]
+    line = (
+        f"per trial: backend calls {per['backend_calls']:.2f}, model calls "
+        f"{per['model_calls']:.2f}, tokens {per['input_tokens'] + per['output_tokens']:.0f}, "
+        f"retries {per['retries']:.2f}, simulated time {per['sim_seconds']:.2f}s"
+    )
+    amp = data.get("amplification")
+    if amp and amp.get("backend_calls") is not None:
+        line += (
+            f"\namplification vs fault-free baseline: backend {amp['backend_calls']:.2f}×, "
+            f"model {amp['model_calls']:.2f}×"
+        )
+    return line
+
+
+def print_run(console: Console, data: dict[str, Any], wall: float | None = None) -> None:
+    console.print(
+        f"[bold]{data['scenario']}[/]  run {data['run_id']}  seed {data['seed']}  "
+        f"trials {data['trials']}  propagation {data['propagation']}"
+    )
+    console.print(f"broker: {data['broker']}", highlight=False)
+    console.print(outcome_table(data))
+    console.print(cost_line(data), highlight=False)
+    m = data["metrics"]
+    if m["max_depth"]:
+        console.print(f"contamination depth: mean {m['mean_depth']:.2f}, max {m['max_depth']} hops")
+    if data.get("rejects"):
+        console.print(f"rejected messages: {data['rejects']}")
+    if wall is not None:
+        console.print(f"wall time {wall:.2f}s")
+
+
+def paired_table(arms: dict[str, dict[str, Any]], paired: dict[str, Any]) -> Group:
+    names = list(arms)
+    table = Table(title="Paired arms (same seeds, same faults)", title_justify="left")
+    table.add_column("")
+    for name in names:
+        table.add_column(name, justify="right")
+    for outcome in ("success", "contained", "contaminated", "bus_fault"):
+        if outcome == "bus_fault" and not any(a["outcomes"][outcome] for a in arms.values()):
+            continue
+        table.add_row(
+            outcome,
+            *(
+                f"{a['outcomes'][outcome]} ({pct(a['metrics']['rates'][outcome]['rate'])}, "
+                f"{ci(a['metrics']['rates'][outcome])})"
+                for a in arms.values()
+            ),
+        )
+    for key, label in (
+        ("backend_calls", "backend calls/trial"),
+        ("model_calls", "model calls/trial"),
+    ):
+        table.add_row(label, *(f"{a['metrics']['per_trial'][key]:.2f}" for a in arms.values()))
+    table.add_row("mean depth", *(f"{a['metrics']['mean_depth']:.2f}" for a in arms.values()))
+    lines = []
+    for metric, d in paired.items():
+        lines.append(
+            Text(
+                f"{metric}: {names[0]} − {names[1]} = {d['diff']:+.0%} "
+                f"(95% CI {d['low']:+.0%} to {d['high']:+.0%}; discordant trials "
+                f"{d['only_a']} vs {d['only_b']} of {d['n']})"
+            )
+        )
+    return Group(table, *lines)
+
+
+def sweep_tables(data: dict[str, Any]) -> Group:
+    """A matrix per metric for two axes; one table with a row per value for one."""
+    axes = data["axes"]
+    cells = data["cells"]
+    ref = (data.get("reference") or {}).get("cells", {})
+    metrics: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("success", lambda c: f"{c['outcomes']['success']}/{c['trials']}"),
+        ("contam.", lambda c: f"{c['outcomes']['contaminated']}/{c['trials']}"),
+        ("calls b/m", lambda c: _calls(c["metrics"]["per_trial"])),
+        ("ampl. b×/m×", lambda c: f"{_amp(c, 'backend_calls')}/{_amp(c, 'model_calls')}"),
+    ]
+    parts: list[Any] = []
+    if len(axes) == 1:
+        table = Table(title=f"{data['scenario']}: {axes[0]['name']}", title_justify="left")
+        table.add_column(axes[0]["name"])
+        for name, _ in metrics:
+            table.add_column(name, justify="right")
+        for label in axes[0]["values"]:
+            table.add_row(label, *(fn(cells[label]) for _, fn in metrics))
+            if label in ref:
+                table.add_row(*(Text(x, style="dim") for x in _ref_row(ref[label])))
+        parts.append(table)
+        parts.append(
+            Text(
+                "calls b/m: backend and model calls per trial; ampl.: against the "
+                "fault-free baseline",
+                style="dim",
+            )
+        )
+    else:
+        rows, cols = axes[0], axes[1]
+        table = Table(
+            title=f"{data['scenario']}: {rows['name']} × {cols['name']}", title_justify="left"
+        )
+        table.add_column(f"{rows['name']} \\ {cols['name']}")
+        for c in cols["values"]:
+            table.add_column(c, justify="right")
+        for r in rows["values"]:
+            table.add_row(r, *(_cell(cells[f"{r}/{c}"]) for c in cols["values"]))
+            if ref:
+                table.add_row(
+                    Text("  published", style="dim"),
+                    *(Text(_ref(ref.get(f"{r}/{c}")), style="dim") for c in cols["values"]),
+                )
+        parts.append(table)
+        parts.append(
+            Text("cells: successes/trials, then backend calls/model calls per trial", style="dim")
+        )
+    if ref:
+        parts.append(Text(f"published: {data['reference']['source']}", style="dim"))
+    return Group(*parts)
+
+
+def _cell(c: dict[str, Any]) -> str:
+    per = c["metrics"]["per_trial"]
+    return (
+        f"{c['outcomes']['success']}/{c['trials']} "
+        f"{per['backend_calls']:.1f}/{per['model_calls']:.1f}"
+    )
+
+
+def _amp(c: dict[str, Any], key: str) -> str:
+    value = (c.get("amplification") or {}).get(key)
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _calls(per: dict[str, float]) -> str:
+    return f"{per['backend_calls']:.2f}/{per['model_calls']:.2f}"
+
+
+def _ref_row(cell: dict[str, Any]) -> list[str]:
+    calls = amp = ""
+    if "backend_calls" in cell:
+        calls = f"{cell['backend_calls']}/{cell.get('model_calls', '?')}"
+    if "backend_amplification" in cell:
+        amp = f"{cell['backend_amplification']}/{cell.get('model_amplification', '?')}"
+    return ["  published", str(cell.get("success", "")), "", calls, amp]
+
+
+def _ref(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return ""
+    if {"success", "backend_calls", "model_calls"} <= set(cell):
+        return f"{cell['success']} {cell['backend_calls']}/{cell['model_calls']}"
+    return " ".join(f"{k.replace('_amplification', '×')}={v}" for k, v in cell.items())

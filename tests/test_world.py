@@ -1,0 +1,324 @@
+"""The tool world on its own: seeded fault plans, argument mangling and pre-flight
+validation, hidden identifiers, the report sink's side effect, ground truth."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from errorflow.agents.tool_errors import (
+    CallTimeout,
+    ConnectTimeout,
+    HTTPStatusError,
+    SchemaViolation,
+    ToolException,
+    UnknownTool,
+    UnknownValue,
+)
+from errorflow.agents.world import FaultPlan, ToolClient, hidden_identifier, truth
+from errorflow.scenario import FaultSpec, Scenario
+from errorflow.scenario_loader import load_text
+
+BASE = """
+name: world-test
+seed: {seed}
+world:
+  metrics: {{fin.rev.2024: 1234, fin.cost.2024: 99}}
+  papers:
+    - {{id: p1, title: Attention Is All You Need, topic: transformer attention}}
+    - {{id: p2, title: LSTM, topic: recurrent nets}}
+  documents: {{d1: one, d2: two, d3: three, d4: four}}
+tools:
+{tools}
+agents:
+  a: {{role: researcher}}
+task:
+  prompt: p
+  needs:
+    - {{id: rev, tool: metrics, wording: 2024年营收, value: fin.rev.2024}}
+"""
+
+
+def world(tools: str, seed: int = 0) -> Scenario:
+    return load_text(BASE.format(seed=seed, tools=tools))
+
+
+P30 = """
+  metrics:
+    kind: metric_store
+    faults: [{kind: transient, p: 0.3}]
+  search: {kind: paper_search}
+"""
+
+
+def hits(client: ToolClient, tool: str = "metrics", n: int = 200) -> list[bool]:
+    args = client.validate(tool, {"name": "fin.rev.2024"})
+    out = []
+    for _ in range(n):
+        try:
+            client.invoke(tool, args, timeout_s=30, idempotency_key=None)
+        except ToolException:
+            out.append(True)
+        else:
+            out.append(False)
+    return out
+
+
+# -- seeding ------------------------------------------------------------------------
+
+
+def test_same_seed_trial_agent_same_hit_pattern() -> None:
+    sc = world(P30, seed=7)
+    pattern = hits(ToolClient(sc, 3, "a"))
+    assert pattern == hits(ToolClient(sc, 3, "a"))
+    assert 40 <= sum(pattern) <= 80  # p = 0.3 over 200 calls
+    assert pattern != hits(ToolClient(world(P30, seed=8), 3, "a"))
+    assert pattern != hits(ToolClient(sc, 4, "a"))
+    assert pattern != hits(ToolClient(sc, 3, "b"))
+
+
+def test_a_fault_on_another_tool_does_not_change_the_draws() -> None:
+    before = hits(ToolClient(world(P30, seed=7), 0, "a"))
+    with_other = P30.replace(
+        "search: {kind: paper_search}",
+        "search: {kind: paper_search, faults: [{kind: transient, p: 0.9}, {kind: empty}]}",
+    )
+    client = ToolClient(world(with_other, seed=7), 0, "a")
+    # Interleave calls to the other tool: still the same pattern on metrics.
+    args = client.validate("search", {"query": "x"})
+    pattern = []
+    for got in hits(client, n=200):
+        pattern.append(got)
+        try:
+            client.invoke("search", args, timeout_s=30, idempotency_key=None)
+        except ToolException:
+            pass
+    assert pattern == before
+
+
+def test_appending_a_fault_to_the_same_tool_keeps_the_first_ones_draws() -> None:
+    one = [FaultSpec(kind="transient", p=0.3)]
+    two = [*one, FaultSpec(kind="timeout", p=0.3)]
+    a = FaultPlan(one, random.Random("s"))
+    b = FaultPlan(two, random.Random("s"))
+    pa = [a.next() is not None for _ in range(300)]
+    pb = [(f := b.next()) is not None and f.kind == "transient" for _ in range(300)]
+    assert pa == pb
+
+
+def test_fault_plan_first_n_and_always() -> None:
+    plan = FaultPlan([FaultSpec(kind="transient", first_n=2)], random.Random(1))
+    assert [plan.next() is not None for _ in range(5)] == [True, True, False, False, False]
+    always = FaultPlan([FaultSpec(kind="permission")], random.Random(1))
+    assert all(always.next() is not None for _ in range(10))
+    assert FaultPlan([], random.Random(1)).next() is None
+
+
+def test_kinds_filter_does_not_shift_later_draws() -> None:
+    faults = [FaultSpec(kind="transient", p=0.5)]
+    a, b = FaultPlan(faults, random.Random(2)), FaultPlan(faults, random.Random(2))
+    for _ in range(10):
+        a.next()
+        b.next(frozenset({"timeout"}))  # filtered out, but drew
+    assert [a.next() for _ in range(50)] == [b.next() for _ in range(50)]
+
+
+def test_partial_item_draws_are_per_tool() -> None:
+    spec = """
+  metrics: {kind: metric_store}
+  fetch:
+    kind: batch_fetch
+    faults: [{kind: partial, item_p: 0.5}]
+  other:
+    kind: batch_fetch
+    faults: [{kind: partial, item_p: 0.5}]
+"""
+    ids = {"ids": ["d1", "d2", "d3", "d4"]}
+
+    def errors(call_other: bool) -> list[list[str]]:
+        client = ToolClient(world(spec), 0, "a")
+        out = []
+        for _ in range(20):
+            if call_other:
+                client.invoke(
+                    "other", client.validate("other", ids), timeout_s=30, idempotency_key=None
+                )
+            r = client.invoke(
+                "fetch", client.validate("fetch", ids), timeout_s=30, idempotency_key=None
+            )
+            out.append(sorted(r.item_errors))
+        return out
+
+    assert errors(False) == errors(True)
+
+
+# -- faults as exceptions ---------------------------------------------------------------
+
+
+def client_with(kind: str, fault: dict[str, Any], **extra: Any) -> ToolClient:
+    spec = {"kind": kind, "faults": [fault], **extra}
+    sc = Scenario.model_validate(
+        {
+            **world("  metrics: {kind: metric_store}").model_dump(),
+            "tools": {"metrics": {"kind": "metric_store"}, "t": spec},
+        }
+    )
+    return ToolClient(sc, 0, "a")
+
+
+@pytest.mark.parametrize(
+    ("fault", "exc_type", "status"),
+    [
+        ({"kind": "transient", "status": 502}, HTTPStatusError, 502),
+        ({"kind": "transient"}, ConnectTimeout, None),
+        ({"kind": "timeout"}, CallTimeout, None),
+        ({"kind": "rate_limit"}, HTTPStatusError, 429),
+        ({"kind": "permission"}, HTTPStatusError, 403),
+        ({"kind": "permission", "status": 401}, HTTPStatusError, 401),
+        ({"kind": "not_found"}, HTTPStatusError, 404),
+    ],
+)
+def test_faults_raise_library_shaped_exceptions(
+    fault: dict[str, Any], exc_type: type[Exception], status: int | None
+) -> None:
+    c = client_with("metric_store", {**fault, "error_text": "custom text"})
+    with pytest.raises(exc_type) as info:
+        c.invoke("t", c.validate("t", {"name": "fin.rev.2024"}), timeout_s=9, idempotency_key=None)
+    assert getattr(info.value, "status", None) == status
+    assert info.value.raw == "custom text"  # type: ignore[attr-defined]
+
+
+def test_rate_limit_default_retry_after() -> None:
+    c = client_with("metric_store", {"kind": "rate_limit"})
+    with pytest.raises(HTTPStatusError) as info:
+        c.invoke("t", c.validate("t", {"name": "fin.rev.2024"}), timeout_s=9, idempotency_key=None)
+    assert info.value.retry_after_s == 1.0
+
+
+def test_timeout_waits_the_client_timeout_and_a_short_hang_is_only_slow() -> None:
+    c = client_with("metric_store", {"kind": "timeout", "duration_s": 100})
+    args = c.validate("t", {"name": "fin.rev.2024"})
+    with pytest.raises(CallTimeout) as info:
+        c.invoke("t", args, timeout_s=9, idempotency_key=None)
+    assert info.value.waited_s == 9
+    slow = client_with("metric_store", {"kind": "timeout", "duration_s": 4})
+    r = slow.invoke("t", args, timeout_s=9, idempotency_key=None)
+    assert r.value == 1234 and r.duration_s == 4
+
+
+def test_soft_faults_return_bodies() -> None:
+    c = client_with("metric_store", {"kind": "business_rule", "reason": "closed"})
+    args = c.validate("t", {"name": "fin.rev.2024"})
+    r = c.invoke("t", args, timeout_s=9, idempotency_key=None)
+    assert r.business_error == "closed" and r.value == {"success": False, "reason": "closed"}
+    e = client_with("paper_search", {"kind": "empty"})
+    r = e.invoke("t", e.validate("t", {"query": "attention"}), timeout_s=9, idempotency_key=None)
+    assert r.empty and r.value == []
+
+
+def test_bad_argument_is_decided_by_the_argument() -> None:
+    c = ToolClient(world("  metrics: {kind: metric_store, faults: [{kind: bad_args}]}"), 0, "a")
+    bad = c.validate("metrics", {"name": "2024年营收"})
+    for _ in range(5):
+        with pytest.raises(UnknownValue) as info:
+            c.invoke("metrics", bad, timeout_s=9, idempotency_key=None)
+        assert info.value.options == ["fin.cost.2024", "fin.rev.2024"]
+        assert info.value.received == "2024年营收" and info.value.field == "name"
+    good = c.validate("metrics", {"name": "fin.rev.2024"})
+    assert c.invoke("metrics", good, timeout_s=9, idempotency_key=None).value == 1234
+
+
+def test_hidden_identifier() -> None:
+    sc = world("  metrics: {kind: metric_store, faults: [{kind: bad_args}]}")
+    need = sc.task.needs[0]
+    assert all(hidden_identifier(sc, t, need) for t in range(5))
+    assert not hidden_identifier(world("  metrics: {kind: metric_store}"), 0, need)
+    sc_p = world("  metrics: {kind: metric_store, faults: [{kind: bad_args, p: 0.5}]}")
+    hidden = [hidden_identifier(sc_p, t, need) for t in range(200)]
+    assert hidden == [hidden_identifier(sc_p, t, need) for t in range(200)]
+    assert 70 < sum(hidden) < 130
+    sc_n = world("  metrics: {kind: metric_store, faults: [{kind: bad_args, first_n: 2}]}")
+    assert [hidden_identifier(sc_n, t, need) for t in range(4)] == [True, True, False, False]
+    zero = world("  metrics: {kind: metric_store, faults: [{kind: bad_args, first_n: 0}]}")
+    assert not hidden_identifier(zero, 0, need)
+
+
+# -- mangling and pre-flight validation -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "missing", "unexpected", "field"),
+    [
+        ("missing_field", True, False, "query"),
+        ("wrong_type", False, False, "query"),
+        ("extra_field", False, True, "verbose"),
+        ("truncated_json", False, False, "(arguments)"),
+    ],
+)
+def test_mangled_calls_fail_validation(
+    mode: str, missing: bool, unexpected: bool, field: str
+) -> None:
+    c = client_with("paper_search", {"kind": "malformed_call", "mode": mode})
+    # An optional argument first: mangling must still hit the required one.
+    mangled = c.mangle("t", {"limit": 5, "query": "attention"})
+    if mode == "truncated_json":
+        assert isinstance(mangled, str)
+    with pytest.raises(SchemaViolation) as info:
+        c.validate("t", mangled)
+    assert info.value.missing is missing and info.value.unexpected is unexpected
+    assert info.value.field == field
+
+
+def test_mangle_without_fault_is_identity_and_p_is_seeded() -> None:
+    c = ToolClient(world("  metrics: {kind: metric_store}"), 0, "a")
+    assert c.mangle("metrics", {"name": "x"}) == {"name": "x"}
+    spec = "  metrics: {kind: metric_store, faults: [{kind: malformed_call, p: 0.5}]}"
+    a = ToolClient(world(spec), 0, "a")
+    b = ToolClient(world(spec), 0, "a")
+    ma = [a.mangle("metrics", {"name": "x"}) for _ in range(50)]
+    assert ma == [b.mangle("metrics", {"name": "x"}) for _ in range(50)]
+    assert 10 < sum(m != {"name": "x"} for m in ma) < 40
+
+
+def test_validate_messages() -> None:
+    c = ToolClient(world("  metrics: {kind: metric_store}"), 0, "a")
+    with pytest.raises(UnknownTool) as tool:
+        c.validate("nope", {})
+    assert tool.value.options == ["metrics"]
+    with pytest.raises(SchemaViolation) as arr:
+        c.validate("metrics", "[1, 2]")
+    assert arr.value.field == "(arguments)" and arr.value.received == [1, 2]
+    with pytest.raises(SchemaViolation) as short:
+        c.validate("metrics", {"name": ""})
+    assert short.value.field == "name" and "at least 1" in short.value.constraint
+    assert c.validate("metrics", '{"name": "fin.rev.2024"}').model_dump() == {
+        "name": "fin.rev.2024"
+    }
+
+
+# -- report sink and truth -------------------------------------------------------------
+
+
+def test_report_sink_deduplicates_on_the_key() -> None:
+    c = ToolClient(world("  metrics: {kind: metric_store}\n  sink: {kind: report_sink}"), 0, "a")
+    args = c.validate("sink", {"title": "T", "body": "B"})
+    c.invoke("sink", args, timeout_s=9, idempotency_key="k1")
+    c.invoke("sink", args, timeout_s=9, idempotency_key="k1")
+    c.invoke("sink", args, timeout_s=9, idempotency_key="k2")
+    c.invoke("sink", args, timeout_s=9, idempotency_key=None)
+    assert [r["key"] for r in c.sent_reports] == ["k1", "k2", None]
+
+
+def test_truth() -> None:
+    sc = world(
+        "  metrics: {kind: metric_store}\n  search: {kind: paper_search}\n"
+        "  fetch: {kind: batch_fetch}"
+    )
+    need = sc.task.needs[0]
+    assert truth(sc.world, sc.tools, need) == 1234
+    papers = need.model_copy(update={"tool": "search", "value": "attention"})
+    assert truth(sc.world, sc.tools, papers) == ["p1"]
+    docs = need.model_copy(update={"tool": "fetch", "value": ["d1", "zz"]})
+    assert truth(sc.world, sc.tools, docs) == {"d1": "one", "zz": None}
