@@ -208,6 +208,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from errorflow.report import ReportError, render
+
+    try:
+        text = render(Path(args.db), args.id, args.format)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        err.print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     from errorflow.agent_process import run_agent_process
 
@@ -403,6 +418,19 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     db_arg(w)
     w.set_defaults(func=cmd_sweep)
+
+    rp = sub.add_parser(
+        "report",
+        help="write a report of a stored run or group (comparison, sweep)",
+        description="Report a stored run, or a group of runs (`run --propagation both`, "
+        "`sweep`), from the SQLite store: outcomes with 95% Wilson intervals, costs, "
+        "amplification against the fault-free baseline, paired differences.",
+    )
+    rp.add_argument("id", help="run id or group id")
+    rp.add_argument("--format", choices=["md", "json", "csv", "html"], default="md")
+    rp.add_argument("-o", "--output", help="write to this file instead of stdout")
+    db_arg(rp)
+    rp.set_defaults(func=cmd_report)
 
     a = sub.add_parser(
         "agent",

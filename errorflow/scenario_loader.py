@@ -165,17 +165,17 @@ def parse_yaml(text: str, file: str) -> tuple[Any, dict[Path_, Loc]]:
             )
         data = _construct(loader, root, ())
     except _BadNode as exc:
-        line, col = _loc(exc.node.start_mark)
-        raise ScenarioError(file, [Problem(_dotted(exc.path), line, col, exc.message)]) from None
+        at = _loc(exc.node.start_mark)
+        raise ScenarioError(file, [Problem(_dotted(exc.path), *at, exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line, col = _loc(mark) if mark else (None, None)
+        pos: tuple[int | None, int | None] = _loc(mark) if mark else (None, None)
         what = " ".join(str(p) for p in (exc.context, exc.problem) if p) or str(exc)
         if "'\\t'" in what:
             what += " (indent with spaces, not tabs)"
         elif "block" in what or "mapping values are not allowed" in what:
             what += " (check the indentation of this line and the one before)"
-        raise ScenarioError(file, [Problem("", line, col, f"not valid YAML: {what}")]) from None
+        raise ScenarioError(file, [Problem("", *pos, f"not valid YAML: {what}")]) from None
     except yaml.YAMLError as exc:
         raise ScenarioError(file, [Problem("", None, None, f"not valid YAML: {exc}")]) from None
     except RecursionError:
@@ -413,7 +413,7 @@ def _problems_from(
                 if twin in merged and any(x.startswith("missing required") for x in merged[twin]):
                     merged[twin] = [x for x in merged[twin] if not x.startswith("missing required")]
                     merged[path][i] = f"{m} ({meant!r} is required)"
-    problems = []
+    problems: list[Problem] = []
     for path in order:
         msgs = merged[path]
         expected = [m for m in msgs if m.startswith("expected ") and ", found " in m]

@@ -63,9 +63,10 @@ def test_misleading_text_does_not_change_the_class(text: str, code: ErrorCode) -
     st.text(max_size=200),
 )
 def test_wording_never_matters(status: int, a: str, b: str) -> None:
-    assert classify_exception("t", HTTPStatusError(status, a)) .code is classify_exception(
-        "t", HTTPStatusError(status, b)
-    ).code
+    assert (
+        classify_exception("t", HTTPStatusError(status, a)).code
+        is classify_exception("t", HTTPStatusError(status, b)).code
+    )
     for make in (ConnectTimeout, lambda t: CallTimeout(t, waited_s=1.0)):
         assert classify_exception("t", make(a)).code is classify_exception("t", make(b)).code
 

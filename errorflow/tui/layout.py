@@ -158,7 +158,6 @@ def draw(
 ) -> Text:
     canvas = Canvas(lay.width, lay.height)
     default = EdgeLook(Style(dim=True), 0)
-    cols = sorted({b.x for b in lay.boxes.values()})
     back_row = max((b.y + b.h for b in lay.boxes.values()), default=0)
     for a, b in sorted(lay.edges, key=lambda e: edges.get(e, default).rank):
         src, dst = lay.boxes[a], lay.boxes[b]
@@ -179,7 +178,6 @@ def draw(
             canvas.hline(sx, dx, back_row, look.style, look.rank)
             canvas.vline(dx, back_row, dst.y + dst.h, look.style, look.rank)
             canvas.put(dx, dst.y + dst.h, "▲", look.style)
-    del cols
     for name, box in lay.boxes.items():
         look = nodes.get(name, NodeLook(Style(dim=True), "idle"))
         inner = box.w - 2
