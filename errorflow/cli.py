@@ -15,11 +15,13 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from errorflow import __version__
 from errorflow.agents.backends import ConfigurationError
 from errorflow.bundled import bundled, describe, resolve
 from errorflow.bus.url import BrokerURLError, parse_broker_url
+from errorflow.overrides import OverrideError
 from errorflow.scenario import Scenario
 from errorflow.scenario_loader import ScenarioError, load
 from errorflow.store import DEFAULT_DB
@@ -501,21 +503,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ScenarioError as exc:
-        err.print(f"[red]error[/]: invalid scenario\n{exc}", highlight=False, soft_wrap=True)
-        return EXIT_USAGE
-    except (UsageError, BrokerURLError, ConfigurationError) as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
-        return EXIT_USAGE
+        return _fail(f"invalid scenario\n{exc}", EXIT_USAGE)
+    except (UsageError, BrokerURLError, ConfigurationError, OverrideError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
     except FileNotFoundError as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
-        return EXIT_USAGE
+        return _fail(str(exc), EXIT_USAGE)
     except (ConnectionError, TimeoutError) as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
-        return EXIT_FAILURE
+        return _fail(str(exc), EXIT_FAILURE)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        return 130
+        return _fail("interrupted", 130)
 
+
+def _fail(message: str, code: int) -> int:
+    """One plain message on stderr (user text is never read as rich markup)."""
+    err.print(Text("error", style="red") + Text(f": {message}"), highlight=False, soft_wrap=True)
+    return code
 
 if __name__ == "__main__":
     sys.exit(main())

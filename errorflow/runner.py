@@ -27,7 +27,7 @@ from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
-from errorflow.bus.transport import Bus
+from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
 from errorflow.recorder import Recorder
 from errorflow.scenario import Scenario
@@ -166,14 +166,15 @@ class _Runner:
         self.scores: dict[int, TrialScore] = {}
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
+        self.conns: list[Connection] = []  # closed when the run ends, whoever owns the bus
 
     async def run(self) -> RunResult:
         s = self.scenario
         self.recorder = Recorder(
-            self.db, await self.bus.connect(f"{self.run_id}-recorder"), self.run_id, self.members
+            self.db, await self._connect(f"{self.run_id}-recorder"), self.run_id, self.members
         )
         await self.recorder.start()
-        conn = await self.bus.connect(f"{self.run_id}-runner")
+        conn = await self._connect(f"{self.run_id}-runner")
         self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members)
         await conn.subscribe(f"{topics.ROOT}/{self.run_id}/inbox/+")
         await conn.subscribe(topics.control_filter(self.run_id))
@@ -186,7 +187,7 @@ class _Runner:
                         name,
                         s,
                         self.run_id,
-                        await self.bus.connect(f"{self.run_id}-{name}"),
+                        await self._connect(f"{self.run_id}-{name}"),
                         api_key=self.api_key,
                         on_trace=self.options.on_trace,
                     )
@@ -221,6 +222,8 @@ class _Runner:
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
             await self._store_scores()
+            for conn in self.conns:
+                await conn.close()
         scores = [self.scores[t] for t in sorted(self.scores)]
         return RunResult(
             run_id=self.run_id,
@@ -234,6 +237,11 @@ class _Runner:
             rejects=dict(self.recorder.rejects),
             messages=self.messages,
         )
+
+    async def _connect(self, client_id: str) -> Connection:
+        conn = await self.bus.connect(client_id)
+        self.conns.append(conn)
+        return conn
 
     async def _await_presence(self) -> None:
         assert self.endpoint is not None

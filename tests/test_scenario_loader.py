@@ -734,11 +734,6 @@ def test_cli_main_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "Traceback" not in err
 
 
-@pytest.mark.xfail(
-    reason="cli.py prints the ScenarioError as rich markup: a value like '[/x]' in the "
-    "file raises MarkupError (fix: print the problems with markup=False)",
-    strict=False,
-)
 def test_cli_validate_value_that_looks_like_markup(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(edit("trials: 10", "trials: '[/x] [bold]many'"))
