@@ -130,7 +130,9 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
             seed=scenario.seed,
             trials=scenario.trials,
             propagation=scenario.propagation,
-            broker=bus.description, group_id=options.group_id, label=options.label,
+            broker=bus.description,
+            group_id=options.group_id,
+            label=options.label,
         )
         runner = _Runner(scenario, run_id, bus, db, options, api_key)
         status = "interrupted"
@@ -205,7 +207,6 @@ class _Runner:
                     payload={"action": "stop"},
                 )
             with contextlib.suppress(Exception):
-                await self._publish_labels()
                 await ep.send(
                     kind=Kind.CONTROL,
                     recipient="all",
@@ -292,6 +293,8 @@ class _Runner:
                     reason=f"no final result within {self.options.trial_timeout_s:g}s",
                 )
             self.scores[trial] = score
+            with contextlib.suppress(ConnectionError):
+                await self._publish_labels(score)
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
 
@@ -319,32 +322,32 @@ class _Runner:
         if all(d in have for m in self.messages[trial] for d in m.derived_from):
             fut.set_result(None)
 
-    async def _publish_labels(self) -> None:
+    async def _publish_labels(self, score: TrialScore) -> None:
+        """Labels and the outcome of a trial, as events, as soon as it is scored."""
         assert self.endpoint is not None
-        for trial, score in sorted(self.scores.items()):
-            trace_id = f"{self.run_id}-t{trial}"
-            for lb in score.labels:
-                await self.endpoint.event(
-                    trial,
-                    trace_id,
-                    "label",
-                    {
-                        "message_id": lb.message_id,
-                        "agent": lb.sender,
-                        "label": lb.label.value,
-                        "reason": lb.reason,
-                    },
-                )
+        trace_id = f"{self.run_id}-t{score.trial}"
+        for lb in score.labels:
             await self.endpoint.event(
-                trial,
+                score.trial,
                 trace_id,
-                "trial_outcome",
+                "label",
                 {
-                    "outcome": score.outcome.value,
-                    "depth": score.depth,
-                    "reason": score.reason,
+                    "message_id": lb.message_id,
+                    "agent": lb.sender,
+                    "label": lb.label.value,
+                    "reason": lb.reason,
                 },
             )
+        await self.endpoint.event(
+            score.trial,
+            trace_id,
+            "trial_outcome",
+            {
+                "outcome": score.outcome.value,
+                "depth": score.depth,
+                "reason": score.reason,
+            },
+        )
 
     async def _store_scores(self) -> None:
         rows, labels = [], []

@@ -16,25 +16,48 @@ _seq = iter(range(10_000))
 
 
 def msg(
-    sender: str, recipient: str, *, claims: list[dict[str, Any]] | None = None,
-    status: Status = Status.OK, confidence: float = 1.0, errors: list[WireError] | None = None,
-    failures: list[str] | None = None, derived: list[Envelope] | None = None,
-    flags: list[str] | None = None, unresolved: list[str] | None = None,
+    sender: str,
+    recipient: str,
+    *,
+    claims: list[dict[str, Any]] | None = None,
+    status: Status = Status.OK,
+    confidence: float = 1.0,
+    errors: list[WireError] | None = None,
+    failures: list[str] | None = None,
+    derived: list[Envelope] | None = None,
+    flags: list[str] | None = None,
+    unresolved: list[str] | None = None,
     abstained: bool = False,
 ) -> Envelope:
     return Envelope(
-        run_id="r", trial=0, seq=next(_seq), sender=sender, recipient=recipient,
-        kind=Kind.RESULT, trace_id="t", status=status, confidence=confidence,
-        errors=errors or [], derived_from=[d.id for d in derived or []],
-        payload={"answer": {"claims": claims or [], "flags": flags or [],
-                            "unresolved": unresolved or [], "abstained": abstained, "text": ""},
-                 "trace": {"failures": failures or [], "costs": {"backend_calls": 1}}},
+        run_id="r",
+        trial=0,
+        seq=next(_seq),
+        sender=sender,
+        recipient=recipient,
+        kind=Kind.RESULT,
+        trace_id="t",
+        status=status,
+        confidence=confidence,
+        errors=errors or [],
+        derived_from=[d.id for d in derived or []],
+        payload={
+            "answer": {
+                "claims": claims or [],
+                "flags": flags or [],
+                "unresolved": unresolved or [],
+                "abstained": abstained,
+                "text": "",
+            },
+            "trace": {"failures": failures or [], "costs": {"backend_calls": 1}},
+        },
     )
 
 
 def err(origin: str, hops: int = 0) -> WireError:
-    return WireError(code=ErrorCode.PERMISSION_DENIED, tool="search_papers", origin=origin,
-                     hops=hops)
+    return WireError(
+        code=ErrorCode.PERMISSION_DENIED, tool="search_papers", origin=origin, hops=hops
+    )
 
 
 def test_truth_knows_the_papers() -> None:
@@ -53,24 +76,54 @@ def test_clean_success() -> None:
 
 
 def test_contained_failure_is_not_mistaken_for_success() -> None:
-    r = msg("researcher", "writer", status=Status.FAILED, confidence=0.4,
-            errors=[err("researcher")], failures=["permission_denied"], unresolved=["papers"])
-    w = msg("writer", "runner", status=Status.FAILED, confidence=0.2, abstained=True,
-            errors=[err("researcher", 1)], flags=["papers: upstream failure"], derived=[r])
+    r = msg(
+        "researcher",
+        "writer",
+        status=Status.FAILED,
+        confidence=0.4,
+        errors=[err("researcher")],
+        failures=["permission_denied"],
+        unresolved=["papers"],
+    )
+    w = msg(
+        "writer",
+        "runner",
+        status=Status.FAILED,
+        confidence=0.2,
+        abstained=True,
+        errors=[err("researcher", 1)],
+        flags=["papers: upstream failure"],
+        derived=[r],
+    )
     score = score_trial(S, TRUTH, 0, [r, w])
     assert score.outcome is Outcome.CONTAINED
     assert {lb.sender: lb.label for lb in score.labels} == {
-        "researcher": Label.CONTAINED, "writer": Label.CONTAINED}
+        "researcher": Label.CONTAINED,
+        "writer": Label.CONTAINED,
+    }
     assert score.depth == 0
 
 
 def test_confident_wrong_report_is_not_mistaken_for_containment() -> None:
     # Upstream said so honestly, but the writer still states invented papers as certain.
-    r = msg("researcher", "writer", status=Status.FAILED, confidence=0.4,
-            errors=[err("researcher")], failures=["permission_denied"], unresolved=["papers"])
-    w = msg("writer", "runner", status=Status.PARTIAL_FAILURE, confidence=0.4,
-            errors=[err("researcher", 1)],
-            claims=[{"key": "papers", "value": ["fabricated-1"], "certain": True}], derived=[r])
+    r = msg(
+        "researcher",
+        "writer",
+        status=Status.FAILED,
+        confidence=0.4,
+        errors=[err("researcher")],
+        failures=["permission_denied"],
+        unresolved=["papers"],
+    )
+    w = msg(
+        "writer",
+        "runner",
+        status=Status.PARTIAL_FAILURE,
+        confidence=0.4,
+        errors=[err("researcher", 1)],
+        claims=[{"key": "papers", "value": ["fabricated-1"], "certain": True}],
+        derived=[r],
+    )
     score = score_trial(S, TRUTH, 0, [r, w])
     assert score.outcome is Outcome.CONTAMINATED
     labels = {lb.sender: lb for lb in score.labels}
@@ -82,8 +135,12 @@ def test_confident_wrong_report_is_not_mistaken_for_containment() -> None:
 
 def test_swallowed_failure_contaminates_the_whole_chain() -> None:
     # implicit: "no papers" stated as a fact, then a fabricated report on top of it
-    r = msg("researcher", "writer", claims=[{"key": "papers", "value": []}],
-            failures=["permission_denied"])
+    r = msg(
+        "researcher",
+        "writer",
+        claims=[{"key": "papers", "value": []}],
+        failures=["permission_denied"],
+    )
     w = msg("writer", "runner", claims=[{"key": "papers", "value": ["x", "y"]}], derived=[r])
     score = score_trial(S, TRUTH, 0, [r, w])
     assert score.outcome is Outcome.CONTAMINATED
@@ -99,8 +156,12 @@ def test_silently_dropped_failure_without_false_claims_is_contamination() -> Non
 
 
 def test_uncertain_claims_are_honest() -> None:
-    r = msg("researcher", "writer", claims=[{"key": "papers", "value": [], "certain": False}],
-            failures=["empty_result"])
+    r = msg(
+        "researcher",
+        "writer",
+        claims=[{"key": "papers", "value": [], "certain": False}],
+        failures=["empty_result"],
+    )
     assert label_message(r, TRUTH, touched=True).label is Label.CONTAINED
 
 

@@ -164,6 +164,13 @@ class RunModel:
         self.last_event = ""
         self.topology_changed = False
 
+    # -- outboxes (drained by the feed widget) -------------------------------------------
+    def take_feed(self) -> tuple[list[FeedItem], list[FeedItem]]:
+        """New feed items and items whose label changed since the last call."""
+        new, relabelled = self.feed, self.relabelled
+        self.feed, self.relabelled = [], []
+        return new, relabelled
+
     # -- queries ----------------------------------------------------------------------
     @property
     def done(self) -> int:

@@ -9,15 +9,51 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Sparkline, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
 from errorflow.scoring import Outcome
-from errorflow.tui.palette import OUTCOME_GLYPH, OUTCOME_STYLE
+from errorflow.tui.palette import GREEN, OUTCOME_GLYPH, OUTCOME_STYLE, RED, YELLOW
 from errorflow.tui.state import TALLY_OUTCOMES, RunModel
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], width: int) -> Text:
+    """Rates in 0..1 as bars on a fixed scale (Textual's Sparkline rescales to min..max,
+    which would draw a flat 100 % like a flat 0 %); more values than columns are
+    averaged into buckets."""
+    out = Text(no_wrap=True, overflow="crop")
+    if not values or width <= 0:
+        return out
+    n = len(values)
+    buckets = [
+        values[i * n // width : max(i * n // width + 1, (i + 1) * n // width)]
+        for i in range(min(width, n))
+    ]
+    for bucket in buckets:
+        v = min(1.0, max(0.0, sum(bucket) / len(bucket)))
+        colour = RED if v >= 0.5 else (YELLOW if v > 0.1 else GREEN)
+        out.append(BARS[min(len(BARS) - 1, int(v * len(BARS)))], colour)
+    return out
+
+
+class RateSparkline(Widget):
+    DEFAULT_CSS = "RateSparkline { width: 1fr; height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.values: list[float] = []
+
+    def set_values(self, values: list[float]) -> None:
+        # Only the length and the last value can change (a correction rewrites the last).
+        if len(values) != len(self.values) or values[-1:] != self.values[-1:]:
+            self.values = list(values)
+            self.refresh()
+
+    def render(self) -> Text:
+        return sparkline(self.values, self.size.width)
 
 
 def tally_table(model: RunModel) -> Table:
@@ -54,9 +90,6 @@ class Tallies(Vertical):
     Tallies > #tally-table { height: auto; }
     Tallies > Horizontal { height: 1; }
     Tallies #spark-label { width: auto; color: $text-muted; }
-    Tallies Sparkline { width: 1fr; height: 1; }
-    Tallies Sparkline > .sparkline--min-color { color: #e5c07b; }
-    Tallies Sparkline > .sparkline--max-color { color: #ef5a5a; }
     """
 
     def compose(self) -> ComposeResult:
@@ -64,11 +97,9 @@ class Tallies(Vertical):
         yield Static(id="tally-table")
         with Horizontal():
             yield Static("contam. ", id="spark-label")
-            yield Sparkline([], summary_function=_mean, id="spark")
+            yield RateSparkline(id="spark")
 
     def show(self, model: RunModel) -> None:
         self.query_one("#tally-progress", Static).update(progress_line(model))
         self.query_one("#tally-table", Static).update(tally_table(model))
-        history = model.contamination_history
-        # Pin the scale at 0..1: a flat 100 % line must not look like a flat 0 % one.
-        self.query_one("#spark", Sparkline).data = [0.0, 1.0, *history] if history else []
+        self.query_one("#spark", RateSparkline).set_values(model.contamination_history)

@@ -1,0 +1,49 @@
+"""Per-agent figures: state, steps, retries, each tool's circuit breaker, the last error
+code and the confidence of the agent's last message."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from errorflow.tui.palette import BREAKER_LOOK, state_text
+from errorflow.tui.state import AgentView, RunModel
+
+
+def breakers_text(agent: AgentView) -> Text:
+    out = Text()
+    for i, (tool, state) in enumerate(sorted(agent.breakers.items())):
+        word, style = BREAKER_LOOK[state]
+        out.append((", " if i else "") + f"{tool} ")
+        out.append(word, style)
+    return out if agent.breakers else Text("—", "dim")
+
+
+def agent_table(model: RunModel) -> Table:
+    table = Table(box=None, padding=(0, 1), expand=True, header_style="bold dim")
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=16)
+    table.add_column("state", no_wrap=True, min_width=14)
+    table.add_column("steps", justify="right", no_wrap=True)
+    table.add_column("retry", justify="right", no_wrap=True)
+    table.add_column("breakers", no_wrap=True, overflow="ellipsis", ratio=2)
+    table.add_column("last error", no_wrap=True, overflow="ellipsis", ratio=1)
+    table.add_column("conf", justify="right", no_wrap=True)
+    for agent in model.agents.values():
+        table.add_row(
+            Text(agent.name, "bold"),
+            state_text(agent.state),
+            str(agent.steps),
+            str(agent.retries),
+            breakers_text(agent),
+            Text(agent.last_error or "—", "" if agent.last_error else "dim"),
+            f"{agent.confidence:.2f}" if agent.confidence is not None else "—",
+        )
+    return table
+
+
+class AgentTable(Static):
+    DEFAULT_CSS = "AgentTable { height: auto; }"
+
+    def show(self, model: RunModel) -> None:
+        self.update(agent_table(model))
