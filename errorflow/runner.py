@@ -29,6 +29,7 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
+from errorflow.policies.redact import redact
 from errorflow.recorder import Recorder
 from errorflow.scenario import Scenario
 from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
@@ -126,7 +127,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
             db,
             run_id=run_id,
             scenario=scenario.name,
-            scenario_json=scenario.model_dump_json(),
+            scenario_json=redact(scenario.model_dump_json()),
             seed=scenario.seed,
             trials=scenario.trials,
             propagation=scenario.propagation,

@@ -20,8 +20,19 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 def test_both_arms_json_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "b.db")
-    code, out, _ = cli(capsys, "run", "contamination", "--propagation", "both", "--trials", "20",
-                       "--db", db, "--json", "--baseline")
+    code, out, _ = cli(
+        capsys,
+        "run",
+        "contamination",
+        "--propagation",
+        "both",
+        "--trials",
+        "20",
+        "--db",
+        db,
+        "--json",
+        "--baseline",
+    )
     assert code == 0
     data = json.loads(out)
     assert set(data["arms"]) == {"explicit", "implicit"}
@@ -61,24 +72,40 @@ def test_sweep_matrix_prints_published_figures(
 
 def test_sweep_vary_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(
-        capsys, "sweep", "contamination", "--vary", "propagation=explicit,implicit",
-        "--vary", "agents.writer.model.profile=small-local,frontier", "--trials", "10",
-        "--no-baseline", "--json", "--db", str(tmp_path / "v.db"),
+        capsys,
+        "sweep",
+        "contamination",
+        "--vary",
+        "propagation=explicit,implicit",
+        "--vary",
+        "agents.writer.model.profile=small-local,frontier",
+        "--trials",
+        "10",
+        "--no-baseline",
+        "--json",
+        "--db",
+        str(tmp_path / "v.db"),
     )
     assert code == 0
     data = json.loads(out)
     assert [a["name"] for a in data["axes"]] == ["propagation", "agents.writer.model.profile"]
-    assert set(data["cells"]) == {"explicit/small-local", "explicit/frontier",
-                                  "implicit/small-local", "implicit/frontier"}
+    assert set(data["cells"]) == {
+        "explicit/small-local",
+        "explicit/frontier",
+        "implicit/small-local",
+        "implicit/frontier",
+    }
     assert data["cells"]["implicit/frontier"]["outcomes"]["contaminated"] == 10
 
 
 def test_sweep_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "sweep", "contamination", "--db", str(tmp_path / "e.db"))
     assert code == 2 and "no sweep" in err
-    code, _, err = cli(capsys, "sweep", "contamination", "--vary", "trials", "--db",
-                       str(tmp_path / "e.db"))
+    code, _, err = cli(
+        capsys, "sweep", "contamination", "--vary", "trials", "--db", str(tmp_path / "e.db")
+    )
     assert code == 2 and "PATH=V1,V2" in err
-    code, _, err = cli(capsys, "sweep", "contamination", "--vary", "trials=0,1", "--db",
-                       str(tmp_path / "e.db"))
+    code, _, err = cli(
+        capsys, "sweep", "contamination", "--vary", "trials=0,1", "--db", str(tmp_path / "e.db")
+    )
     assert code == 2 and "invalid scenario" in err

@@ -75,8 +75,9 @@ class FeedTable(DataTable[Text | str]):
         if not new and not relabelled:
             return
         follow = self.following
+        fresh = {id(item) for item in new}
         for item in relabelled:
-            if item.env.id in self.rows and item not in new:
+            if id(item) not in fresh and item.env.id in self.rows:
                 self.update_cell(item.env.id, "label", label_text(item.label))
         self._tail.extend(new)
         if follow and len(self._tail) > ROW_LIMIT * 3 // 2:

@@ -94,7 +94,7 @@ class EdgeView:
     batch: int = -1  # the batch in which the last message travelled (for the pulse)
 
 
-@dataclass
+@dataclass(eq=False)  # identity: rows are matched by object, never by value
 class FeedItem:
     env: Envelope
     label: Label | None = None

@@ -1,0 +1,245 @@
+"""The errorflow TUI: a live picture of one run, fed by a source through a channel.
+
+Sources append envelopes to the current channel; a timer (`TICK_S`) drains it into
+the run model in one batch and refreshes every view once. Pausing stops the draining
+(the run goes on, envelopes queue); `s` applies one queued envelope at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, ScrollableContainer, Vertical, VerticalScroll
+from textual.widgets import DataTable, Footer, Static
+
+from errorflow.tui.agent_table import AgentTable
+from errorflow.tui.channel import Channel
+from errorflow.tui.detail import DetailScreen, detail
+from errorflow.tui.feed import FeedTable
+from errorflow.tui.graph import PULSE_BATCHES, GraphView
+from errorflow.tui.header import RunHeader
+from errorflow.tui.help import HelpScreen
+from errorflow.tui.session import Session, SessionError
+from errorflow.tui.sources import Source
+from errorflow.tui.state import RunModel
+from errorflow.tui.tallies import Tallies
+
+TICK_S = 0.05
+
+#: Called after the refresh that shows a batch: (arrival times, time rendered).
+LatencyProbe = Callable[[list[float], float], None]
+
+
+class ErrorflowApp(App[int]):
+    TITLE = "errorflow"
+    ENABLE_COMMAND_PALETTE = False
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+        (0, "-narrow"),
+        (140, "-wide"),
+    ]
+    CSS = """
+    Screen { layout: vertical; }
+    #band { height: auto; }
+    #graph-panel {
+        width: 1fr; height: auto; max-height: 20; min-height: 6;
+        border: round $primary 50%; align: center middle; scrollbar-size: 1 1;
+    }
+    #tallies { width: 34; border: round $primary 50%; padding: 0 1; }
+    #agents-panel { height: auto; max-height: 14; border: round $primary 50%; }
+    #lower { height: 1fr; min-height: 6; }
+    #feed { border: round $primary 50%; }
+    #side-detail {
+        display: none; width: 2fr; border: round $primary 50%; padding: 0 1;
+    }
+    Screen.-wide #side-detail { display: block; }
+    Screen.-wide #feed { width: 3fr; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "flip", "flip"),
+        Binding("c", "compare", "compare"),
+        Binding("space", "pause", "pause"),
+        Binding("s", "step", "step"),
+        Binding("r", "rerun", "rerun"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(
+        self, session: Session, *, tick_s: float = TICK_S, probe: LatencyProbe | None = None
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.tick_s = tick_s
+        self.probe = probe
+        self.paused = False
+        self.note = ""
+        self.channel = Channel(RunModel("(none)"))
+        #: Channels by (scenario without propagation, propagation): the arms the
+        #: comparison can reuse, whether this screen or the comparison started them.
+        self.arms: dict[tuple[str, str], Channel] = {}
+        self._last_batch = -1
+        self.runs_started = 0
+
+    # -- layout ------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        with Horizontal(id="band"):
+            with ScrollableContainer(id="graph-panel") as graph_panel:
+                graph_panel.border_title = "agents graph"
+                yield GraphView(id="graph")
+            tallies = Tallies(id="tallies")
+            tallies.border_title = "tallies"
+            yield tallies
+        with VerticalScroll(id="agents-panel") as agents_panel:
+            agents_panel.border_title = "per agent"
+            yield AgentTable(id="agents")
+        with Horizontal(id="lower"):
+            feed = FeedTable(id="feed")
+            feed.border_title = "messages (enter: details)"
+            yield feed
+            with VerticalScroll(id="side-detail") as side:
+                side.border_title = "message"
+                yield Static(id="side-detail-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(self.tick_s, self._tick)
+        self._start(self.session.first())
+
+    async def on_unmount(self) -> None:
+        await self.session.holder.close()
+
+    # -- runs --------------------------------------------------------------------------
+    def _start(self, source: Source) -> None:
+        total = source.scenario.trials if source.scenario else None
+        channel = Channel(RunModel(source.run_id, source.scenario, trials=total))
+        old = self.channel
+        if not old.finished:
+            self._forget(old)
+        self.channel = channel
+        self.paused, self.note, self._last_batch = False, "", -1
+        self.runs_started += 1
+        self._remember(channel)
+        self.query_one(FeedTable).reset()
+        self.query_one("#side-detail-body", Static).update("")
+        self.run_worker(self._feed(source, channel), group="main", exclusive=True)
+        self._refresh_views()
+
+    async def _feed(self, source: Source, channel: Channel) -> None:
+        try:
+            await source.run(channel.sink)
+        except Exception as exc:  # shown, not raised: the app stays usable
+            channel.error = f"{type(exc).__name__}: {exc}"
+            self.notify(channel.error, title="source failed", severity="error", timeout=10)
+        else:
+            channel.finished = True
+
+    def start_arm(self, source: Source) -> Channel:
+        """A side channel (the comparison's other arm), drained like the main one."""
+        total = source.scenario.trials if source.scenario else None
+        channel = Channel(RunModel(source.run_id, source.scenario, trials=total))
+        self._remember(channel)
+        self.run_worker(self._feed(source, channel), group=f"arm-{channel.model.propagation}",
+                        exclusive=True)  # fmt: skip
+        return channel
+
+    def arm_key(self, model: RunModel) -> tuple[str, str] | None:
+        if model.scenario is None:
+            return None
+        return (model.scenario.model_dump_json(exclude={"propagation"}), model.propagation)
+
+    def _remember(self, channel: Channel) -> None:
+        key = self.arm_key(channel.model)
+        if key is not None:
+            self.arms[key] = channel
+
+    def _forget(self, channel: Channel) -> None:
+        key = self.arm_key(channel.model)
+        if key is not None and self.arms.get(key) is channel:
+            del self.arms[key]
+
+    # -- the tick ------------------------------------------------------------------------
+    def _tick(self) -> None:
+        for channel in list(self.arms.values()):
+            if channel is not self.channel:
+                channel.drain()
+        arrivals = [] if self.paused else self.channel.drain()
+        model = self.channel.model
+        pulsing = model.batch - self._last_batch < PULSE_BATCHES + 1
+        if arrivals or pulsing:
+            self._refresh_views()
+        if arrivals and self.probe is not None:
+            probe = self.probe
+            self.call_after_refresh(lambda: probe(arrivals, time.perf_counter()))
+
+    def _refresh_views(self) -> None:
+        model = self.channel.model
+        if model.events:
+            self._last_batch = model.batch
+        note = self.note or (f"error: {self.channel.error}" if self.channel.error else "")
+        self.query_one(RunHeader).show(
+            model, self._mode(), paused=self.paused, pending=self.channel.pending, note=note
+        )
+        self.query_one(GraphView).show(model)
+        self.query_one(Tallies).show(model)
+        self.query_one(AgentTable).show(model)
+        self.query_one(FeedTable).show(model)
+
+    def _mode(self) -> str:
+        s = self.session
+        if s.mode == "replay":
+            return f"replay ×{s.speed:g}" if s.speed > 0 else "replay"
+        return s.mode
+
+    # -- feed selection ------------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.push_screen(DetailScreen(self.channel.model, event.row_key.value))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.screen.has_class("-wide") and event.row_key.value is not None:
+            body = detail(self.channel.model, event.row_key.value)
+            self.query_one("#side-detail-body", Static).update(body)
+
+    # -- actions -------------------------------------------------------------------------
+    def _try(self, make: Callable[[], Source]) -> None:
+        try:
+            source = make()
+        except SessionError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self._start(source)
+
+    def action_flip(self) -> None:
+        self._try(self.session.flip)
+
+    def action_rerun(self) -> None:
+        self._try(self.session.rerun)
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self._refresh_views()
+
+    def action_step(self) -> None:
+        if not self.paused:
+            self.notify("step works while paused (space)", severity="information")
+            return
+        self.channel.step()
+        self._refresh_views()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_compare(self) -> None:
+        from errorflow.tui.compare import CompareScreen
+
+        try:
+            screen = CompareScreen.for_app(self)
+        except SessionError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.push_screen(screen)

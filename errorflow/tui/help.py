@@ -1,0 +1,66 @@
+"""The help screen: the keys and what the colours mean."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from errorflow.tui.palette import state_text
+from errorflow.tui.state import AgentState
+
+KEYS = [
+    ("p", "flip propagation (explicit ↔ implicit) and rerun the same seeds"),
+    ("c", "compare explicit and implicit on the same trials (paired)"),
+    ("space", "pause / resume the display (the run goes on; events queue)"),
+    ("s", "while paused: apply one queued event"),
+    ("r", "rerun (replay: play the stored run again)"),
+    ("enter", "on a message: the whole envelope and its provenance"),
+    ("?", "this help"),
+    ("q", "quit"),
+]
+STATES = {
+    AgentState.IDLE: "no message yet",
+    AgentState.WORKING: "has input, no answer yet",
+    AgentState.CLEAN: "no failure touched its last message, claims true",
+    AgentState.CONTAINED: "a failure reached it and it said so",
+    AgentState.CONTAMINATED: "passed on something false as certain",
+}
+
+
+def help_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for key, what in KEYS:
+        table.add_row(Text(key, "bold"), what)
+    table.add_row("", "")
+    for state, what in STATES.items():
+        table.add_row(state_text(state), what)
+    table.add_row("", "")
+    table.add_row(Text("arrows", "bold"), "coloured by the label of the last message on them")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: auto; max-width: 90%; height: auto; max-height: 90%;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    HelpScreen Static { width: auto; }
+    """
+    BINDINGS = [Binding("escape,question_mark,q", "close", "close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as scroll:
+            scroll.border_title = "keys"
+            yield Static(help_table())
+
+    def action_close(self) -> None:
+        self.dismiss(None)
