@@ -70,7 +70,7 @@ def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path
     lines = [ln for ln in capture.read_text().splitlines() if ln.startswith(f"errorflow/{run_id}/")]
     envelopes = []
     for line in lines:
-        topic, body = line.split(" ", 1)
+        _topic, body = line.split(" ", 1)
         env = json.loads(body)
         assert env["run_id"] == run_id and env["v"] == 1
         envelopes.append(env)

@@ -79,7 +79,7 @@ async def test_reconnects_and_resubscribes_after_broker_restart(tmp_path: Path) 
         for _ in range(50):
             await pub.publish("errorflow/r/inbox/x", b"after restart")
             try:
-                topic, payload = await asyncio.wait_for(anext(aiter(sub.messages())), 0.3)
+                _, payload = await asyncio.wait_for(anext(aiter(sub.messages())), 0.3)
                 break
             except TimeoutError:
                 continue
