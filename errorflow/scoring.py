@@ -72,9 +72,14 @@ class Truth:
     """Ground truth of a scenario's task, by need id."""
 
     def __init__(self, scenario: Scenario) -> None:
-        self.values: dict[str, Any] = {
-            n.id: truth(scenario.world, scenario.tools, n) for n in scenario.task.needs
-        }
+        self.values: dict[str, Any] = {}
+        for n in scenario.task.needs:
+            value = truth(scenario.world, scenario.tools, n)
+            if scenario.tools[n.tool].kind == "batch_fetch" and isinstance(value, dict):
+                # a batch is answered item by item: one fact per document
+                self.values.update({f"{n.id}.{item}": v for item, v in value.items()})
+            else:
+                self.values[n.id] = value
 
     def is_true(self, key: str, value: Any) -> bool:
         if key not in self.values:

@@ -152,6 +152,15 @@ class SimulatedModel:
                 continue
             obs = result
             value = obs.get("result")
+            if _is_batch(st.need) and isinstance(value, dict) and value:
+                # A batch answers per item: one claim each, failed items left open.
+                for item, item_value in sorted(value.items()):
+                    answer.claims.append(Claim(f"{st.need.id}.{item}", item_value, True))
+                for item in obs.get("failed_items") or []:
+                    answer.unresolved.append(f"{st.need.id}.{item}")
+                if obs.get("failed_items"):
+                    answer.flags.append(f"{st.need.id}: items failed: {obs['failed_items']}")
+                continue
             if value in (None, [], {}):
                 certain = not (self.rng.random() < self.b.p_flag_empty)
                 if not certain:
@@ -178,26 +187,24 @@ class SimulatedModel:
         )
         heed = troubled and self.rng.random() < self.b.p_heed_upstream
         answer = FinalAnswer()
-        for need in needs:
-            claims = [c for u in upstream for c in u.answer.claims if c.key == need.id]
+        for key, need in _expected_keys(needs):
+            claims = [c for u in upstream for c in u.answer.claims if c.key == key]
             claim = claims[0] if claims else None
             if claim is not None and claim.value not in (None, [], {}) and claim.certain:
-                if heed and _is_partial(upstream, need.id):
-                    answer.flags.append(f"{need.id}: upstream reported partial results")
                 answer.claims.append(claim)
             elif heed:
-                answer.flags.append(f"{need.id}: upstream failure; not reported as fact")
+                answer.flags.append(f"{key}: upstream failure; not reported as fact")
             elif claim is not None and not claim.certain:
                 answer.claims.append(claim)  # passes the doubt on honestly
             elif claim is not None:  # an empty "nothing found"
                 if self.rng.random() < self.b.p_fabricate_on_empty:
-                    answer.claims.append(Claim(need.id, self._invent(need), True))
+                    answer.claims.append(Claim(key, self._invent(need), True))
                 else:
                     answer.claims.append(claim)
             elif self.rng.random() < self.b.p_fabricate_on_missing:
-                answer.claims.append(Claim(need.id, self._invent(need), True))
+                answer.claims.append(Claim(key, self._invent(need), True))
             else:
-                answer.unresolved.append(need.id)
+                answer.unresolved.append(key)
         answer.abstained = bool(needs) and not answer.claims
         answer.text = (
             "Report withheld: upstream failures."
@@ -207,6 +214,8 @@ class SimulatedModel:
         return ModelResponse(final=answer, stop_reason="end_turn")
 
     def _invent(self, need: NeedView) -> Any:
+        if _is_batch(need):
+            return f"fabricated text {self.rng.randrange(10**6)}"
         if need.tool and "paper" in need.tool:
             return [f"fabricated-{self.rng.randrange(10**6)}" for _ in range(3)]
         return round(self.rng.uniform(1, 10**6), 2)
@@ -250,10 +259,20 @@ def _resolved(st: _NeedState) -> dict[str, Any] | None:
     return None
 
 
-def _is_partial(upstream: list[UpstreamTurn], need_id: str) -> bool:
-    return any(need_id in f for u in upstream for f in u.answer.flags) or any(
-        e.get("code") == "partial_success" for u in upstream for e in u.errors
-    )
+def _is_batch(need: NeedView) -> bool:
+    return isinstance(need.identifier if need.identifier is not None else need.meant, list)
+
+
+def _expected_keys(needs: list[NeedView]) -> list[tuple[str, NeedView]]:
+    """The claim keys a complete report has: one per need, one per item of a batch."""
+    keys: list[tuple[str, NeedView]] = []
+    for need in needs:
+        items = need.identifier if need.identifier is not None else need.meant
+        if isinstance(items, list):
+            keys += [(f"{need.id}.{item}", need) for item in items]
+        else:
+            keys.append((need.id, need))
+    return keys
 
 
 def _best_option(need: NeedView, options: list[str]) -> str | None:

@@ -201,9 +201,9 @@ class ToolGate:
                 "attempts": attempts,
             },
         )
-        if soft is not None and self.implicit:
-            soft = None  # the anti-pattern: an empty or partial result is just a result
-        return GateOutcome(obs, soft, value)
+        # Implicitly, an empty or partial result is just a result to the model; the
+        # failure stays in the trace (swallowed) so the scorer still knows.
+        return GateOutcome(obs, soft, value, swallowed=self.implicit and soft is not None)
 
     def _finish(
         self,

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, ScrollableContainer, Vertical, VerticalScroll
+from textual.containers import Horizontal, ScrollableContainer, VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from errorflow.tui.agent_table import AgentTable
@@ -37,10 +37,8 @@ LatencyProbe = Callable[[list[float], float], None]
 class ErrorflowApp(App[int]):
     TITLE = "errorflow"
     ENABLE_COMMAND_PALETTE = False
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
-        (0, "-narrow"),
-        (140, "-wide"),
-    ]
+    # At 140 columns and more, the highlighted message shows beside the feed.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # noqa: RUF012
     CSS = """
     Screen { layout: vertical; }
     #band { height: auto; }

@@ -4,12 +4,13 @@ messages it was derived from, as far back as this view has seen)."""
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -61,7 +62,7 @@ class DetailScreen(ModalScreen[None]):
         padding: 0 1;
     }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,enter,q", "dismiss_detail", "close"),
     ]
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -55,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
     }
     HelpScreen Static { width: auto; }
     """
-    BINDINGS = [Binding("escape,question_mark,q", "close", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:

@@ -179,15 +179,15 @@ def draw(
             canvas.vline(dx, back_row, dst.y + dst.h, look.style, look.rank)
             canvas.put(dx, dst.y + dst.h, "▲", look.style)
     for name, box in lay.boxes.items():
-        look = nodes.get(name, NodeLook(Style(dim=True), "idle"))
+        node = nodes.get(name, NodeLook(Style(dim=True), "idle"))
         inner = box.w - 2
-        canvas.text(box.x, box.y, "╭" + "─" * inner + "╮", look.style)
+        canvas.text(box.x, box.y, "╭" + "─" * inner + "╮", node.style)
         for row in range(1, box.h - 1):
-            canvas.text(box.x, box.y + row, "│" + " " * inner + "│", look.style)
-        canvas.text(box.x, box.y + box.h - 1, "╰" + "─" * inner + "╯", look.style)
+            canvas.text(box.x, box.y + row, "│" + " " * inner + "│", node.style)
+        canvas.text(box.x, box.y + box.h - 1, "╰" + "─" * inner + "╯", node.style)
         label = name if len(name) <= inner else name[: inner - 1] + "…"
         canvas.text(box.x + 1 + (inner - len(label)) // 2, box.y + 1, label,
-                    look.style + Style(bold=True))  # fmt: skip
-        status = look.status[:inner]
-        canvas.text(box.x + 1 + (inner - len(status)) // 2, box.y + 2, status, look.style)
+                    node.style + Style(bold=True))  # fmt: skip
+        status = node.status[:inner]
+        canvas.text(box.x + 1 + (inner - len(status)) // 2, box.y + 2, status, node.style)
     return canvas.render()

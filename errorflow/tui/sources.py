@@ -37,8 +37,11 @@ END_GRACE_S = 5.0
 
 
 class Source(Protocol):
-    run_id: str
-    scenario: Scenario | None
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def scenario(self) -> Scenario | None: ...
 
     async def run(self, sink: Sink) -> None: ...
 

@@ -19,6 +19,7 @@ Theory of operation
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -363,10 +364,8 @@ class RunModel:
             if p.get("code"):
                 agent.last_error = str(p.get("code"))
         elif kind == "breaker":
-            try:
+            with contextlib.suppress(ValueError):
                 agent.breakers[str(p.get("tool"))] = BreakerState(str(p.get("to")))
-            except ValueError:
-                pass
 
 
 def _describe(agent: str, kind: str, p: dict[str, Any]) -> str:

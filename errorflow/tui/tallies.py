@@ -16,7 +16,6 @@ from errorflow.scoring import Outcome
 from errorflow.tui.palette import GREEN, OUTCOME_GLYPH, OUTCOME_STYLE, RED, YELLOW
 from errorflow.tui.state import TALLY_OUTCOMES, RunModel
 
-
 BARS = "▁▂▃▄▅▆▇█"
 
 

@@ -1,0 +1,177 @@
+"""`errorflow tui` and `errorflow serve`: the command-line entry points of the TUI.
+
+`add_commands` registers both on the main parser (errorflow/cli.py); each returns an
+exit code: 0 ok, 1 a runtime failure, 2 bad input, with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from errorflow.bundled import resolve
+from errorflow.bus.url import BrokerURLError, parse_broker_url
+from errorflow.runner import RunOptions, configure
+from errorflow.scenario import Scenario
+from errorflow.scenario_loader import ScenarioError, load
+from errorflow.store import DEFAULT_DB
+from errorflow.tui.session import Session
+from errorflow.tui.sources import BusHolder, find_run
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+SERVE_HOST = "127.0.0.1"  # the browser UI can start runs: never on a public interface
+
+
+class BadInput(Exception):
+    """Exit code 2 with a one-line explanation."""
+
+
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    t = sub.add_parser(
+        "tui",
+        help="watch a run live in a terminal UI (start one, attach to one, or replay one)",
+        description="Start SCENARIO and watch it live; or --attach RUN_ID --broker URL to "
+        "watch a run another process drives; or --replay RUN_ID to play a stored run back.",
+    )
+    t.add_argument("scenario", nargs="?", help="scenario file or bundled scenario name")
+    _run_args(t)
+    t.add_argument("--attach", metavar="RUN_ID", help="watch this run on --broker")
+    t.add_argument("--replay", metavar="RUN_ID", help="replay this stored run from --db")
+    t.add_argument(
+        "--speed", type=_speed, default=1.0, metavar="X",
+        help="replay speed: X times real time, 0 = at once (default: 1)",
+    )  # fmt: skip
+    t.set_defaults(func=cmd_tui)
+
+    s = sub.add_parser(
+        "serve",
+        help="serve the TUI in a browser (textual-serve, on 127.0.0.1)",
+        description="Serve `errorflow tui SCENARIO` in a browser through textual-serve. "
+        "Every browser tab starts its own run.",
+    )
+    s.add_argument("scenario", help="scenario file or bundled scenario name")
+    _run_args(s)
+    s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    s.set_defaults(func=cmd_serve)
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trials", type=_positive, help="number of trials (default: the scenario's)")
+    p.add_argument("--seed", type=_nonneg, help="seed (default: the scenario's)")
+    p.add_argument("--propagation", choices=["explicit", "implicit"])
+    p.add_argument("--broker", metavar="URL", help="mqtt://HOST:PORT (default: embedded)")
+    p.add_argument("--db", default=str(DEFAULT_DB), help=f"SQLite file (default: {DEFAULT_DB})")
+
+
+def build_session(args: argparse.Namespace) -> Session:
+    """The session the arguments describe, or BadInput."""
+    if args.attach and args.replay:
+        raise BadInput("give --attach or --replay, not both")
+    db = Path(args.db)
+    broker = parse_broker_url(args.broker) if args.broker else None
+    holder = BusHolder(broker)
+    if args.replay:
+        if args.scenario:
+            raise BadInput("--replay plays a stored run; it takes no SCENARIO")
+        stored = find_run(db, args.replay)
+        if stored is None:
+            raise BadInput(f"no run {args.replay!r} in {db} (see `errorflow runs`)")
+        return Session("replay", holder, db, stored.scenario, stored.run_id, args.speed, stored)
+    if args.attach:
+        if broker is None:
+            raise BadInput("--attach needs --broker URL (the broker the run is on)")
+        scenario = _scenario(args) if args.scenario else None
+        if scenario is None and db.exists():
+            stored = find_run(db, args.attach)  # the run may be recorded here already
+            scenario = stored.scenario if stored else None
+        return Session("attach", holder, db, scenario, args.attach)
+    if not args.scenario:
+        raise BadInput("give a SCENARIO to run, or --attach RUN_ID, or --replay RUN_ID")
+    return Session("live", holder, db, _scenario(args))
+
+
+def _scenario(args: argparse.Namespace) -> Scenario:
+    options = RunOptions(trials=args.trials, seed=args.seed, propagation=args.propagation)
+    return configure(load(resolve(args.scenario)), options)
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from errorflow.tui.app import ErrorflowApp
+
+    try:
+        session = build_session(args)
+    except (BadInput, BrokerURLError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ScenarioError as exc:
+        print(f"error: invalid scenario\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    app = ErrorflowApp(session)
+    app.run()
+    return app.return_code or EXIT_OK
+
+
+def serve_command(args: argparse.Namespace) -> str:
+    """The command textual-serve runs for each browser tab."""
+    scenario = args.scenario
+    if Path(scenario).exists():
+        scenario = str(Path(scenario).resolve())  # the child may start elsewhere
+    argv = [sys.executable, "-m", "errorflow.tui", "tui", scenario,
+            "--db", str(Path(args.db).resolve())]  # fmt: skip
+    for flag in ("trials", "seed", "propagation", "broker"):
+        value = getattr(args, flag)
+        if value is not None:
+            argv += [f"--{flag}", str(value)]
+    return shlex.join(argv)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        _scenario(args)  # fail here, not in every browser tab
+        if args.broker:
+            parse_broker_url(args.broker)
+    except (BrokerURLError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ScenarioError as exc:
+        print(f"error: invalid scenario\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from textual_serve.server import Server
+
+    server = Server(serve_command(args), host=SERVE_HOST, port=args.port,
+                    title=f"errorflow {args.scenario}")  # fmt: skip
+    server.serve()
+    return EXIT_OK
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _positive(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _nonneg(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
