@@ -308,8 +308,10 @@ class _Runner:
                     if self.present >= set(self.scenario.agents):
                         self.present_all.set()
                 continue
-            if env.kind is not Kind.RESULT:
-                continue
+            if env.kind is not Kind.RESULT and not (
+                env.kind is Kind.TASK and env.sender != topics.RUNNER
+            ):
+                continue  # the runner's own tasks are recorded when it sends them
             self.messages.setdefault(env.trial, []).append(env)
             if env.recipient == topics.RUNNER:
                 self.finals.setdefault(env.trial, set()).add(env.sender)

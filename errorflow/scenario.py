@@ -101,6 +101,11 @@ class AgentSpec(Strict):
     tools: list[Ident] = Field(default_factory=list, max_length=32)
     policy: dict[str, Any] = Field(default_factory=lambda: {"strategy": "resilient"})
     sends_to: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
+    returns_to: Ident | None = Field(
+        default=None,
+        description="reviewers: the upstream agent to send work back to for revision",
+    )
+    max_revisions: int = Field(default=1, ge=0, le=5, description="send-back rounds per trial")
 
 
 class Paper(Strict):
@@ -188,6 +193,11 @@ class Scenario(Strict):
                     problems.append((loc, _unknown("agent", target, self.agents), target))
                 elif target in agent.sends_to[:i]:
                     problems.append((loc, f"agent {target!r} is named twice", target))
+            if agent.returns_to is not None and agent.returns_to not in self.upstream_of(name):
+                rloc: tuple[str | int, ...] = ("agents", name, "returns_to")
+                msg = (f"returns_to must name an agent that sends to {name!r} "
+                       f"({', '.join(self.upstream_of(name)) or 'none does'})")
+                problems.append((rloc, msg, agent.returns_to))
             for i, tool_name in enumerate(agent.tools):
                 loc = ("agents", name, "tools", i)
                 if tool_name not in self.tools:

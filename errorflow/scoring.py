@@ -126,28 +126,27 @@ def score_trial(
 ) -> TrialScore:
     """Label a trial's result messages and decide its outcome (pure)."""
     results = [m for m in messages if m.kind is Kind.RESULT]
-    by_id = {m.id: m for m in results}
+    # Provenance runs through results and through revision requests (tasks an agent
+    # sends back); the runner's own tasks carry no claims and start every chain.
+    by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}
     touched: dict[str, bool] = {}
 
     def is_touched(m: Envelope) -> bool:
         if m.id not in touched:
+            touched[m.id] = False  # provenance is acyclic; this guards bad input
             own = bool(m.payload.get("trace", {}).get("failures"))
-            touched[m.id] = own or any(is_touched(by_id[d]) for d in m.derived_from if d in by_id)
+            touched[m.id] = own or any(
+                is_touched(by_id[d]) for d in m.derived_from if d in by_id
+            )
         return touched[m.id]
 
     labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
     finals = [m for m in results if m.recipient == "runner"]
     costs = {k: 0.0 for k in COST_KEYS}
-    for m in results:
-        # A message sent to several recipients carries the same costs: count once.
-        if (
-            m.recipient == (scenario.agents[m.sender].sends_to or ["runner"])[0]
-            if m.sender in scenario.agents
-            else True
-        ):
-            for k, v in (m.payload.get("trace", {}).get("costs") or {}).items():
-                if k in costs and isinstance(v, int | float):
-                    costs[k] += float(v)
+    for m in by_id.values():
+        for k, v in (m.payload.get("trace", {}).get("costs") or {}).items():
+            if k in costs and isinstance(v, int | float):
+                costs[k] += float(v)
     score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs)
     if not finals:
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"
@@ -174,7 +173,9 @@ def _complete(m: Envelope, truth_: Truth) -> bool:
 
 
 def _depth(m: Envelope, by_id: dict[str, Envelope], labels: dict[str, MessageLabel]) -> int:
-    if labels[m.id].label is not Label.CONTAMINATED:
+    """Contaminated results along the longest provenance chain ending at `m`."""
+    here = 1 if m.id in labels and labels[m.id].label is Label.CONTAMINATED else 0
+    if m.kind is Kind.RESULT and not here:
         return 0
     parents = [by_id[d] for d in m.derived_from if d in by_id]
-    return 1 + max((_depth(p, by_id, labels) for p in parents), default=0)
+    return here + max((_depth(p, by_id, labels) for p in parents), default=0)

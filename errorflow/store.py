@@ -58,6 +58,11 @@ async def open_db(path: Path) -> aiosqlite.Connection:
     await db.execute("PRAGMA journal_mode=WAL")
     await db.execute("PRAGMA synchronous=NORMAL")
     await db.executescript(SCHEMA)
+    # Databases written by an earlier version lack the newer columns: add them.
+    columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(runs)")}
+    for column in ("group_id", "label"):
+        if column not in columns:
+            await db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
     await db.commit()
     return db
 

@@ -135,34 +135,30 @@ def sweep_tables(data: dict[str, Any]) -> Group:
         )
     else:
         rows, cols = axes[0], axes[1]
-        table = Table(
-            title=f"{data['scenario']}: {rows['name']} × {cols['name']}", title_justify="left"
-        )
-        table.add_column(f"{rows['name']} \\ {cols['name']}")
-        for c in cols["values"]:
-            table.add_column(c, justify="right")
-        for r in rows["values"]:
-            table.add_row(r, *(_cell(cells[f"{r}/{c}"]) for c in cols["values"]))
-            if ref:
-                table.add_row(
-                    Text("  published", style="dim"),
-                    *(Text(_ref(ref.get(f"{r}/{c}")), style="dim") for c in cols["values"]),
-                )
-        parts.append(table)
-        parts.append(
-            Text("cells: successes/trials, then backend calls/model calls per trial", style="dim")
-        )
+        views: list[tuple[str, Callable[[dict[str, Any]], str], str | None]] = [
+            ("success", metrics[0][1], "success"),
+            ("contaminated", metrics[1][1], None),
+            ("backend/model calls per trial", metrics[2][1], "calls"),
+        ]
+        for title, fn, ref_key in views:
+            table = Table(title=f"{data['scenario']}: {title}", title_justify="left")
+            table.add_column(f"{rows['name']} \\ {cols['name']}")
+            for c in cols["values"]:
+                table.add_column(c, justify="right")
+            for r in rows["values"]:
+                table.add_row(r, *(fn(cells[f"{r}/{c}"]) for c in cols["values"]))
+                if ref and ref_key:
+                    table.add_row(
+                        Text("  published", style="dim"),
+                        *(
+                            Text(_ref_value(ref.get(f"{r}/{c}"), ref_key), style="dim")
+                            for c in cols["values"]
+                        ),
+                    )
+            parts.append(table)
     if ref:
         parts.append(Text(f"published: {data['reference']['source']}", style="dim"))
     return Group(*parts)
-
-
-def _cell(c: dict[str, Any]) -> str:
-    per = c["metrics"]["per_trial"]
-    return (
-        f"{c['outcomes']['success']}/{c['trials']} "
-        f"{per['backend_calls']:.1f}/{per['model_calls']:.1f}"
-    )
 
 
 def _amp(c: dict[str, Any], key: str) -> str:
@@ -174,6 +170,14 @@ def _calls(per: dict[str, float]) -> str:
     return f"{per['backend_calls']:.2f}/{per['model_calls']:.2f}"
 
 
+def _ref_value(cell: dict[str, Any] | None, key: str) -> str:
+    if not cell:
+        return ""
+    if key == "calls":
+        return f"{cell['backend_calls']}/{cell['model_calls']}" if "backend_calls" in cell else ""
+    return str(cell.get(key, ""))
+
+
 def _ref_row(cell: dict[str, Any]) -> list[str]:
     calls = amp = ""
     if "backend_calls" in cell:
@@ -181,11 +185,3 @@ def _ref_row(cell: dict[str, Any]) -> list[str]:
     if "backend_amplification" in cell:
         amp = f"{cell['backend_amplification']}/{cell.get('model_amplification', '?')}"
     return ["  published", str(cell.get("success", "")), "", calls, amp]
-
-
-def _ref(cell: dict[str, Any] | None) -> str:
-    if not cell:
-        return ""
-    if {"success", "backend_calls", "model_calls"} <= set(cell):
-        return f"{cell['success']} {cell['backend_calls']}/{cell['model_calls']}"
-    return " ".join(f"{k.replace('_amplification', '×')}={v}" for k, v in cell.items())

@@ -109,7 +109,12 @@ class Agent:
             )
             for t in self.spec.tools
         ]
-        self._inputs: dict[int, TrialInputs] = {}
+        self._inputs: dict[tuple[int, int], TrialInputs] = {}
+        self._done: set[tuple[int, int]] = set()  # resends of finished work are dropped
+        # Reviewers that may send work back to this agent; their revision requests
+        # are answered from the original inputs, kept until the trial's last round.
+        self.returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
+        self._round0: dict[int, list[Envelope]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_trace = on_trace
         self.done_trials = 0
@@ -145,33 +150,56 @@ class Agent:
         )
 
     def _accept(self, env: Envelope) -> None:
+        round_ = _round(env)
+        key = (env.trial, round_)
+        if key in self._done:
+            return  # a resend of work already answered
+        if env.kind is Kind.TASK and env.sender in self.returners:
+            base = self._round0.get(env.trial)
+            if base is None:
+                self.endpoint.rejects["revision_without_inputs"] += 1
+                return
+            self._start(env.trial, round_, [*base, env])
+            return
         if env.sender not in self.expected:
             self.endpoint.rejects["unexpected_sender"] += 1
             return
-        inputs = self._inputs.setdefault(env.trial, TrialInputs())
+        inputs = self._inputs.setdefault(key, TrialInputs())
         if inputs.started or env.sender in inputs.messages:
             return  # a resend of an input we already have
         inputs.messages[env.sender] = env
         if all(s in inputs.messages for s in self.expected):
             inputs.started = True
-            task = asyncio.create_task(self._guarded(env.trial, inputs))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            received = list(inputs.messages.values())
+            if self.returners and round_ == 0:
+                self._round0[env.trial] = received
+            self._start(env.trial, round_, received)
 
-    async def _guarded(self, trial: int, inputs: TrialInputs) -> None:
+    def _start(self, trial: int, round_: int, inputs: list[Envelope]) -> None:
+        self._done.add((trial, round_))
+        if len(self._done) > 200_000:  # bounded memory over very long runs
+            self._done = {k for k in self._done if k[0] >= trial - 100_000}
+        task = asyncio.create_task(self._guarded(trial, round_, inputs))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(self, trial: int, round_: int, inputs: list[Envelope]) -> None:
         try:
-            await self.process(trial, list(inputs.messages.values()))
+            await self.process(trial, inputs, round_)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a crash becomes a structured error, not a dead agent
             log.exception("%s: trial %d crashed", self.name, trial)
-            await self._publish_crash(trial, list(inputs.messages.values()), exc)
+            await self._publish_crash(trial, round_, inputs, exc)
         finally:
-            self._inputs.pop(trial, None)
+            self._inputs.pop((trial, round_), None)
+            if round_ >= max((self.scenario.agents[r].max_revisions for r in self.returners),
+                             default=0):
+                self._round0.pop(trial, None)
             self.done_trials += 1
 
     # -- one trial ------------------------------------------------------------------
-    async def process(self, trial: int, inputs: list[Envelope]) -> None:
+    async def process(self, trial: int, inputs: list[Envelope], round_: int = 0) -> None:
         trace_id = inputs[0].trace_id
         seed = self.scenario.seed
         clock = SimClock(self.scenario.time_scale)
@@ -209,7 +237,7 @@ class Agent:
         )
         emit("agent_start", {"inputs": [env.sender for env in inputs]})
         turns: list[Turn] = [self._task_turn(trial)]
-        turns += [self._upstream_turn(env) for env in inputs if env.kind is Kind.RESULT]
+        turns += [self._upstream_turn(env) for env in inputs if env.sender != topics.RUNNER]
         failures: list[Failure] = []
         recovered_tools: set[str] = set()
         final: FinalAnswer | None = None
@@ -273,7 +301,9 @@ class Agent:
             "retries": gate.retries + model.retries,
             "sim_seconds": round(clock.now, 6),
         }
-        await self._publish_result(trial, trace_id, inputs, final, unrecovered, stopped, costs)
+        await self._publish_result(
+            trial, trace_id, inputs, final, unrecovered, stopped, costs, round_
+        )
         if pending:
             await asyncio.gather(*pending)
 
@@ -301,6 +331,12 @@ class Agent:
             answer=answer_from_wire(env.payload.get("answer")),
         )
 
+    def _own_needs(self, needs: list[NeedView]) -> list[NeedView]:
+        """A researcher answers for the needs its tools serve; others for all."""
+        if self.spec.role != "researcher":
+            return needs
+        return [n for n in needs if n.tool in self.spec.tools]
+
     def _fallback_answer(self, turns: list[Turn], stopped: str | None) -> FinalAnswer:
         """The loop ended without a model answer (policy stop, model failure)."""
         task = next(t for t in turns if isinstance(t, TaskTurn))
@@ -309,9 +345,9 @@ class Agent:
             # The anti-pattern again: a stopped agent reports "nothing found".
             from errorflow.agents.model import Claim
 
-            answer.claims = [Claim(n.id, None, True) for n in task.needs]
+            answer.claims = [Claim(n.id, None, True) for n in self._own_needs(task.needs)]
         else:
-            answer.unresolved = [n.id for n in task.needs]
+            answer.unresolved = [n.id for n in self._own_needs(task.needs)]
         return answer
 
     async def _publish_result(
@@ -323,6 +359,7 @@ class Agent:
         failures: list[Failure],
         stopped: str | None,
         costs: dict[str, Any],
+        round_: int = 0,
     ) -> None:
         own = [
             WireError(
@@ -345,17 +382,24 @@ class Agent:
             errors = own + upstream
             status = _status(final, errors, stopped)
             confidence = _confidence(final, errors, upstream_conf)
-        payload = {
+        payload: dict[str, Any] = {
             "role": self.spec.role,
+            "round": round_,
             "answer": answer_to_wire(final),
             "stopped": stopped,
             # Simulator bookkeeping for the scorer and reports; never shown to a model.
             "trace": {"costs": costs, "failures": [f.code.value for f in failures]},
         }
-        targets = self.spec.sends_to or [topics.RUNNER]
-        for target in targets:
+        kind, targets = Kind.RESULT, self.spec.sends_to or [topics.RUNNER]
+        if (self.spec.returns_to and final.revise and round_ < self.spec.max_revisions):
+            # Send the work back for revision instead of passing it on.
+            kind, targets = Kind.TASK, [self.spec.returns_to]
+            payload["round"] = round_ + 1
+        for i, target in enumerate(targets):
+            if i == 1:  # the costs were spent once, whatever the number of recipients
+                payload = {**payload, "trace": {**payload["trace"], "costs": {}}}
             await self.endpoint.send(
-                kind=Kind.RESULT,
+                kind=kind,
                 recipient=target,
                 trial=trial,
                 trace_id=trace_id,
@@ -366,7 +410,9 @@ class Agent:
                 derived_from=[env.id for env in inputs],
             )
 
-    async def _publish_crash(self, trial: int, inputs: list[Envelope], exc: Exception) -> None:
+    async def _publish_crash(
+        self, trial: int, round_: int, inputs: list[Envelope], exc: Exception
+    ) -> None:
         trace_id = inputs[0].trace_id if inputs else f"{self.run_id}-{trial}"
         failure = Failure(
             ErrorCode.INTERNAL_ERROR, self.name, redact(f"{type(exc).__name__}: {exc}")[:300]
@@ -374,7 +420,14 @@ class Agent:
         final = FinalAnswer(
             text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
         )
-        await self._publish_result(trial, trace_id, inputs, final, [failure], "crashed", {})
+        await self._publish_result(
+            trial, trace_id, inputs, final, [failure], "crashed", {}, round_
+        )
+
+
+def _round(env: Envelope) -> int:
+    value = env.payload.get("round", 0)
+    return value if isinstance(value, int) and 0 <= value <= 100 else 0
 
 
 def _short(f: Failure) -> str:

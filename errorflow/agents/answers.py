@@ -14,6 +14,7 @@ def answer_to_wire(answer: FinalAnswer) -> dict[str, Any]:
         "flags": list(answer.flags),
         "unresolved": list(answer.unresolved),
         "text": answer.text,
+        "revise": list(answer.revise),
     }
 
 
@@ -30,4 +31,5 @@ def answer_from_wire(data: Any) -> FinalAnswer:
         flags=[str(f) for f in data.get("flags") or []],
         unresolved=[str(u) for u in data.get("unresolved") or []],
         text=str(data.get("text", "")),
+        revise=[str(k) for k in data.get("revise") or []],
     )

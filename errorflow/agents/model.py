@@ -43,6 +43,8 @@ class FinalAnswer:
     flags: list[str] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
     text: str = ""
+    #: Reviewers: claim keys found wrong, sent back to the author for revision.
+    revise: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

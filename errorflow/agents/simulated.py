@@ -50,7 +50,12 @@ class SimulatedModel:
         self._decided: set[str] = set()  # observation ids already reacted to
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        response = self._research(request) if request.role == "researcher" else self._write(request)
+        if request.role == "researcher":
+            response = self._research(request)
+        elif request.role == "reviewer":
+            response = self._review(request)
+        else:
+            response = self._write(request)
         response.usage = self._usage(request, response)
         return response
 
@@ -60,22 +65,25 @@ class SimulatedModel:
         if task is None:
             return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
         tools = {t.name for t in request.tools}
-        states = self._need_states(task, request.turns)
+        # A researcher answers for the needs its tools serve (fan-in: each its own).
+        mine = TaskTurn(task.prompt, [n for n in task.needs if n.tool in tools])
+        states = self._need_states(mine, request.turns)
+        calls = self._calls(states)
+        if calls:
+            return ModelResponse(calls=calls, stop_reason="tool_use")
+        return ModelResponse(final=self._research_answer(states), stop_reason="end_turn")
+
+    def _calls(self, states: list[_NeedState]) -> list[ToolCall]:
         calls: list[ToolCall] = []
         for st in states:
             if st.need.id in self._given_up or _resolved(st) is not None:
-                continue
-            if st.need.tool not in tools:
-                self._given_up.add(st.need.id)
                 continue
             call = self._next_call(st)
             if call is None:
                 self._given_up.add(st.need.id)
             else:
                 calls.append(call)
-        if calls:
-            return ModelResponse(calls=calls, stop_reason="tool_use")
-        return ModelResponse(final=self._research_answer(states), stop_reason="end_turn")
+        return calls
 
     def _need_states(self, task: TaskTurn, turns: list[Any]) -> list[_NeedState]:
         by_id = {n.id: _NeedState(n, []) for n in task.needs}
@@ -186,11 +194,14 @@ class SimulatedModel:
             for u in upstream
         )
         heed = troubled and self.rng.random() < self.b.p_heed_upstream
+        rejected = {k for u in upstream for k in u.answer.revise}
         answer = FinalAnswer()
         for key, need in _expected_keys(needs):
             claims = [c for u in upstream for c in u.answer.claims if c.key == key]
             claim = claims[0] if claims else None
-            if claim is not None and claim.value not in (None, [], {}) and claim.certain:
+            if key in rejected and heed:
+                answer.flags.append(f"{key}: rejected by review; not reported as fact")
+            elif claim is not None and claim.value not in (None, [], {}) and claim.certain:
                 answer.claims.append(claim)
             elif heed:
                 answer.flags.append(f"{key}: upstream failure; not reported as fact")
@@ -211,6 +222,48 @@ class SimulatedModel:
             if answer.abstained
             else f"Report on {', '.join(c.key for c in answer.claims)}."
         )
+        return ModelResponse(final=answer, stop_reason="end_turn")
+
+    # -- reviewer ---------------------------------------------------------------
+    def _review(self, request: ModelRequest) -> ModelResponse:
+        """Check each claim of the report against the tools; keep what checks out,
+        send back what is contradicted, mark as uncertain what could not be checked."""
+        task = next((t for t in request.turns if isinstance(t, TaskTurn)), None)
+        upstream = [t for t in request.turns if isinstance(t, UpstreamTurn)]
+        if task is None:
+            return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
+        report = [c for u in upstream for c in u.answer.claims]
+        tools = {t.name for t in request.tools}
+        checkable = [
+            n for n in task.needs
+            if n.tool in tools and any(_key_of(c.key, n) for c in report)
+        ]
+        states = self._need_states(TaskTurn(task.prompt, checkable), request.turns)
+        calls = self._calls(states)
+        if calls:
+            return ModelResponse(calls=calls, stop_reason="tool_use")
+        observed = {st.need.id: _resolved(st) for st in states}
+        answer = FinalAnswer(
+            flags=[f for u in upstream for f in u.answer.flags],
+            unresolved=[k for u in upstream for k in u.answer.unresolved],
+        )
+        for claim in report:
+            need = next((n for n in task.needs if _key_of(claim.key, n)), None)
+            obs = observed.get(need.id) if need is not None else None
+            if need is None or obs is None:
+                answer.claims.append(Claim(claim.key, claim.value, False))
+                answer.flags.append(f"{claim.key}: could not be verified")
+                continue
+            source = obs.get("result")
+            if _is_batch(need) and isinstance(source, dict):
+                source = source.get(claim.key.split(".", 1)[1]) if "." in claim.key else source
+            if _same(claim.value, source):
+                answer.claims.append(claim)
+            else:
+                answer.revise.append(claim.key)
+                answer.flags.append(f"{claim.key}: contradicted by the source; sent back")
+        answer.abstained = not answer.claims
+        answer.text = f"Reviewed {len(report)} claim(s); {len(answer.revise)} rejected."
         return ModelResponse(final=answer, stop_reason="end_turn")
 
     def _invent(self, need: NeedView) -> Any:
@@ -257,6 +310,16 @@ def _resolved(st: _NeedState) -> dict[str, Any] | None:
         if obs is not None and obs.content.get("code") == "partial_success":
             return obs.content
     return None
+
+
+def _key_of(key: str, need: NeedView) -> bool:
+    return key == need.id or key.startswith(need.id + ".")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return sorted(map(str, a)) == sorted(map(str, b))
+    return bool(a == b)
 
 
 def _is_batch(need: NeedView) -> bool:

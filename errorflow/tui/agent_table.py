@@ -20,25 +20,32 @@ def breakers_text(agent: AgentView) -> Text:
     return out if agent.breakers else Text("—", "dim")
 
 
-def agent_table(model: RunModel) -> Table:
+#: Below this width the state column goes: the graph shows the states already.
+STATE_COLUMN_MIN_WIDTH = 100
+
+
+def agent_table(model: RunModel, width: int = 200) -> Table:
+    with_state = width >= STATE_COLUMN_MIN_WIDTH
     table = Table(box=None, padding=(0, 1), expand=True, header_style="bold dim")
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=16)
-    table.add_column("state", no_wrap=True, min_width=14)
+    if with_state:
+        table.add_column("state", no_wrap=True, min_width=14)
     table.add_column("steps", justify="right", no_wrap=True)
     table.add_column("retry", justify="right", no_wrap=True)
     table.add_column("breakers", no_wrap=True, overflow="ellipsis", ratio=2)
     table.add_column("last error", no_wrap=True, overflow="ellipsis", ratio=1)
     table.add_column("conf", justify="right", no_wrap=True)
     for agent in model.agents.values():
-        table.add_row(
+        cells: list[Text | str] = [
             Text(agent.name, "bold"),
-            state_text(agent.state),
+            *([state_text(agent.state)] if with_state else []),
             str(agent.steps),
             str(agent.retries),
             breakers_text(agent),
             Text(agent.last_error or "—", "" if agent.last_error else "dim"),
             f"{agent.confidence:.2f}" if agent.confidence is not None else "—",
-        )
+        ]
+        table.add_row(*cells)
     return table
 
 
@@ -46,4 +53,4 @@ class AgentTable(Static):
     DEFAULT_CSS = "AgentTable { height: auto; }"
 
     def show(self, model: RunModel) -> None:
-        self.update(agent_table(model))
+        self.update(agent_table(model, self.size.width or 200))

@@ -30,6 +30,8 @@ from errorflow.tui.tallies import Tallies
 
 TICK_S = 0.05
 
+MAIN_ACTIONS = frozenset({"flip", "compare", "pause", "step", "rerun", "help"})
+
 #: Called after the refresh that shows a batch: (arrival times, time rendered).
 LatencyProbe = Callable[[list[float], float], None]
 
@@ -79,32 +81,34 @@ class ErrorflowApp(App[int]):
         #: Channels by (scenario without propagation, propagation): the arms the
         #: comparison can reuse, whether this screen or the comparison started them.
         self.arms: dict[tuple[str, str], Channel] = {}
-        self._last_batch = -1
+        self.tick = 0
+        self._last_arrival = -PULSE_BATCHES
         self.runs_started = 0
 
     # -- layout ------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
         with Horizontal(id="band"):
-            with ScrollableContainer(id="graph-panel") as graph_panel:
+            with ScrollableContainer(id="graph-panel", can_focus=False) as graph_panel:
                 graph_panel.border_title = "agents graph"
                 yield GraphView(id="graph")
             tallies = Tallies(id="tallies")
             tallies.border_title = "tallies"
             yield tallies
-        with VerticalScroll(id="agents-panel") as agents_panel:
+        with VerticalScroll(id="agents-panel", can_focus=False) as agents_panel:
             agents_panel.border_title = "per agent"
             yield AgentTable(id="agents")
         with Horizontal(id="lower"):
             feed = FeedTable(id="feed")
             feed.border_title = "messages (enter: details)"
             yield feed
-            with VerticalScroll(id="side-detail") as side:
+            with VerticalScroll(id="side-detail", can_focus=False) as side:
                 side.border_title = "message"
                 yield Static(id="side-detail-body")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one(FeedTable).focus()
         self.set_interval(self.tick_s, self._tick)
         self._start(self.session.first())
 
@@ -119,7 +123,7 @@ class ErrorflowApp(App[int]):
         if not old.finished:
             self._forget(old)
         self.channel = channel
-        self.paused, self.note, self._last_batch = False, "", -1
+        self.paused, self.note = False, ""
         self.runs_started += 1
         self._remember(channel)
         self.query_one(FeedTable).reset()
@@ -162,13 +166,15 @@ class ErrorflowApp(App[int]):
 
     # -- the tick ------------------------------------------------------------------------
     def _tick(self) -> None:
+        self.tick += 1
         for channel in list(self.arms.values()):
             if channel is not self.channel:
-                channel.drain()
-        arrivals = [] if self.paused else self.channel.drain()
-        model = self.channel.model
-        pulsing = model.batch - self._last_batch < PULSE_BATCHES + 1
-        if arrivals or pulsing:
+                channel.drain(self.tick)
+        arrivals = [] if self.paused else self.channel.drain(self.tick)
+        if arrivals:
+            self._last_arrival = self.tick
+        # One more refresh after the pulse's last tick, so the `●` goes away.
+        if arrivals or self.tick - self._last_arrival <= PULSE_BATCHES:
             self._refresh_views()
         if arrivals and self.probe is not None:
             probe = self.probe
@@ -176,13 +182,11 @@ class ErrorflowApp(App[int]):
 
     def _refresh_views(self) -> None:
         model = self.channel.model
-        if model.events:
-            self._last_batch = model.batch
         note = self.note or (f"error: {self.channel.error}" if self.channel.error else "")
         self.query_one(RunHeader).show(
             model, self._mode(), paused=self.paused, pending=self.channel.pending, note=note
         )
-        self.query_one(GraphView).show(model)
+        self.query_one(GraphView).show(model, self.tick)
         self.query_one(Tallies).show(model)
         self.query_one(AgentTable).show(model)
         self.query_one(FeedTable).show(model)
@@ -226,8 +230,14 @@ class ErrorflowApp(App[int]):
         if not self.paused:
             self.notify("step works while paused (space)", severity="information")
             return
-        self.channel.step()
+        if self.channel.step(self.tick):
+            self._last_arrival = self.tick
         self._refresh_views()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The run's keys belong to the main screen; over the comparison or a dialog they
+        # would act on a run the user cannot see.
+        return not (action in MAIN_ACTIONS and len(self.screen_stack) > 1)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

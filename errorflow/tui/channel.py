@@ -29,11 +29,12 @@ class Channel:
     def sink(self, env: Envelope) -> None:
         self.queue.append((time.perf_counter(), env))
 
-    def drain(self, limit: int = MAX_PER_TICK) -> list[float]:
-        """Apply up to `limit` queued envelopes as one batch; their arrival times."""
+    def drain(self, tick: int = 0, limit: int = MAX_PER_TICK) -> list[float]:
+        """Apply up to `limit` queued envelopes as one batch (numbered by the UI's
+        `tick`, which the graph's pulse counts in); their arrival times."""
         if not self.queue:
             return []
-        self.model.batch += 1
+        self.model.batch = tick
         arrivals = []
         for _ in range(min(limit, len(self.queue))):
             arrived, env = self.queue.popleft()
@@ -41,9 +42,9 @@ class Channel:
             arrivals.append(arrived)
         return arrivals
 
-    def step(self) -> bool:
+    def step(self, tick: int = 0) -> bool:
         """Apply exactly one queued envelope (stepping while paused)."""
-        return bool(self.drain(1))
+        return bool(self.drain(tick, 1))
 
     @property
     def pending(self) -> int:

@@ -53,7 +53,7 @@ class FeedTable(DataTable[Text | str]):
 
     def on_mount(self) -> None:
         for label, key in (
-            ("trial", "trial"),
+            ("#", "trial"),
             ("from → to", "route"),
             ("status", "status"),
             ("conf", "conf"),

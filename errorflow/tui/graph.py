@@ -15,7 +15,7 @@ from errorflow.tui.layout import EdgeLook, Layout, NodeLook, draw, layout
 from errorflow.tui.palette import LABEL_RANK, LABEL_STATE, STATE_GLYPH, STATE_STYLE
 from errorflow.tui.state import RunModel
 
-#: How many batches (ticks) the `●` stays on an arrow after a message.
+#: How many UI ticks the `●` stays on an arrow after a message.
 PULSE_BATCHES = 6
 
 
@@ -33,7 +33,7 @@ class GraphView(Static):
     def node_count(self) -> int:
         return len(self._layout.boxes) if self._layout else 0
 
-    def show(self, model: RunModel) -> None:
+    def show(self, model: RunModel, tick: int) -> None:
         shape = (tuple(model.agents), tuple(model.edges))
         if self._layout is None or shape != self._shape:
             self._shape = shape
@@ -45,6 +45,6 @@ class GraphView(Static):
         edges = {}
         for key, e in model.edges.items():
             style = STATE_STYLE[LABEL_STATE[e.label]] if e.label else Style(dim=True)
-            pulse = e.messages > 0 and model.batch - e.batch < PULSE_BATCHES
+            pulse = e.messages > 0 and tick - e.batch < PULSE_BATCHES
             edges[key] = EdgeLook(style, LABEL_RANK[e.label], pulse)
         self.update(draw(self._layout, nodes, edges))

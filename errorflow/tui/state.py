@@ -92,7 +92,7 @@ class EdgeView:
     dst: str
     label: Label | None = None
     messages: int = 0
-    batch: int = -1  # the batch in which the last message travelled (for the pulse)
+    batch: int = -1  # the UI tick in which the last message travelled (for the pulse)
 
 
 @dataclass(eq=False)  # identity: rows are matched by object, never by value

@@ -27,10 +27,10 @@ def sparkline(values: Sequence[float], width: int) -> Text:
     if not values or width <= 0:
         return out
     n = len(values)
-    buckets = [
-        values[i * n // width : max(i * n // width + 1, (i + 1) * n // width)]
-        for i in range(min(width, n))
-    ]
+    if n <= width:
+        buckets = [[v] for v in values]
+    else:
+        buckets = [values[i * n // width : (i + 1) * n // width] for i in range(width)]
     for bucket in buckets:
         v = min(1.0, max(0.0, sum(bucket) / len(bucket)))
         colour = RED if v >= 0.5 else (YELLOW if v > 0.1 else GREEN)
