@@ -125,7 +125,11 @@ def score_trial(
     scenario: Scenario, truth_: Truth, trial: int, messages: list[Envelope]
 ) -> TrialScore:
     """Label a trial's result messages and decide its outcome (pure)."""
-    results = [m for m in messages if m.kind is Kind.RESULT]
+    # Arrival order depends on the transport; labels must not (same seed, same events).
+    results = sorted(
+        (m for m in messages if m.kind is Kind.RESULT),
+        key=lambda m: (m.payload.get("round", 0), m.sender, m.recipient),
+    )
     # Provenance runs through results and through revision requests (tasks an agent
     # sends back); the runner's own tasks carry no claims and start every chain.
     by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}

@@ -39,18 +39,26 @@ LatencyProbe = Callable[[list[float], float], None]
 class ErrorflowApp(App[int]):
     TITLE = "errorflow"
     ENABLE_COMMAND_PALETTE = False
-    # At 140 columns and more, the highlighted message shows beside the feed.
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # noqa: RUF012
+    # From 110 columns the tallies show intervals; from 140 the highlighted message
+    # shows beside the feed.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-medium"), (140, "-wide")]  # noqa: RUF012
+    # Fixed shares of the height (vh) so the screen itself never scrolls: the graph and
+    # the agent table scroll inside their panels, the feed takes what is left.
     CSS = """
-    Screen { layout: vertical; }
+    Screen { layout: vertical; overflow: hidden hidden; }
     #band { height: auto; }
     #graph-panel {
-        width: 1fr; height: auto; max-height: 20; min-height: 6;
+        width: 1fr; height: auto; min-height: 7; max-height: 45vh;
         border: round $primary 50%; align: center middle; scrollbar-size: 1 1;
     }
-    #tallies { width: 34; border: round $primary 50%; padding: 0 1; }
-    #agents-panel { height: auto; max-height: 14; border: round $primary 50%; }
-    #lower { height: 1fr; min-height: 6; }
+    #tallies {
+        width: 27; height: 100%; min-height: 7; border: round $primary 50%; padding: 0 1;
+    }
+    Screen.-medium #tallies, Screen.-wide #tallies { width: 36; }
+    #agents-panel {
+        height: auto; max-height: 25vh; border: round $primary 50%; scrollbar-size: 1 1;
+    }
+    #lower { height: 1fr; min-height: 5; }
     #feed { border: round $primary 50%; }
     #side-detail {
         display: none; width: 2fr; border: round $primary 50%; padding: 0 1;

@@ -16,7 +16,7 @@ from rich.style import Style
 from rich.text import Text
 
 BOX_H = 4
-GAP_X = 6
+GAP_X = 4
 GAP_Y = 1
 MIN_INNER = 12  # "contaminated" fits
 MAX_INNER = 16

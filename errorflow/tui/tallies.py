@@ -55,24 +55,32 @@ class RateSparkline(Widget):
         return sparkline(self.values, self.size.width)
 
 
-def tally_table(model: RunModel) -> Table:
+#: Narrower than this, the tallies leave out the 95 % intervals.
+CI_MIN_WIDTH = 30
+
+
+def tally_table(model: RunModel, width: int = CI_MIN_WIDTH) -> Table:
+    with_ci = width >= CI_MIN_WIDTH
     table = Table.grid(padding=(0, 1), expand=True)
     table.add_column(no_wrap=True, ratio=1)
     table.add_column(justify="right", no_wrap=True)
     table.add_column(justify="right", no_wrap=True)
-    table.add_column(justify="right", no_wrap=True, style="dim")
+    if with_ci:
+        table.add_column(justify="right", no_wrap=True, style="dim")
     outcomes = list(TALLY_OUTCOMES)
     if model.outcomes[Outcome.BUS_FAULT]:
         outcomes.append(Outcome.BUS_FAULT)
     for outcome in outcomes:
         r = model.rate(outcome)
         low, high = r.ci
-        table.add_row(
+        cells: list[Text | str] = [
             Text(f"{OUTCOME_GLYPH[outcome]} {outcome.value}", OUTCOME_STYLE[outcome]),
             str(r.count),
             f"{r.rate:.0%}" if r.n else "–",
-            f"{low:.0%}–{high:.0%}".replace("%–", "–") if r.n else "",
-        )
+        ]
+        if with_ci:
+            cells.append(f"{low:.0%}–{high:.0%}".replace("%–", "–") if r.n else "")
+        table.add_row(*cells)
     return table
 
 
@@ -100,5 +108,6 @@ class Tallies(Vertical):
 
     def show(self, model: RunModel) -> None:
         self.query_one("#tally-progress", Static).update(progress_line(model))
-        self.query_one("#tally-table", Static).update(tally_table(model))
+        width = self.content_region.width or CI_MIN_WIDTH
+        self.query_one("#tally-table", Static).update(tally_table(model, width))
         self.query_one("#spark", RateSparkline).set_values(model.contamination_history)
