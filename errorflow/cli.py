@@ -112,7 +112,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from errorflow.experiment import Arm, propagation_arms, run_arms
     from errorflow.runner import run_scenario
 
-    scenario = _configured(_load(args.scenario), args)
+    resume = _resumable(args) if args.resume else None
+    if resume is not None:
+        scenario = resume
+    elif args.scenario is None:
+        raise UsageError("name a scenario to run (or --resume RUN_ID)")
+    else:
+        scenario = _configured(_load(args.scenario), args)
     both = args.propagation == "both"
     if both and (args.external_agents or args.run_id):
         raise UsageError(
@@ -121,7 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with _progress(_show_progress(args)) as progress:
         bars = _Bars(progress)
         options = _options(args, bars)
-        options.run_id = args.run_id
+        options.run_id = args.resume or args.run_id
+        options.resume = resume is not None
         options.external_agents = args.external_agents
         started = time.perf_counter()
         if both or args.baseline:
@@ -161,6 +168,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print_run(out, data, wall)
     return EXIT_OK
+
+
+def _resumable(args: argparse.Namespace) -> Scenario:
+    """The scenario of an interrupted run, exactly as it ran (seed, trials, propagation)."""
+    from errorflow.store import get_run
+
+    if args.scenario or args.trials or args.seed is not None or args.propagation:
+        raise UsageError(
+            "--resume takes the scenario, trials, seed and propagation from the "
+            "stored run; give only --resume RUN_ID (and --db, --broker)"
+        )
+    run = get_run(Path(args.db), args.resume)
+    if run is None:
+        raise UsageError(f"no run {args.resume!r} in {args.db} (see `errorflow runs`)")
+    if run["status"] == "finished":
+        raise UsageError(f"run {run['run_id']} is finished; nothing to resume")
+    if run["status"] == "running":
+        raise UsageError(f"run {run['run_id']} is still running (process {run.get('pid')})")
+    args.resume = run["run_id"]
+    return Scenario.model_validate_json(run["scenario_json"])
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -353,7 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a scenario: start the embedded MQTT broker (or use "
         "--broker), the recorder and the agents, run the trials, print a summary.",
     )
-    r.add_argument("scenario", help="scenario file or bundled scenario name")
+    r.add_argument("scenario", nargs="?", help="scenario file or bundled scenario name")
+    r.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="finish the missing trials of an interrupted run (same seed, same settings)",
+    )
     r.add_argument("--trials", type=_positive, help="number of trials (default: the scenario's)")
     r.add_argument("--seed", type=_nonneg, help="seed (default: the scenario's)")
     r.add_argument(
@@ -518,6 +550,7 @@ def _fail(message: str, code: int) -> int:
     """One plain message on stderr (user text is never read as rich markup)."""
     err.print(Text("error", style="red") + Text(f": {message}"), highlight=False, soft_wrap=True)
     return code
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,6 +36,9 @@ class Recorder:
         self._messages: list[tuple[Any, ...]] = []
         self._events: list[tuple[Any, ...]] = []
         self._rejects: list[tuple[Any, ...]] = []
+        self._trials: list[tuple[Any, ...]] = []
+        self._labels: list[tuple[Any, ...]] = []
+        self._lock = asyncio.Lock()  # one writer: flushes never interleave
         self.ended = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -110,17 +113,33 @@ class Recorder:
         self.rejects[reason] += 1
         self._rejects.append((self.run_id, topic, reason, detail[:500], raw[:65536], now))
 
+    def add_trial(self, row: tuple[Any, ...], labels: list[tuple[Any, ...]]) -> None:
+        """A scored trial, written with the next batch (the runner's rows go through the
+        recorder so the database has exactly one writer)."""
+        self._trials.append(row)
+        self._labels.extend(labels)
+
+    def add_messages(self, rows: list[tuple[Any, ...]]) -> None:
+        """Messages the runner holds; stored unless already there (INSERT OR IGNORE)."""
+        self._messages.extend(rows)
+
     async def flush(self) -> None:
-        if not (self._messages or self._events or self._rejects):
-            return
-        messages, events, rejects = self._messages, self._events, self._rejects
-        self._messages, self._events, self._rejects = [], [], []
-        await self.db.executemany(
-            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages
-        )
-        await self.db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
-        await self.db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
-        await self.db.commit()
+        async with self._lock:
+            if not (self._messages or self._events or self._rejects or self._trials):
+                return
+            messages, events, rejects = self._messages, self._events, self._rejects
+            trials, labels = self._trials, self._labels
+            self._messages, self._events, self._rejects = [], [], []
+            self._trials, self._labels = [], []
+            db = self.db
+            await db.executemany(
+                "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages
+            )
+            await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
+            await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
+            await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", trials)
+            await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
+            await db.commit()
 
     async def _flush_periodically(self) -> None:
         while True:

@@ -33,7 +33,14 @@ from errorflow.policies.redact import redact
 from errorflow.recorder import Recorder
 from errorflow.scenario import Scenario
 from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
-from errorflow.store import DEFAULT_DB, create_run, finish_run, open_db
+from errorflow.store import (
+    DEFAULT_DB,
+    create_run,
+    finish_run,
+    load_scores,
+    open_db,
+    resume_run,
+)
 from errorflow.summary import summarize
 
 log = logging.getLogger(__name__)
@@ -49,6 +56,7 @@ class RunOptions:
     db_path: Path = DEFAULT_DB
     run_id: str | None = None
     external_agents: bool = False  # agents are `errorflow agent` processes
+    resume: bool = False  # run_id names an interrupted run: finish its missing trials
     presence_timeout_s: float = 30.0
     trial_timeout_s: float = 120.0
     group_id: str | None = None  # several runs of one comparison or sweep
@@ -123,19 +131,24 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
             stack.push_async_callback(bus.close)
         db = await open_db(options.db_path)
         stack.push_async_callback(db.close)
-        await create_run(
-            db,
-            run_id=run_id,
-            scenario=scenario.name,
-            scenario_json=redact(scenario.model_dump_json()),
-            seed=scenario.seed,
-            trials=scenario.trials,
-            propagation=scenario.propagation,
-            broker=bus.description,
-            group_id=options.group_id,
-            label=options.label,
-        )
+        if options.resume:
+            await resume_run(db, run_id)
+        else:
+            await create_run(
+                db,
+                run_id=run_id,
+                scenario=scenario.name,
+                scenario_json=redact(scenario.model_dump_json()),
+                seed=scenario.seed,
+                trials=scenario.trials,
+                propagation=scenario.propagation,
+                broker=bus.description,
+                group_id=options.group_id,
+                label=options.label,
+            )
         runner = _Runner(scenario, run_id, bus, db, options, api_key)
+        if options.resume:
+            runner.scores.update(load_scores(options.db_path, run_id))
         status = "interrupted"
         try:
             result = await runner.run()
@@ -181,6 +194,7 @@ class _Runner:
         self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members)
         await conn.subscribe(f"{topics.ROOT}/{self.run_id}/inbox/+")
         await conn.subscribe(topics.control_filter(self.run_id))
+        await ep.start()
         reader = asyncio.create_task(self._read(), name="runner-reader")
         agents: list[asyncio.Task[None]] = []
         try:
@@ -197,7 +211,8 @@ class _Runner:
                     agents.append(asyncio.create_task(agent.run(), name=f"agent-{name}"))
             await self._await_presence()
             gate = asyncio.Semaphore(s.max_in_flight)
-            await asyncio.gather(*(self._trial(t, gate) for t in range(s.trials)))
+            todo = [t for t in range(s.trials) if t not in self.scores]  # --resume skips
+            await asyncio.gather(*(self._trial(t, gate) for t in todo))
         finally:
             with contextlib.suppress(Exception):
                 await ep.send(
@@ -223,7 +238,8 @@ class _Runner:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            await self._store_scores()
+            await ep.close()
+            await self._backfill_messages()
             for conn in self.conns:
                 await conn.close()
         scores = [self.scores[t] for t in sorted(self.scores)]
@@ -294,6 +310,7 @@ class _Runner:
                     reason=f"no final result within {self.options.trial_timeout_s:g}s",
                 )
             self.scores[trial] = score
+            self._store_trial(score)
             with contextlib.suppress(ConnectionError):
                 await self._publish_labels(score)
             if self.options.on_trial is not None:
@@ -352,19 +369,49 @@ class _Runner:
             },
         )
 
-    async def _store_scores(self) -> None:
-        rows, labels = [], []
-        for trial, sc in self.scores.items():
-            rows.append(
-                (self.run_id, trial, sc.outcome.value, sc.depth, sc.reason, json.dumps(sc.costs))
-            )
-            labels += [
-                (self.run_id, trial, lb.message_id, lb.sender, lb.label.value, lb.reason)
-                for lb in sc.labels
+    def _store_trial(self, score: TrialScore) -> None:
+        assert self.recorder is not None
+        self.recorder.add_trial(
+            (
+                self.run_id,
+                score.trial,
+                score.outcome.value,
+                score.depth,
+                score.reason,
+                json.dumps(score.costs),
+            ),
+            [
+                (self.run_id, score.trial, lb.message_id, lb.sender, lb.label.value, lb.reason)
+                for lb in score.labels
+            ],
+        )
+
+    async def _backfill_messages(self) -> None:
+        """Every task and result the runner holds is in the store, even if the recorder
+        missed it during a broker outage (INSERT OR IGNORE: nothing twice)."""
+        assert self.recorder is not None
+        now = time.time()
+        self.recorder.add_messages(
+            [
+                (
+                    self.run_id,
+                    m.id,
+                    m.trial,
+                    m.seq,
+                    m.sender,
+                    m.recipient,
+                    m.kind.value,
+                    m.status.value,
+                    m.confidence,
+                    topics.for_message(self.run_id, m.kind, m.sender, m.recipient),
+                    m.model_dump_json(),
+                    now,
+                )
+                for messages in self.messages.values()
+                for m in messages
             ]
-        await self.db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", rows)
-        await self.db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
-        await self.db.commit()
+        )
+        await self.recorder.flush()
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.scenario, [self.scores[t] for t in sorted(self.scores)])

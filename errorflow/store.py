@@ -8,6 +8,8 @@ stored whole as JSON next to the columns we query by.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -22,7 +24,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_json TEXT NOT NULL,
     seed INTEGER NOT NULL, trials INTEGER NOT NULL, propagation TEXT NOT NULL,
     broker TEXT, status TEXT NOT NULL, started REAL NOT NULL, finished REAL,
-    summary_json TEXT, group_id TEXT, label TEXT
+    summary_json TEXT, group_id TEXT, label TEXT, pid INTEGER, host TEXT
 );
 CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT NOT NULL, id TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -60,9 +62,14 @@ async def open_db(path: Path) -> aiosqlite.Connection:
     await db.executescript(SCHEMA)
     # Databases written by an earlier version lack the newer columns: add them.
     columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(runs)")}
-    for column in ("group_id", "label"):
+    for column, sql_type in (
+        ("group_id", "TEXT"),
+        ("label", "TEXT"),
+        ("pid", "INTEGER"),
+        ("host", "TEXT"),
+    ):
         if column not in columns:
-            await db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+            await db.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
     await db.commit()
     return db
 
@@ -82,9 +89,31 @@ async def create_run(
 ) -> None:
     await db.execute(
         "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
-        " status, started, group_id, label) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-        (run_id, scenario, scenario_json, seed, trials, propagation, broker, time.time(),
-         group_id, label),
+        " status, started, group_id, label, pid, host)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            scenario,
+            scenario_json,
+            seed,
+            trials,
+            propagation,
+            broker,
+            time.time(),
+            group_id,
+            label,
+            os.getpid(),
+            socket.gethostname(),
+        ),
+    )
+    await db.commit()
+
+
+async def resume_run(db: aiosqlite.Connection, run_id: str) -> None:
+    """Take over an interrupted run: it is ours (this process) and running again."""
+    await db.execute(
+        "UPDATE runs SET status = 'running', finished = NULL, pid = ?, host = ? WHERE run_id = ?",
+        (os.getpid(), socket.gethostname(), run_id),
     )
     await db.commit()
 
@@ -110,13 +139,33 @@ def connect_ro(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def effective_status(row: dict[str, Any]) -> str:
+    """`running` in the store but its process is gone from this host: interrupted."""
+    if row.get("status") != "running":
+        return str(row.get("status"))
+    pid, host = row.get("pid"), row.get("host")
+    if not pid or host != socket.gethostname():
+        return "running"
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return "interrupted"
+    except PermissionError:
+        return "running"
+    return "running"
+
+
 def list_runs(path: Path) -> list[dict[str, Any]]:
     with connect_ro(path) as conn:
         rows = conn.execute(
             "SELECT run_id, scenario, seed, trials, propagation, status, started, finished,"
-            " group_id, label FROM runs ORDER BY started DESC"
+            " group_id, label, pid, host FROM runs ORDER BY started DESC"
         ).fetchall()
-    return [dict(r) for r in rows]
+    runs = [dict(r) for r in rows]
+    for run in runs:
+        run["status"] = effective_status(run)
+        del run["pid"], run["host"]
+    return runs
 
 
 def get_run(path: Path, run_id: str) -> dict[str, Any] | None:
@@ -130,6 +179,7 @@ def get_run(path: Path, run_id: str) -> dict[str, Any] | None:
                 return None
             row = matches[0]
         run = dict(row)
+        run["status"] = effective_status(run)
         rid = run["run_id"]
         run["summary"] = json.loads(run.pop("summary_json") or "null")
         run["counts"] = {
@@ -164,3 +214,20 @@ def group_runs(path: Path, group_id: str) -> list[dict[str, Any]]:
         ).fetchall()
     runs = [get_run(path, r["run_id"]) for r in rows]
     return [r for r in runs if r is not None]
+
+
+def load_scores(path: Path, run_id: str) -> dict[int, Any]:
+    """The trials of a run already scored (bus faults excluded: those are rerun)."""
+    from errorflow.scoring import Outcome, TrialScore
+
+    return {
+        row["trial"]: TrialScore(
+            row["trial"],
+            Outcome(row["outcome"]),
+            row["depth"],
+            costs=row["costs"],
+            reason=row["reason"],
+        )
+        for row in trial_rows(path, run_id)
+        if row["outcome"] != Outcome.BUS_FAULT.value
+    }

@@ -123,6 +123,7 @@ class Agent:
         conn = self.endpoint.conn
         await conn.subscribe(topics.inbox(self.run_id, self.name))
         await conn.subscribe(topics.control(self.run_id, topics.RUNNER))
+        await self.endpoint.start()
         await self._hello()
         try:
             async for env in self.endpoint.receive():
@@ -138,6 +139,7 @@ class Agent:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.endpoint.close()
             await self.backends.aclose()
 
     async def _hello(self) -> None:

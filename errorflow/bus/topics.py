@@ -31,6 +31,10 @@ def control(run_id: str, sender: str) -> str:
     return f"{ROOT}/{run_id}/control/{sender}"
 
 
+def acks(run_id: str, recipient: str) -> str:
+    return f"{ROOT}/{run_id}/ack/{recipient}"
+
+
 def control_filter(run_id: str) -> str:
     return f"{ROOT}/{run_id}/control/+"
 
