@@ -502,6 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true")
     db_arg(sh)
     sh.set_defaults(func=cmd_show)
+    from errorflow.tui.commands import add_commands
+
+    add_commands(sub)  # `tui` and `serve`
     return p
 
 

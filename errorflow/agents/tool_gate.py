@@ -110,7 +110,7 @@ class ToolGate:
                 result = self.client.invoke(
                     tool, args, timeout_s=self.policy.retry.per_call_timeout_s, idempotency_key=key
                 )
-            except ToolException as exc:
+            except Exception as exc:  # any tool bug is a classified failure, never a crash
                 waited = exc.waited_s if isinstance(exc, CallTimeout) else spec.latency_s
                 await self._wait(waited)
                 failure = classify_exception(tool, exc)

@@ -163,6 +163,8 @@ class ToolClient:
     """One agent's connection to the tool world within one trial."""
 
     def __init__(self, scenario: Scenario, trial: int, agent: str) -> None:
+        self.trial = trial
+        self.agent = agent
         self.world = scenario.world
         self.tools = scenario.tools
         self.seed = scenario.seed

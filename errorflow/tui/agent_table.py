@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
 
 from errorflow.tui.palette import BREAKER_LOOK, state_text
 from errorflow.tui.state import AgentView, RunModel
+from errorflow.tui.view import View
 
 
 def breakers_text(agent: AgentView) -> Text:
@@ -32,8 +32,9 @@ def agent_table(model: RunModel, width: int = 200) -> Table:
         table.add_column("state", no_wrap=True, min_width=14)
     table.add_column("steps", justify="right", no_wrap=True)
     table.add_column("retry", justify="right", no_wrap=True)
-    table.add_column("breakers", no_wrap=True, overflow="ellipsis", ratio=2)
-    table.add_column("last error", no_wrap=True, overflow="ellipsis", ratio=1)
+    table.add_column("breakers", no_wrap=True, overflow="ellipsis", ratio=1)
+    # permission_denied, the longest common code, fits whole.
+    table.add_column("last error", no_wrap=True, overflow="ellipsis", min_width=17)
     table.add_column("conf", justify="right", no_wrap=True)
     for agent in model.agents.values():
         cells: list[Text | str] = [
@@ -49,8 +50,17 @@ def agent_table(model: RunModel, width: int = 200) -> Table:
     return table
 
 
-class AgentTable(Static):
+class AgentTable(View):
     DEFAULT_CSS = "AgentTable { height: auto; }"
+    _model: RunModel | None = None
+    _rows = -1
 
     def show(self, model: RunModel) -> None:
-        self.update(agent_table(model, self.size.width or 200))
+        self._model = model
+        rows = len(model.agents)
+        self.set(agent_table(model, self.size.width or 200), layout=rows != self._rows)
+        self._rows = rows
+
+    def on_resize(self) -> None:
+        if self._model is not None:  # the columns depend on the width
+            self.show(self._model)

@@ -14,7 +14,7 @@ from typing import ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, ScrollableContainer, VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from errorflow.tui.agent_table import AgentTable
 from errorflow.tui.channel import Channel
@@ -29,6 +29,7 @@ from errorflow.tui.state import RunModel
 from errorflow.tui.tallies import Tallies
 
 TICK_S = 0.05
+SIDE_DETAIL_S = 0.5
 
 MAIN_ACTIONS = frozenset({"flip", "compare", "pause", "step", "rerun", "help"})
 
@@ -46,7 +47,7 @@ class ErrorflowApp(App[int]):
     # the agent table scroll inside their panels, the feed takes what is left.
     CSS = """
     Screen { layout: vertical; overflow: hidden hidden; }
-    #band { height: auto; }
+    #band { height: auto; max-height: 45vh; }
     #graph-panel {
         width: 1fr; height: auto; min-height: 7; max-height: 45vh;
         border: round $primary 50%; align: center middle; scrollbar-size: 1 1;
@@ -90,6 +91,8 @@ class ErrorflowApp(App[int]):
         #: comparison can reuse, whether this screen or the comparison started them.
         self.arms: dict[tuple[str, str], Channel] = {}
         self.tick = 0
+        self._side_pending: str | None = None
+        self._side_shown = 0.0
         self._last_arrival = -PULSE_BATCHES
         self.runs_started = 0
 
@@ -116,7 +119,14 @@ class ErrorflowApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(FeedTable).focus()
+        # Held, not queried per tick: over a pushed screen `query_one` looks there.
+        self.header = self.query_one(RunHeader)
+        self.graph = self.query_one(GraphView)
+        self.tallies = self.query_one(Tallies)
+        self.agent_table = self.query_one(AgentTable)
+        self.feed = self.query_one(FeedTable)
+        self.side_detail = self.query_one("#side-detail-body", Static)
+        self.feed.focus()
         self.set_interval(self.tick_s, self._tick)
         self._start(self.session.first())
 
@@ -134,8 +144,8 @@ class ErrorflowApp(App[int]):
         self.paused, self.note = False, ""
         self.runs_started += 1
         self._remember(channel)
-        self.query_one(FeedTable).reset()
-        self.query_one("#side-detail-body", Static).update("")
+        self.feed.reset()
+        self.side_detail.update("")
         self.run_worker(self._feed(source, channel), group="main", exclusive=True)
         self._refresh_views()
 
@@ -179,6 +189,8 @@ class ErrorflowApp(App[int]):
             if channel is not self.channel:
                 channel.drain(self.tick)
         arrivals = [] if self.paused else self.channel.drain(self.tick)
+        if self._side_pending and time.monotonic() - self._side_shown >= SIDE_DETAIL_S:
+            self._update_side_detail()
         if arrivals:
             self._last_arrival = self.tick
         # One more refresh after the pulse's last tick, so the `●` goes away.
@@ -191,13 +203,13 @@ class ErrorflowApp(App[int]):
     def _refresh_views(self) -> None:
         model = self.channel.model
         note = self.note or (f"error: {self.channel.error}" if self.channel.error else "")
-        self.query_one(RunHeader).show(
+        self.header.show(
             model, self._mode(), paused=self.paused, pending=self.channel.pending, note=note
         )
-        self.query_one(GraphView).show(model, self.tick)
-        self.query_one(Tallies).show(model)
-        self.query_one(AgentTable).show(model)
-        self.query_one(FeedTable).show(model)
+        self.graph.show(model, self.tick)
+        self.tallies.show(model)
+        self.agent_table.show(model)
+        self.feed.show(model)
 
     def _mode(self) -> str:
         s = self.session
@@ -206,14 +218,22 @@ class ErrorflowApp(App[int]):
         return s.mode
 
     # -- feed selection ------------------------------------------------------------------
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            self.push_screen(DetailScreen(self.channel.model, event.row_key.value))
+    def on_feed_table_selected(self, event: FeedTable.Selected) -> None:
+        self.push_screen(DetailScreen(self.channel.model, event.message_id))
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if self.screen.has_class("-wide") and event.row_key.value is not None:
-            body = detail(self.channel.model, event.row_key.value)
-            self.query_one("#side-detail-body", Static).update(body)
+    def on_feed_table_highlighted(self, event: FeedTable.Highlighted) -> None:
+        if not self.screen_stack[0].has_class("-wide"):
+            return  # only wide screens show it
+        self._side_pending = event.message_id
+        if not self.feed.following:
+            self._update_side_detail()  # the user moved the cursor: show it now
+
+    def _update_side_detail(self) -> None:
+        # While following a busy feed this runs at most every SIDE_DETAIL_S: a
+        # highlighted JSON envelope per tick would cost more than the rest of the tick.
+        if self._side_pending is not None:
+            self.side_detail.update(detail(self.channel.model, self._side_pending))
+            self._side_pending, self._side_shown = None, time.monotonic()
 
     # -- actions -------------------------------------------------------------------------
     def _try(self, make: Callable[[], Source]) -> None:

@@ -138,7 +138,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"error: invalid scenario\n{exc}", file=sys.stderr)
         return EXIT_USAGE
-    from textual_serve.server import Server
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        print("error: serving needs textual-serve: pip install 'errorflow[serve]'", file=sys.stderr)
+        return EXIT_FAILURE
 
     server = Server(serve_command(args), host=SERVE_HOST, port=args.port,
                     title=f"errorflow {args.scenario}")  # fmt: skip

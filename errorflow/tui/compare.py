@@ -110,12 +110,14 @@ class ArmPanel(Vertical):
         super().__init__(id=f"arm-{propagation}")
         self.propagation = propagation
         self.border_title = propagation
+        self.body = Static(classes="body")
+        self.spark = RateSparkline()
 
     def compose(self) -> ComposeResult:
-        yield Static(classes="body")
+        yield self.body
         with Horizontal():
             yield Static("contam. ", classes="label")
-            yield RateSparkline()
+            yield self.spark
 
     def show(self, model: RunModel, error: str | None) -> None:
         width = max(1, self.content_region.width)
@@ -123,8 +125,8 @@ class ArmPanel(Vertical):
         parts += [trial_strip(model, width), agent_lines(model)]
         if error:
             parts.append(Text(error, "red"))
-        self.query_one(".body", Static).update(Group(*parts))
-        self.query_one(RateSparkline).set_values(model.contamination_history)
+        self.body.update(Group(*parts))
+        self.spark.set_values(model.contamination_history)
 
 
 class CompareScreen(Screen[None]):

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from errorflow.bus.envelope import Kind
 from errorflow.tui.feed import status_text
 from errorflow.tui.palette import label_text
 from errorflow.tui.state import RunModel
@@ -29,7 +30,7 @@ def provenance_text(model: RunModel, message_id: str) -> Text:
             continue
         out.append(f"t{env.trial} {env.sender} → {env.recipient} ", "bold")
         out.append_text(status_text(env))
-        out.append(f" conf {env.confidence:.2f} ")
+        out.append(f" conf {env.confidence:.2f} " if env.kind is Kind.RESULT else " ")
         if env.errors:
             out.append(", ".join(e.code.value for e in env.errors) + " ", "red")
         out.append_text(label_text(model.labels.get(env.id)))

@@ -9,23 +9,23 @@ an arrow for a few ticks after a message crossed it.
 from __future__ import annotations
 
 from rich.style import Style
-from textual.widgets import Static
 
 from errorflow.tui.layout import EdgeLook, Layout, NodeLook, draw, layout
 from errorflow.tui.palette import LABEL_RANK, LABEL_STATE, STATE_GLYPH, STATE_STYLE
 from errorflow.tui.state import RunModel
+from errorflow.tui.view import View
 
 #: How many UI ticks the `●` stays on an arrow after a message.
 PULSE_BATCHES = 6
 
 
-class GraphView(Static):
+class GraphView(View):
     DEFAULT_CSS = """
     GraphView { width: auto; height: auto; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__("", id=id)
+        super().__init__(id=id)
         self._layout: Layout | None = None
         self._shape: tuple[tuple[str, ...], tuple[tuple[str, str], ...]] = ((), ())
 
@@ -35,7 +35,8 @@ class GraphView(Static):
 
     def show(self, model: RunModel, tick: int) -> None:
         shape = (tuple(model.agents), tuple(model.edges))
-        if self._layout is None or shape != self._shape:
+        relayout = self._layout is None or shape != self._shape
+        if self._layout is None or relayout:
             self._shape = shape
             self._layout = layout(list(shape[0]), list(shape[1]))
         nodes = {
@@ -47,4 +48,6 @@ class GraphView(Static):
             style = STATE_STYLE[LABEL_STATE[e.label]] if e.label else Style(dim=True)
             pulse = e.messages > 0 and tick - e.batch < PULSE_BATCHES
             edges[key] = EdgeLook(style, LABEL_RANK[e.label], pulse)
-        self.update(draw(self._layout, nodes, edges))
+        frame = (tuple(nodes.values()), tuple(edges.values()))
+        self.set(draw(self._layout, nodes, edges), key=None if relayout else frame,
+                 layout=relayout)  # fmt: skip

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
 
 from errorflow.tui.state import RunModel
+from errorflow.tui.view import View
 
 
 def header_line(
@@ -35,10 +35,10 @@ def header_line(
     return grid
 
 
-class RunHeader(Static):
+class RunHeader(View):
     DEFAULT_CSS = "RunHeader { height: 1; background: $panel; padding: 0 1; }"
 
     def show(
         self, model: RunModel, mode: str, *, paused: bool, pending: int, note: str = ""
     ) -> None:
-        self.update(header_line(model, mode, paused=paused, pending=pending, note=note))
+        self.set(header_line(model, mode, paused=paused, pending=pending, note=note))

@@ -52,10 +52,9 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: auto; max-width: 90%; height: auto; max-height: 90%;
+        width: 76; max-width: 95%; height: auto; max-height: 90%;
         border: round $accent; background: $surface; padding: 0 1;
     }
-    HelpScreen Static { width: auto; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "close")]
 

@@ -188,6 +188,8 @@ def draw(
         label = name if len(name) <= inner else name[: inner - 1] + "…"
         canvas.text(box.x + 1 + (inner - len(label)) // 2, box.y + 1, label,
                     node.style + Style(bold=True))  # fmt: skip
-        status = node.status[:inner]
+        # "✗ contaminated" is 14 wide; a narrow box keeps the word and drops the glyph.
+        status = node.status if len(node.status) <= inner else node.status.split(" ")[-1]
+        status = status[:inner]
         canvas.text(box.x + 1 + (inner - len(status)) // 2, box.y + 2, status, node.style)
     return canvas.render()

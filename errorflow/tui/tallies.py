@@ -15,6 +15,7 @@ from textual.widgets import Static
 from errorflow.scoring import Outcome
 from errorflow.tui.palette import GREEN, OUTCOME_GLYPH, OUTCOME_STYLE, RED, YELLOW
 from errorflow.tui.state import TALLY_OUTCOMES, RunModel
+from errorflow.tui.view import View
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -27,13 +28,14 @@ def sparkline(values: Sequence[float], width: int) -> Text:
     if not values or width <= 0:
         return out
     n = len(values)
+    buckets: list[Sequence[float]]
     if n <= width:
         buckets = [[v] for v in values]
     else:
         buckets = [values[i * n // width : (i + 1) * n // width] for i in range(width)]
     for bucket in buckets:
         v = min(1.0, max(0.0, sum(bucket) / len(bucket)))
-        colour = RED if v >= 0.5 else (YELLOW if v > 0.1 else GREEN)
+        colour = RED if v >= 0.5 else (YELLOW if v > 0 else GREEN)
         out.append(BARS[min(len(BARS) - 1, int(v * len(BARS)))], colour)
     return out
 
@@ -99,15 +101,31 @@ class Tallies(Vertical):
     Tallies #spark-label { width: auto; color: $text-muted; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        # Made here, not looked up: the app may show a model before they are mounted.
+        self.progress = View(id="tally-progress")
+        self.table = View(id="tally-table")
+        self._rows = -1
+        self.spark = RateSparkline(id="spark")
+        self._model: RunModel | None = None
+
     def compose(self) -> ComposeResult:
-        yield Static(id="tally-progress")
-        yield Static(id="tally-table")
+        yield self.progress
+        yield self.table
         with Horizontal():
             yield Static("contam. ", id="spark-label")
-            yield RateSparkline(id="spark")
+            yield self.spark
+
+    def on_resize(self) -> None:
+        if self._model is not None:  # the intervals come and go with the width
+            self.show(self._model)
 
     def show(self, model: RunModel) -> None:
-        self.query_one("#tally-progress", Static).update(progress_line(model))
+        self._model = model
+        self.progress.set(progress_line(model))
         width = self.content_region.width or CI_MIN_WIDTH
-        self.query_one("#tally-table", Static).update(tally_table(model, width))
-        self.query_one("#spark", RateSparkline).set_values(model.contamination_history)
+        table = tally_table(model, width)
+        self.table.set(table, layout=table.row_count != self._rows)
+        self._rows = table.row_count
+        self.spark.set_values(model.contamination_history)
