@@ -88,6 +88,7 @@ def _options(args: argparse.Namespace, bars: _Bars) -> Any:
         db_path=Path(args.db),
         on_trial=bars.trial,
         presence_timeout_s=getattr(args, "wait", 30.0),
+        keep_messages=False,  # the store has them; memory stays flat on long runs
     )
 
 

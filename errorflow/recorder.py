@@ -23,6 +23,8 @@ from errorflow.bus.transport import Connection
 
 BATCH = 2000
 FLUSH_S = 0.2
+DRAIN_QUIET_S = 0.15
+DRAIN_MAX_S = 3.0
 
 
 class Recorder:
@@ -39,6 +41,7 @@ class Recorder:
         self._trials: list[tuple[Any, ...]] = []
         self._labels: list[tuple[Any, ...]] = []
         self._lock = asyncio.Lock()  # one writer: flushes never interleave
+        self._inflight: asyncio.Future[None] | None = None
         self.ended = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -48,13 +51,23 @@ class Recorder:
 
     async def _run(self) -> None:
         flusher = asyncio.create_task(self._flush_periodically())
+        incoming = aiter(self.conn.messages())
         try:
-            async for topic, raw in self.conn.messages():
+            async for topic, raw in incoming:
                 self.handle(topic, raw)
                 if len(self._messages) + len(self._events) >= BATCH:
                     await self.flush()
                 if self.ended.is_set():
                     break
+            # Other publishers' last messages may arrive after the runner's `end`
+            # (the broker orders per publisher, not across them): drain until quiet.
+            deadline = asyncio.get_running_loop().time() + DRAIN_MAX_S
+            while self.ended.is_set() and asyncio.get_running_loop().time() < deadline:
+                try:
+                    topic, raw = await asyncio.wait_for(anext(incoming), DRAIN_QUIET_S)
+                except (TimeoutError, StopAsyncIteration):
+                    break
+                self.handle(topic, raw)
         finally:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -127,19 +140,34 @@ class Recorder:
         async with self._lock:
             if not (self._messages or self._events or self._rejects or self._trials):
                 return
-            messages, events, rejects = self._messages, self._events, self._rejects
-            trials, labels = self._trials, self._labels
+            batch = (self._messages, self._events, self._rejects, self._trials, self._labels)
             self._messages, self._events, self._rejects = [], [], []
             self._trials, self._labels = [], []
-            db = self.db
-            await db.executemany(
-                "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages
-            )
-            await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
-            await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
-            await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", trials)
-            await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
-            await db.commit()
+            # Once taken from the lists, a batch is written whatever happens to the
+            # caller: cancelling a flush must never lose rows, and the next flush waits
+            # for it (one writer, writes in order).
+            if self._inflight is not None:
+                await asyncio.shield(self._inflight)
+            self._inflight = asyncio.ensure_future(self._write(*batch))
+            await asyncio.shield(self._inflight)
+
+    async def _write(
+        self,
+        messages: list[Any],
+        events: list[Any],
+        rejects: list[Any],
+        trials: list[Any],
+        labels: list[Any],
+    ) -> None:
+        db = self.db
+        await db.executemany(
+            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", messages
+        )
+        await db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", events)
+        await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
+        await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", trials)
+        await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
+        await db.commit()
 
     async def _flush_periodically(self) -> None:
         while True:

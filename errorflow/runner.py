@@ -57,6 +57,7 @@ class RunOptions:
     run_id: str | None = None
     external_agents: bool = False  # agents are `errorflow agent` processes
     resume: bool = False  # run_id names an interrupted run: finish its missing trials
+    keep_messages: bool = True  # RunResult.messages; off for long runs (memory stays flat)
     presence_timeout_s: float = 30.0
     trial_timeout_s: float = 120.0
     group_id: str | None = None  # several runs of one comparison or sweep
@@ -174,7 +175,8 @@ class _Runner:
         self.members = set(scenario.agents) | {topics.RUNNER}
         self.truth = Truth(scenario)
         self.terminals = set(scenario.terminal_agents())
-        self.messages: dict[int, list[Envelope]] = {}
+        self.messages: dict[int, list[Envelope]] = {}  # trials in flight
+        self.kept: dict[int, list[Envelope]] = {}  # scored trials (keep_messages)
         self.finals: dict[int, set[str]] = {}
         self.done: dict[int, asyncio.Future[None]] = {}
         self.present: set[str] = set()
@@ -239,7 +241,7 @@ class _Runner:
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
             await ep.close()
-            await self._backfill_messages()
+            await self.recorder.flush()
             for conn in self.conns:
                 await conn.close()
         scores = [self.scores[t] for t in sorted(self.scores)]
@@ -253,7 +255,7 @@ class _Runner:
             scores=scores,
             summary=self.summary(),
             rejects=dict(self.recorder.rejects),
-            messages=self.messages,
+            messages=self.kept,
         )
 
     async def _connect(self, client_id: str) -> Connection:
@@ -311,6 +313,14 @@ class _Runner:
                 )
             self.scores[trial] = score
             self._store_trial(score)
+            self._backfill(trial)
+            # A finished trial's state goes: memory stays flat over long runs.
+            self.finals.pop(trial, None)
+            self.done.pop(trial, None)
+            if self.options.keep_messages:
+                self.kept[trial] = self.messages.pop(trial, [])
+            else:
+                self.messages.pop(trial, None)
             with contextlib.suppress(ConnectionError):
                 await self._publish_labels(score)
             if self.options.on_trial is not None:
@@ -329,6 +339,8 @@ class _Runner:
                 env.kind is Kind.TASK and env.sender != topics.RUNNER
             ):
                 continue  # the runner's own tasks are recorded when it sends them
+            if env.trial in self.scores:
+                continue  # a late copy for a trial already scored
             self.messages.setdefault(env.trial, []).append(env)
             if env.recipient == topics.RUNNER:
                 self.finals.setdefault(env.trial, set()).add(env.sender)
@@ -386,8 +398,8 @@ class _Runner:
             ],
         )
 
-    async def _backfill_messages(self) -> None:
-        """Every task and result the runner holds is in the store, even if the recorder
+    def _backfill(self, trial: int) -> None:
+        """Every task and result the runner holds reaches the store, even if the recorder
         missed it during a broker outage (INSERT OR IGNORE: nothing twice)."""
         assert self.recorder is not None
         now = time.time()
@@ -407,11 +419,9 @@ class _Runner:
                     m.model_dump_json(),
                     now,
                 )
-                for messages in self.messages.values()
-                for m in messages
+                for m in self.messages.get(trial, [])
             ]
         )
-        await self.recorder.flush()
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.scenario, [self.scores[t] for t in sorted(self.scores)])

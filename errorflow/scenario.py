@@ -195,8 +195,10 @@ class Scenario(Strict):
                     problems.append((loc, f"agent {target!r} is named twice", target))
             if agent.returns_to is not None and agent.returns_to not in self.upstream_of(name):
                 rloc: tuple[str | int, ...] = ("agents", name, "returns_to")
-                msg = (f"returns_to must name an agent that sends to {name!r} "
-                       f"({', '.join(self.upstream_of(name)) or 'none does'})")
+                msg = (
+                    f"returns_to must name an agent that sends to {name!r} "
+                    f"({', '.join(self.upstream_of(name)) or 'none does'})"
+                )
                 problems.append((rloc, msg, agent.returns_to))
             for i, tool_name in enumerate(agent.tools):
                 loc = ("agents", name, "tools", i)

@@ -139,9 +139,7 @@ def score_trial(
         if m.id not in touched:
             touched[m.id] = False  # provenance is acyclic; this guards bad input
             own = bool(m.payload.get("trace", {}).get("failures"))
-            touched[m.id] = own or any(
-                is_touched(by_id[d]) for d in m.derived_from if d in by_id
-            )
+            touched[m.id] = own or any(is_touched(by_id[d]) for d in m.derived_from if d in by_id)
         return touched[m.id]
 
     labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}

@@ -81,7 +81,7 @@ async def test_partial_success_uses_the_subset_and_flags_the_rest(tmp_path: Path
     assert explicit.outcomes["contaminated"] < implicit.outcomes["contaminated"]
     # in a trial where items failed, the explicit researcher claims what it got and
     # lists the rest as unresolved, with status partial_failure
-    for trial, messages in explicit.messages.items():
+    for messages in explicit.messages.values():
         researcher = next(m for m in messages if m.sender == "researcher")
         answer = researcher.payload["answer"]
         if answer["unresolved"]:

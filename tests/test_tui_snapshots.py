@@ -21,7 +21,11 @@ SnapCompare = Callable[..., bool]
 
 
 async def _scrollbar_caught_up(pilot: Pilot[int], app: ErrorflowApp) -> None:
-    # The feed's scrollbar thumb can lag one layout behind rows added in a burst.
+    # Whether the feed has followed the newest rows yet depends on timing; pin it to
+    # the top so the snapshot does not. The scrollbar thumb can lag one layout behind
+    # rows added in a burst.
+    app.feed.scroll_home(animate=False)
+    await pilot.pause(0.1)
     app.feed.vertical_scrollbar.refresh()
     await pilot.pause(0.1)
 

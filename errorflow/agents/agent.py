@@ -195,8 +195,9 @@ class Agent:
             await self._publish_crash(trial, round_, inputs, exc)
         finally:
             self._inputs.pop((trial, round_), None)
-            if round_ >= max((self.scenario.agents[r].max_revisions for r in self.returners),
-                             default=0):
+            if round_ >= max(
+                (self.scenario.agents[r].max_revisions for r in self.returners), default=0
+            ):
                 self._round0.pop(trial, None)
             self.done_trials += 1
 
@@ -393,7 +394,7 @@ class Agent:
             "trace": {"costs": costs, "failures": [f.code.value for f in failures]},
         }
         kind, targets = Kind.RESULT, self.spec.sends_to or [topics.RUNNER]
-        if (self.spec.returns_to and final.revise and round_ < self.spec.max_revisions):
+        if self.spec.returns_to and final.revise and round_ < self.spec.max_revisions:
             # Send the work back for revision instead of passing it on.
             kind, targets = Kind.TASK, [self.spec.returns_to]
             payload["round"] = round_ + 1
@@ -422,9 +423,7 @@ class Agent:
         final = FinalAnswer(
             text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
         )
-        await self._publish_result(
-            trial, trace_id, inputs, final, [failure], "crashed", {}, round_
-        )
+        await self._publish_result(trial, trace_id, inputs, final, [failure], "crashed", {}, round_)
 
 
 def _round(env: Envelope) -> int:

@@ -235,8 +235,7 @@ class SimulatedModel:
         report = [c for u in upstream for c in u.answer.claims]
         tools = {t.name for t in request.tools}
         checkable = [
-            n for n in task.needs
-            if n.tool in tools and any(_key_of(c.key, n) for c in report)
+            n for n in task.needs if n.tool in tools and any(_key_of(c.key, n) for c in report)
         ]
         states = self._need_states(TaskTurn(task.prompt, checkable), request.turns)
         calls = self._calls(states)

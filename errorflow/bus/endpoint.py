@@ -119,10 +119,19 @@ class Endpoint:
         derived_from: list[str] | None = None,
     ) -> Envelope:
         env = Envelope(
-            run_id=self.run_id, trial=trial, seq=self.seq, sender=self.name,
-            recipient=recipient, kind=kind, trace_id=trace_id,
-            derived_from=derived_from or [], status=status, confidence=confidence,
-            errors=errors or [], payload=payload or {}, ts=time.time(),
+            run_id=self.run_id,
+            trial=trial,
+            seq=self.seq,
+            sender=self.name,
+            recipient=recipient,
+            kind=kind,
+            trace_id=trace_id,
+            derived_from=derived_from or [],
+            status=status,
+            confidence=confidence,
+            errors=errors or [],
+            payload=payload or {},
+            ts=time.time(),
         )
         self.seq += 1
         topic = topics.for_message(self.run_id, kind, self.name, recipient)
@@ -133,8 +142,13 @@ class Endpoint:
         return env
 
     async def event(self, trial: int, trace_id: str, type_: str, data: dict[str, Any]) -> None:
-        await self.send(kind=Kind.EVENT, recipient="observers", trial=trial, trace_id=trace_id,
-                        payload={"type": type_, **data})
+        await self.send(
+            kind=Kind.EVENT,
+            recipient="observers",
+            trial=trial,
+            trace_id=trace_id,
+            payload={"type": type_, **data},
+        )
 
     def check(self, topic: str, raw: bytes) -> Envelope | None:
         """Validate one incoming message; None (and a count) if it must be dropped."""
@@ -173,9 +187,15 @@ class Endpoint:
 
     async def _ack(self, env: Envelope) -> None:
         ack = Envelope(
-            run_id=self.run_id, trial=env.trial, seq=self.seq, sender=self.name,
-            recipient=env.sender, kind=Kind.CONTROL, trace_id=env.trace_id,
-            payload={"action": "ack", "id": env.id}, ts=time.time(),
+            run_id=self.run_id,
+            trial=env.trial,
+            seq=self.seq,
+            sender=self.name,
+            recipient=env.sender,
+            kind=Kind.CONTROL,
+            trace_id=env.trace_id,
+            payload={"action": "ack", "id": env.id},
+            ts=time.time(),
         )
         self.seq += 1
         with contextlib.suppress(ConnectionError):
@@ -191,8 +211,9 @@ class Endpoint:
                 if p.sends > self.max_resends:
                     del self.pending[message_id]
                     self.undelivered += 1
-                    log.warning("%s: message %s undelivered after %d sends",
-                                self.name, message_id, p.sends)
+                    log.warning(
+                        "%s: message %s undelivered after %d sends", self.name, message_id, p.sends
+                    )
                     continue
                 p.sends += 1
                 p.due = now + self.ack_timeout_s * 2 ** (p.sends - 1)

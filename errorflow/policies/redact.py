@@ -8,6 +8,7 @@ secret (``{"password": "..."}``), whatever the value looks like.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -62,7 +63,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 _SECRET_KEY_NAME = re.compile(rf"(?i){_SECRET_KEY}")
 
 
+@functools.lru_cache(maxsize=4096)
 def redact(text: str) -> str:
+    """Pure, and called with the same few error texts again and again: memoised."""
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

@@ -184,9 +184,7 @@ class CompareScreen(Screen[None]):
         explicit, implicit = (self.channels[a].model for a in ARMS)
         n = paired_count(explicit, implicit)
         note = Text(f"{n} trials finished in both arms", "dim")
-        self.query_one("#paired", Static).update(
-            Group(paired_table(explicit, implicit), note)
-        )
+        self.query_one("#paired", Static).update(Group(paired_table(explicit, implicit), note))
 
     def action_back(self) -> None:
         self.dismiss(None)

@@ -252,4 +252,3 @@ class FeedTable(ScrollView, can_focus=True):
             self.action_select()  # a second click on the same row opens it
         else:
             self.cursor = index
-

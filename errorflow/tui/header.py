@@ -9,9 +9,7 @@ from errorflow.tui.state import RunModel
 from errorflow.tui.view import View
 
 
-def header_line(
-    model: RunModel, mode: str, *, paused: bool, pending: int, note: str = ""
-) -> Table:
+def header_line(model: RunModel, mode: str, *, paused: bool, pending: int, note: str = "") -> Table:
     name = model.scenario.name if model.scenario else model.run_id
     left = Text.assemble(
         ("errorflow ", "bold"),

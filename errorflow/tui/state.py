@@ -182,9 +182,7 @@ class RunModel:
 
     def outcome_vector(self, outcome: Outcome) -> dict[int, bool]:
         """Per finished trial: did it end with this outcome (for paired comparisons)."""
-        return {
-            t: v.outcome is outcome for t, v in self.trials.items() if v.outcome is not None
-        }
+        return {t: v.outcome is outcome for t, v in self.trials.items() if v.outcome is not None}
 
     def provenance(self, message_id: str) -> list[tuple[int, Envelope | None, str]]:
         """The message's ancestors, depth first: (depth, envelope or None if unseen, id)."""
@@ -250,9 +248,7 @@ class RunModel:
             self._agent(env.recipient).working.add(env.trial)
             edge = self.edges.get((env.sender, env.recipient))
             if edge is None:
-                edge = self.edges[(env.sender, env.recipient)] = EdgeView(
-                    env.sender, env.recipient
-                )
+                edge = self.edges[(env.sender, env.recipient)] = EdgeView(env.sender, env.recipient)
                 self._agent(env.sender).sends_to.append(env.recipient)
                 self.topology_changed = True
             edge.messages += 1

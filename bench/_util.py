@@ -1,0 +1,259 @@
+"""Shared helpers for the benchmarks: brokers on 127.0.0.1, scenarios, timing, output.
+
+Run a benchmark as `python bench/NAME.py [--quick]` from the repository root; Python
+puts bench/ first on sys.path, which is how the scripts find this module. Every figure
+a benchmark prints is a ratio of two measurements taken in the same run, next to the
+absolute values, because the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from errorflow.bundled import resolve
+from errorflow.bus.broker import EmbeddedBroker
+from errorflow.bus.url import BrokerURL
+from errorflow.scenario import Scenario
+from errorflow.scenario_loader import load
+
+HOST = "127.0.0.1"
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+def parse_args(doc: str | None, extra: list[tuple[str, dict[str, Any]]] = ()) -> argparse.Namespace:  # type: ignore[assignment]
+    p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="smaller sizes: under a minute")
+    for flag, kwargs in extra:
+        p.add_argument(flag, **kwargs)
+    return p.parse_args()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def mosquitto_binary() -> str | None:
+    return shutil.which("mosquitto") or (
+        "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None
+    )
+
+
+@contextlib.contextmanager
+def mosquitto(nodelay: bool = False) -> Iterator[BrokerURL]:
+    """A Mosquitto broker on a free loopback port, with a temporary config; stopped after.
+    nodelay: `set_tcp_nodelay true` (Nagle off on the broker's client sockets)."""
+    binary = mosquitto_binary()
+    if binary is None:
+        raise SystemExit("mosquitto is not installed (apt-get install mosquitto)")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="errorflow-bench-") as tmp:
+        conf = Path(tmp) / "mosquitto.conf"
+        # max_queued_messages 0 = unlimited: a benchmark burst must not be dropped by
+        # the broker's per-client queue (default 1000), or we would measure loss.
+        conf.write_text(
+            f"persistence false\nlistener {port} {HOST}\nallow_anonymous true\n"
+            "max_queued_messages 0\nmax_inflight_messages 0\n"
+            + ("set_tcp_nodelay true\n" if nodelay else "")
+        )
+        proc = subprocess.Popen(
+            [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                if proc.poll() is not None:
+                    err = proc.stderr.read().decode() if proc.stderr else ""
+                    raise RuntimeError(f"mosquitto exited: {err}")
+                try:
+                    with socket.create_connection((HOST, port), timeout=0.2):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("mosquitto did not start listening") from None
+                    time.sleep(0.05)
+            yield BrokerURL(HOST, port)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+
+
+@contextlib.asynccontextmanager
+async def embedded() -> AsyncIterator[BrokerURL]:
+    broker = EmbeddedBroker(HOST)
+    url = await broker.start()
+    try:
+        yield url
+    finally:
+        await broker.stop()
+
+
+@contextlib.asynccontextmanager
+async def broker(kind: str) -> AsyncIterator[BrokerURL]:
+    """kind: 'embedded' (amqtt in this process), 'mosquitto' (a subprocess), or
+    'mosquitto+nodelay' (candidate: Nagle off in Mosquitto and in our MQTT clients)."""
+    if kind == "embedded":
+        async with embedded() as url:
+            yield url
+    elif kind == "mosquitto":
+        with mosquitto() as url:
+            yield url
+    elif kind == "mosquitto+nodelay":
+        with mosquitto(nodelay=True) as url, client_nodelay():
+            yield url
+    else:
+        raise ValueError(kind)
+
+
+@contextlib.contextmanager
+def client_nodelay() -> Iterator[None]:
+    """Candidate fix, by monkeypatching: TCP_NODELAY on every paho (aiomqtt) client socket.
+    paho leaves Nagle on; small QoS 1 publishes then wait for delayed ACKs (~40 ms)."""
+    import paho.mqtt.client as paho
+
+    original = paho.Client._create_socket_connection
+
+    def create(self: Any) -> socket.socket:
+        sock = original(self)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    paho.Client._create_socket_connection = create  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        paho.Client._create_socket_connection = original  # type: ignore[method-assign]
+
+
+def scenario(ref: str, **overrides: Any) -> Scenario:
+    from errorflow.overrides import apply
+
+    s = load(resolve(ref) if not Path(ref).exists() else Path(ref))
+    return apply(s, overrides) if overrides else s
+
+
+@contextlib.contextmanager
+def temp_db() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="errorflow-bench-db-") as tmp:
+        yield Path(tmp) / "bench.db"
+
+
+def count_recorded(db: Path, run_ids: list[str] | None = None) -> dict[str, int]:
+    """Messages and events the recorder stored (optionally for some runs only)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        where, params = "", ()
+        if run_ids is not None:
+            where = f" WHERE run_id IN ({','.join('?' * len(run_ids))})"
+            params = tuple(run_ids)
+        total = "SELECT count(*), coalesce(sum(length(envelope)), 0) FROM"
+        msgs = conn.execute(f"{total} messages{where}", params).fetchone()
+        evts = conn.execute(f"{total} events{where}", params).fetchone()
+        return {
+            "messages": int(msgs[0]),
+            "events": int(evts[0]),
+            "bytes": int(msgs[1]) + int(evts[1]),
+        }
+    finally:
+        conn.close()
+
+
+def quiet_logs() -> None:
+    import logging
+
+    for name in ("amqtt", "transitions", "mqtt", "errorflow"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def row(label: str, *cells: str, width: int = 34) -> str:
+    return f"  {label:<{width}}" + "  ".join(cells)
+
+
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "NOT MET"
+
+
+def run(coro: Any) -> Any:
+    quiet_logs()
+    return asyncio.run(coro)
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def ordered_id() -> str:
+    """Candidate `Envelope.id` default: nanosecond time first (like UUIDv7), 32 hex
+    digits; primary-key inserts land at the index's right edge, and no os.urandom call."""
+    import random
+
+    return f"{time.time_ns():016x}{random.getrandbits(64):016x}"
+
+
+def apply_candidates() -> list[str]:
+    """Monkeypatch the proposed changes into the package, in this process only.
+
+    1. decode: `Envelope.model_validate_json` (one pass) instead of json.loads +
+       model_validate; the old path only runs to name the reason of a rejection.
+    2. redact: memoised (pure function of its input; keys and short values repeat).
+    3. runner: forget a trial's envelopes once it is scored (the run keeps scores).
+    4. Envelope ids: time-ordered, from `random.getrandbits` rather than uuid4.
+    """
+    import functools
+
+    import errorflow.bus.endpoint as endpoint_mod
+    import errorflow.bus.envelope as envelope_mod
+    import errorflow.policies.observation as observation_mod
+    import errorflow.policies.redact as redact_mod
+    import errorflow.recorder as recorder_mod
+    import errorflow.runner as runner_mod
+
+    slow_decode = envelope_mod.decode
+
+    def fast_decode(raw: bytes, max_bytes: int = envelope_mod.MAX_MESSAGE_BYTES) -> Any:
+        if len(raw) > max_bytes:
+            return slow_decode(raw, max_bytes)
+        try:
+            return envelope_mod.Envelope.model_validate_json(raw)
+        except envelope_mod.ValidationError:
+            return slow_decode(raw, max_bytes)
+
+    endpoint_mod.decode = fast_decode  # type: ignore[assignment]
+    recorder_mod.decode = fast_decode  # type: ignore[assignment]
+
+    cached = functools.lru_cache(maxsize=4096)(redact_mod.redact)
+    redact_mod.redact = cached  # type: ignore[assignment]
+    observation_mod.redact = cached  # type: ignore[assignment]
+
+    original_trial = runner_mod._Runner._trial
+
+    async def trial(self: Any, t: int, gate: Any) -> None:
+        await original_trial(self, t, gate)
+        self.messages.pop(t, None)
+        self.finals.pop(t, None)
+        self.done.pop(t, None)
+
+    runner_mod._Runner._trial = trial  # type: ignore[method-assign]
+
+    envelope_mod.Envelope.model_fields["id"].default_factory = ordered_id
+    envelope_mod.Envelope.model_rebuild(force=True)
+    return ["fast decode", "memoised redact", "runner forgets scored trials", "time-ordered ids"]

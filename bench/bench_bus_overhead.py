@@ -1,0 +1,259 @@
+"""Bus overhead: errorflow's envelope path against raw aiomqtt, same broker, same run.
+
+errorflow path, per message: build an `Envelope` (pydantic validation), `encode()`,
+`MqttConnection.publish` (QoS 1), the connection's reader task and queue, then
+`Endpoint.check` (decode: json + pydantic validation, run/sender/duplicate checks).
+raw path: `aiomqtt.Client.publish` of ready bytes of the same size (QoS 1) and
+`async for message in client.messages` on a second client.
+
+Both paths run in this process on one event loop (as in `errorflow run`), one publisher
+client and one subscriber client, against the embedded amqtt broker and against a
+Mosquitto subprocess, in alternating rounds; the figure is the median of the per-round
+ratios errorflow/raw of the time to move N messages. Two load shapes: a window of 32
+publishes in flight (throughput, as the runner and agents publish concurrently) and
+one at a time (latency). Target: errorflow/raw <= 1.15x.
+
+    python bench/bench_bus_overhead.py [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from typing import Any
+
+import aiomqtt
+from _util import broker, parse_args, row, run, verdict
+
+from errorflow.bus.endpoint import Endpoint
+from errorflow.bus.envelope import Envelope, Kind, Status, WireError, decode
+from errorflow.bus.mqtt import MqttConnection
+from errorflow.bus.url import BrokerURL
+from errorflow.policies.taxonomy import ErrorCode
+
+TARGET = 1.15
+RUN_ID = "bench-bus"
+TOPIC = f"errorflow/{RUN_ID}/inbox/writer"
+
+# A researcher's result message as the contamination scenario sends it (about 720 B).
+PAYLOAD: dict[str, Any] = {
+    "role": "researcher",
+    "round": 0,
+    "answer": {
+        "claims": [],
+        "abstained": False,
+        "flags": [],
+        "unresolved": ["papers"],
+        "text": "stopped: unrecoverable:permission_denied",
+        "revise": [],
+    },
+    "stopped": "unrecoverable:permission_denied",
+    "trace": {
+        "costs": {"backend_calls": 1, "model_calls": 1, "input_tokens": 448,
+                  "output_tokens": 40, "retries": 0, "sim_seconds": 0.05},
+        "failures": ["permission_denied"],
+    },
+}
+ERRORS = [
+    WireError(code=ErrorCode("permission_denied"), tool="search_papers",
+              message="search_papers: permission_denied", origin="researcher")
+]
+
+
+def build(seq: int) -> Envelope:
+    return Envelope(
+        run_id=RUN_ID,
+        trial=seq // 10,
+        seq=seq,
+        sender="researcher",
+        recipient="writer",
+        kind=Kind.RESULT,
+        trace_id=f"{RUN_ID}-t{seq // 10}",
+        derived_from=[uuid.uuid4().hex],
+        status=Status.FAILED,
+        confidence=0.4,
+        errors=ERRORS,
+        payload=PAYLOAD,
+        ts=time.time(),
+    )
+
+
+SAMPLE = build(10**6).encode()  # the raw path sends bytes of this size
+
+
+def _client(url: BrokerURL, cid: str) -> aiomqtt.Client:
+    return aiomqtt.Client(url.host, url.port, identifier=cid,
+                          protocol=aiomqtt.ProtocolVersion.V311, keepalive=15, timeout=10,
+                          clean_session=True)
+
+
+async def _publish_all(n: int, window: int, send: Any) -> None:
+    """n publishes, `window` concurrent senders each awaiting its own PUBACKs."""
+    per = [n // window + (1 if i < n % window else 0) for i in range(window)]
+    starts = [sum(per[:i]) for i in range(window)]
+
+    async def worker(start: int, count: int) -> None:
+        for i in range(start, start + count):
+            await send(i)
+
+    await asyncio.gather(*(worker(s, c) for s, c in zip(starts, per, strict=True)))
+
+
+async def raw_round(url: BrokerURL, n: int, window: int, payload: bytes = SAMPLE) -> float:
+    """Seconds to move n payloads from one aiomqtt client to another, QoS 1."""
+    tag = uuid.uuid4().hex[:6]
+    async with _client(url, f"raw-sub-{tag}") as sub, _client(url, f"raw-pub-{tag}") as pub:
+        await sub.subscribe(TOPIC, qos=1)
+        got = 0
+        done = asyncio.Event()
+
+        async def reader() -> None:
+            nonlocal got
+            async for message in sub.messages:
+                assert isinstance(message.payload, bytes)
+                got += 1
+                if got == n:
+                    done.set()
+                    return
+
+        task = asyncio.create_task(reader())
+        await asyncio.sleep(0.05)
+        t0 = time.perf_counter()
+
+        async def send(i: int) -> None:
+            await pub.publish(TOPIC, payload, qos=1)
+
+        await _publish_all(n, window, send)
+        await asyncio.wait_for(done.wait(), 120)
+        elapsed = time.perf_counter() - t0
+        await task
+        return elapsed
+
+
+async def errorflow_round(
+    url: BrokerURL, n: int, window: int, envelopes: bool = True
+) -> float:
+    """envelopes=False: MqttConnection with ready bytes, no Envelope work (attribution)."""
+    tag = uuid.uuid4().hex[:6]
+    sub = MqttConnection(url, f"ef-sub-{tag}")
+    pub = MqttConnection(url, f"ef-pub-{tag}")
+    await sub.start()
+    await pub.start()
+    try:
+        await sub.subscribe(TOPIC)
+        receiver = Endpoint(sub, RUN_ID, "writer", {"researcher", "runner", "writer"})
+        got = 0
+        done = asyncio.Event()
+
+        async def reader() -> None:
+            nonlocal got
+            async for topic, raw in sub.messages():
+                if envelopes:
+                    env = receiver.check(topic, raw)
+                    assert env is not None, receiver.rejects
+                got += 1
+                if got == n:
+                    done.set()
+                    return
+
+        task = asyncio.create_task(reader())
+        await asyncio.sleep(0.05)
+        t0 = time.perf_counter()
+
+        async def send(i: int) -> None:
+            # The same work as Endpoint.send: build (validate), encode, publish.
+            await pub.publish(TOPIC, build(i).encode() if envelopes else SAMPLE)
+
+        await _publish_all(n, window, send)
+        await asyncio.wait_for(done.wait(), 120)
+        elapsed = time.perf_counter() - t0
+        await task
+        return elapsed
+    finally:
+        await pub.close()
+        await sub.close()
+
+
+def cpu_costs(n: int = 5000) -> dict[str, float]:
+    """Microseconds per message of the envelope work alone (no I/O)."""
+    ep = Endpoint(None, RUN_ID, "writer", {"researcher"})  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    blobs = [build(i).encode() for i in range(n)]
+    t1 = time.perf_counter()
+    for b in blobs:
+        decode(b)
+    t2 = time.perf_counter()
+    for b in blobs:
+        ep.check(TOPIC, b)
+    t3 = time.perf_counter()
+    return {"build+encode": (t1 - t0) / n * 1e6, "decode": (t2 - t1) / n * 1e6,
+            "check": (t3 - t2) / n * 1e6}
+
+
+async def bench_broker(kind: str, n: int, rounds: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with broker(kind) as url:
+        await raw_round(url, min(n, 500), 8)  # warm-up (connections, broker caches)
+        await errorflow_round(url, min(n, 500), 8)
+        for shape, window, count in (("32 in flight", 32, n), ("1 in flight", 1, n // 4)):
+            ratios, transport, raws, efs = [], [], [], []
+            for r in range(rounds):
+                # Rotate the order so drift in machine load does not favour one path.
+                order = ["raw", "ef", "transport"]
+                order = order[r % 3:] + order[:r % 3]
+                times: dict[str, float] = {}
+                for path in order:
+                    if path == "raw":
+                        times[path] = await raw_round(url, count, window)
+                    else:
+                        times[path] = await errorflow_round(
+                            url, count, window, envelopes=path == "ef"
+                        )
+                raws.append(count / times["raw"])
+                efs.append(count / times["ef"])
+                ratios.append(times["ef"] / times["raw"])
+                transport.append(times["transport"] / times["raw"])
+            out[shape] = {
+                "ratio": statistics.median(ratios),
+                "ratios": ratios,
+                "transport_ratio": statistics.median(transport),
+                "raw_msgs_s": statistics.median(raws),
+                "ef_msgs_s": statistics.median(efs),
+                "count": count,
+            }
+    return out
+
+
+async def main() -> None:
+    args = parse_args(__doc__)
+    n, rounds = (2000, 3) if args.quick else (6000, 5)
+    print(f"bus overhead: {len(SAMPLE)}-byte envelopes, QoS 1, {rounds} alternating rounds, "
+          f"n={n} (32 in flight) and n={n // 4} (1 in flight)")
+    costs = cpu_costs()
+    print("envelope CPU per message (no I/O): "
+          + ", ".join(f"{k} {v:.1f} us" for k, v in costs.items()))
+    results = {}
+    for kind in ("embedded", "mosquitto"):
+        results[kind] = await bench_broker(kind, n, rounds)
+    print()
+    print(row("broker / load", "raw msg/s   errorflow msg/s   errorflow/raw (median; rounds)"
+              "   MqttConnection-only/raw"))
+    worst = 0.0
+    for kind, shapes in results.items():
+        for shape, r in shapes.items():
+            worst = max(worst, r["ratio"])
+            rounds_txt = " ".join(f"{x:.2f}" for x in r["ratios"])
+            print(row(f"{kind} / {shape}",
+                      f"{r['raw_msgs_s']:9.0f}   {r['ef_msgs_s']:15.0f}   "
+                      f"{r['ratio']:.2f}x ({rounds_txt})   {r['transport_ratio']:.2f}x"))
+    print()
+    print("MqttConnection-only: errorflow's transport with ready bytes and no Envelope work;"
+          " the rest of the gap is building, encoding, decoding and validating envelopes.")
+    ok = verdict(worst <= TARGET)
+    print(f"target errorflow/raw <= {TARGET:.2f}x: worst {worst:.2f}x -> {ok}")
+
+
+if __name__ == "__main__":
+    run(main())

@@ -1,0 +1,135 @@
+"""Sweep throughput: trials/s of the strategy-matrix sweep against the bus limit.
+
+The sweep is what `errorflow sweep strategy-matrix --no-baseline` runs: all 9 cells
+(3 error classes x 3 strategies) through `errorflow.experiment.sweep_arms` and
+`run_arms(baseline=False)`, simulated model, everything recorded to SQLite. It runs
+over the embedded amqtt broker, over a Mosquitto subprocess and over the in-process
+bus (reference, no broker). The full mode adds one cell with many trials, where the
+per-run set-up (connections, presence handshake, end of run) is amortised.
+
+The bus limit is measured in the same run on the same broker: raw aiomqtt messages/s
+(one publisher, one subscriber, QoS 1, 32 in flight, payloads of the recorded mean
+envelope size) divided by the messages per trial the recorder stored for that sweep
+(every task, result, control and event message is one publish). Each publish is
+delivered to 2 subscribers on average (recorder plus the addressee), so the limit is
+generous. Target: sweep trials/s >= 0.5 of the limit.
+
+`mosquitto+nodelay` is a candidate, measured by monkeypatching (the package is not
+changed): TCP_NODELAY on our paho/aiomqtt client sockets and `set_tcp_nodelay true` in
+Mosquitto's config. Its raw limit is measured with the same settings.
+
+    python bench/bench_sweep_throughput.py [--quick]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from _util import broker, count_recorded, parse_args, row, run, scenario, temp_db, verdict
+from bench_bus_overhead import raw_round
+
+from errorflow.bus.transport import InProcessBus
+from errorflow.bus.url import BrokerURL
+from errorflow.experiment import run_arms, sweep_arms
+from errorflow.runner import RunOptions
+
+TARGET = 0.5
+
+
+async def sweep(url: BrokerURL | None, db: Path, trials: int | None, cells: int) -> dict[str, Any]:
+    s = scenario("strategy-matrix", **({"trials": trials} if trials else {}))
+    assert s.sweep is not None
+    arms = sweep_arms(s, [(a.name, a.values) for a in s.sweep.axes])[:cells]
+    options = RunOptions(broker=url, bus=InProcessBus() if url is None else None, db_path=db)
+    t0 = time.perf_counter()
+    result = await run_arms(arms, options, baseline=False)
+    wall = time.perf_counter() - t0
+    n = sum(len(a.result.scores) for a in result.arms)
+    faults = sum(a.result.outcomes.get("bus_fault", 0) for a in result.arms)
+    counts = count_recorded(db, [a.result.run_id for a in result.arms])
+    published = counts["messages"] + counts["events"]
+    per_cell = {
+        a.label: (lambda c: c["messages"] + c["events"])(count_recorded(db, [a.result.run_id]))
+        for a in result.arms
+    }
+    return {
+        "trials": n,
+        "cells": len(arms),
+        "wall": wall,
+        "trials_s": n / wall,
+        "msgs_per_trial": published / n,
+        "mean_bytes": counts["bytes"] / max(published, 1),
+        "bus_faults": faults,
+        "per_cell": per_cell,
+        "published": published,
+    }
+
+
+async def bus_limit(url: BrokerURL, size: int, n: int) -> float:
+    payload = (b'{"pad":"' + b"x" * size)[: max(size - 2, 10)] + b'"}'
+    rates = [n / await raw_round(url, n, 32, payload) for _ in range(3)]
+    return statistics.median(rates)
+
+
+async def main() -> None:
+    args = parse_args(__doc__)
+    shapes: list[tuple[str, int | None, int]] = [("9 cells x 20 trials", None, 9)]
+    if not args.quick:
+        shapes.append(("1 cell x 400 trials", 400, 1))
+    raw_n = 2000 if args.quick else 4000
+    rows: list[tuple[str, str, dict[str, Any], float | None]] = []
+    with temp_db() as db:
+        for transport in ("embedded", "mosquitto", "mosquitto+nodelay", "in-process"):
+            for shape, trials, cells in shapes:
+                if transport == "in-process":
+                    res = await sweep(None, db, trials, cells)
+                    rows.append((transport, shape, res, None))
+                    continue
+                async with broker(transport) as url:
+                    await sweep(url, db, 5, 1)  # warm-up: imports, first connections
+                    res = await sweep(url, db, trials, cells)
+                    raw = await bus_limit(url, int(res["mean_bytes"]), raw_n)
+                    rows.append((transport, shape, res, raw))
+    print("strategy-matrix sweep (simulated model, recorded to SQLite, no baselines)")
+    print()
+    print(row("transport / shape", "trials/s   wall s   msgs/trial   raw msg/s   limit trials/s"
+              "   fraction of limit", width=36))
+    worst = None
+    for transport, shape, res, raw in rows:
+        if raw is None:
+            limit_txt, frac_txt = "        -", "(reference, no broker)"
+        else:
+            limit = raw / res["msgs_per_trial"]
+            frac = res["trials_s"] / limit
+            worst = frac if worst is None else min(worst, frac)
+            limit_txt, frac_txt = f"{limit:14.1f}", f"{frac:.2f}"
+        raw_txt = f"{raw:9.0f}" if raw else "        -"
+        bad = f"  bus_fault {res['bus_faults']}" if res["bus_faults"] else ""
+        print(row(f"{transport} / {shape}",
+                  f"{res['trials_s']:8.1f}   {res['wall']:6.2f}   {res['msgs_per_trial']:10.1f}   "
+                  f"{raw_txt}   {limit_txt}   {frac_txt}{bad}", width=36))
+    inproc = {shape: res for t, shape, res, _ in rows if t == "in-process"}
+    print()
+    # Same seeds, so every transport must record exactly what the in-process run did.
+    for transport, shape, res, _ in rows:
+        ref = inproc[shape]["per_cell"]
+        short = {c: ref[c] - n for c, n in res["per_cell"].items() if n < ref[c]}
+        if short:
+            print(f"RECORDING LOSS {transport} / {shape}: {sum(short.values())} of "
+                  f"{inproc[shape]['published']} messages+events missing from the store "
+                  f"(per cell: {short})")
+    print()
+    for transport, shape, res, _ in rows:
+        if transport != "in-process":
+            print(f"{transport} / {shape}: {res['trials_s'] / inproc[shape]['trials_s']:.2f} "
+                  "of the in-process bus's trials/s")
+    if worst is not None:
+        ok = verdict(worst >= TARGET)
+        print(f"target >= {TARGET} of the bus limit: worst {worst:.2f} (all rows) -> {ok}")
+
+
+if __name__ == "__main__":
+    run(main())
