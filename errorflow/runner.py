@@ -185,6 +185,7 @@ class _Runner:
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.conns: list[Connection] = []  # closed when the run ends, whoever owns the bus
+        self.scenario_public = json.loads(redact(scenario.model_dump_json()))
 
     async def run(self) -> RunResult:
         s = self.scenario
@@ -272,7 +273,8 @@ class _Runner:
                 recipient="all",
                 trial=0,
                 trace_id=f"{self.run_id}-presence",
-                payload={"action": "roll_call"},
+                # observers that attach (the TUI) learn the run's scenario from it
+                payload={"action": "roll_call", "scenario": self.scenario_public},
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.present_all.wait(), timeout=1.0)

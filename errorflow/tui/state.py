@@ -212,8 +212,36 @@ class RunModel:
             if env.payload.get("action") == "end" and env.sender == topics.RUNNER:
                 self.ended = True
                 self.last_event = "runner: end of run"
+            elif (
+                env.payload.get("action") == "roll_call"
+                and env.sender == topics.RUNNER
+                and self.scenario is None
+                and isinstance(env.payload.get("scenario"), dict)
+            ):
+                self._adopt(env.payload["scenario"])
         else:
             self._message(env)
+
+    def _adopt(self, data: dict[str, object]) -> None:
+        """An attached run names its scenario in the roll call: score it like our own."""
+        try:
+            scenario = Scenario.model_validate(data)
+        except ValueError:
+            return
+        self.scenario = scenario
+        self.propagation = scenario.propagation
+        self.total = scenario.trials
+        self.truth = Truth(scenario)
+        self.terminals = set(scenario.terminal_agents())
+        for name, spec in scenario.agents.items():
+            view = self._agent(name)
+            view.tools = list(spec.tools)
+            view.sends_to = list(spec.sends_to)
+            for t in spec.tools:
+                view.breakers.setdefault(t, BreakerState.CLOSED)
+            for dst in spec.sends_to:
+                self.edges.setdefault((name, dst), EdgeView(name, dst))
+        self.topology_changed = True
 
     def _agent(self, name: str) -> AgentView:
         view = self.agents.get(name)
