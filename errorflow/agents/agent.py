@@ -287,7 +287,8 @@ class Agent:
                 verdict = guard.end_step(float(successes - step_failures))
                 if verdict is not None:
                     stopped = verdict.code.value
-                    emit("loop_stop", {"code": verdict.code.value, "message": verdict.message})
+        if stopped is not None:  # every way a loop can be stopped is an event
+            emit("loop_stop", {"code": stopped, "steps": budget.steps})
         if pending:
             await asyncio.gather(*pending)
             pending.clear()
