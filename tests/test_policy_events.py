@@ -94,4 +94,5 @@ async def test_unrecoverable_stop_is_an_event(embedded: BrokerURL, tmp_path: Pat
             "SELECT envelope FROM events WHERE run_id = ? AND type = 'loop_stop'", (result.run_id,)
         )
     ]
-    assert [st["code"] for st in stops] == ["unrecoverable:permission_denied"] * 2
+    assert [st["code"] for st in stops] == ["permission_denied"] * 2
+    assert [st["stopped"] for st in stops] == ["unrecoverable:permission_denied"] * 2

@@ -288,7 +288,8 @@ class Agent:
                 if verdict is not None:
                     stopped = verdict.code.value
         if stopped is not None:  # every way a loop can be stopped is an event
-            emit("loop_stop", {"code": stopped, "steps": budget.steps})
+            code = stopped.removeprefix("unrecoverable:")
+            emit("loop_stop", {"code": code, "stopped": stopped, "steps": budget.steps})
         if pending:
             await asyncio.gather(*pending)
             pending.clear()
