@@ -108,7 +108,8 @@ async def embedded() -> AsyncIterator[BrokerURL]:
 @contextlib.asynccontextmanager
 async def broker(kind: str) -> AsyncIterator[BrokerURL]:
     """kind: 'embedded' (amqtt in this process), 'mosquitto' (a subprocess), or
-    'mosquitto+nodelay' (candidate: Nagle off in Mosquitto and in our MQTT clients)."""
+    'mosquitto+nodelay' (candidate: `set_tcp_nodelay true` in Mosquitto's config; our own
+    MQTT clients already set TCP_NODELAY, errorflow/bus/mqtt.py `_no_delay`)."""
     if kind == "embedded":
         async with embedded() as url:
             yield url
@@ -116,30 +117,17 @@ async def broker(kind: str) -> AsyncIterator[BrokerURL]:
         with mosquitto() as url:
             yield url
     elif kind == "mosquitto+nodelay":
-        with mosquitto(nodelay=True) as url, client_nodelay():
+        with mosquitto(nodelay=True) as url:
             yield url
     else:
         raise ValueError(kind)
 
 
-@contextlib.contextmanager
-def client_nodelay() -> Iterator[None]:
-    """Candidate fix, by monkeypatching: TCP_NODELAY on every paho (aiomqtt) client socket.
-    paho leaves Nagle on; small QoS 1 publishes then wait for delayed ACKs (~40 ms)."""
-    import paho.mqtt.client as paho
-
-    original = paho.Client._create_socket_connection
-
-    def create(self: Any) -> socket.socket:
-        sock = original(self)
+def no_delay(sock: Any) -> None:
+    """TCP_NODELAY on a raw paho/aiomqtt client socket, as errorflow's MqttConnection does,
+    so a raw baseline is not slowed down by Nagle where errorflow's path is not."""
+    if isinstance(sock, socket.socket):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
-
-    paho.Client._create_socket_connection = create  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        paho.Client._create_socket_connection = original  # type: ignore[method-assign]
 
 
 def scenario(ref: str, **overrides: Any) -> Scenario:
@@ -199,61 +187,3 @@ def run(coro: Any) -> Any:
 
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def ordered_id() -> str:
-    """Candidate `Envelope.id` default: nanosecond time first (like UUIDv7), 32 hex
-    digits; primary-key inserts land at the index's right edge, and no os.urandom call."""
-    import random
-
-    return f"{time.time_ns():016x}{random.getrandbits(64):016x}"
-
-
-def apply_candidates() -> list[str]:
-    """Monkeypatch the proposed changes into the package, in this process only.
-
-    1. decode: `Envelope.model_validate_json` (one pass) instead of json.loads +
-       model_validate; the old path only runs to name the reason of a rejection.
-    2. redact: memoised (pure function of its input; keys and short values repeat).
-    3. runner: forget a trial's envelopes once it is scored (the run keeps scores).
-    4. Envelope ids: time-ordered, from `random.getrandbits` rather than uuid4.
-    """
-    import functools
-
-    import errorflow.bus.endpoint as endpoint_mod
-    import errorflow.bus.envelope as envelope_mod
-    import errorflow.policies.observation as observation_mod
-    import errorflow.policies.redact as redact_mod
-    import errorflow.recorder as recorder_mod
-    import errorflow.runner as runner_mod
-
-    slow_decode = envelope_mod.decode
-
-    def fast_decode(raw: bytes, max_bytes: int = envelope_mod.MAX_MESSAGE_BYTES) -> Any:
-        if len(raw) > max_bytes:
-            return slow_decode(raw, max_bytes)
-        try:
-            return envelope_mod.Envelope.model_validate_json(raw)
-        except envelope_mod.ValidationError:
-            return slow_decode(raw, max_bytes)
-
-    endpoint_mod.decode = fast_decode  # type: ignore[assignment]
-    recorder_mod.decode = fast_decode  # type: ignore[assignment]
-
-    cached = functools.lru_cache(maxsize=4096)(redact_mod.redact)
-    redact_mod.redact = cached  # type: ignore[assignment]
-    observation_mod.redact = cached  # type: ignore[assignment]
-
-    original_trial = runner_mod._Runner._trial
-
-    async def trial(self: Any, t: int, gate: Any) -> None:
-        await original_trial(self, t, gate)
-        self.messages.pop(t, None)
-        self.finals.pop(t, None)
-        self.done.pop(t, None)
-
-    runner_mod._Runner._trial = trial  # type: ignore[method-assign]
-
-    envelope_mod.Envelope.model_fields["id"].default_factory = ordered_id
-    envelope_mod.Envelope.model_rebuild(force=True)
-    return ["fast decode", "memoised redact", "runner forgets scored trials", "time-ordered ids"]

@@ -14,9 +14,11 @@ envelope size) divided by the messages per trial the recorder stored for that sw
 delivered to 2 subscribers on average (recorder plus the addressee), so the limit is
 generous. Target: sweep trials/s >= 0.5 of the limit.
 
-`mosquitto+nodelay` is a candidate, measured by monkeypatching (the package is not
-changed): TCP_NODELAY on our paho/aiomqtt client sockets and `set_tcp_nodelay true` in
-Mosquitto's config. Its raw limit is measured with the same settings.
+Runs use `keep_messages=False`, as the CLI does. Messages per trial include the
+end-to-end `ack` of every task and result. Our MQTT clients set TCP_NODELAY
+(errorflow/bus/mqtt.py); the raw clients of the limit do too. `mosquitto+nodelay` is a
+candidate broker setting, not a package change: `set_tcp_nodelay true` in Mosquitto's
+config (Nagle off on the broker's side as well). Its raw limit is measured with it.
 
     python bench/bench_sweep_throughput.py [--quick]
 """
@@ -43,7 +45,8 @@ async def sweep(url: BrokerURL | None, db: Path, trials: int | None, cells: int)
     s = scenario("strategy-matrix", **({"trials": trials} if trials else {}))
     assert s.sweep is not None
     arms = sweep_arms(s, [(a.name, a.values) for a in s.sweep.axes])[:cells]
-    options = RunOptions(broker=url, bus=InProcessBus() if url is None else None, db_path=db)
+    options = RunOptions(broker=url, bus=InProcessBus() if url is None else None, db_path=db,
+                         keep_messages=False)
     t0 = time.perf_counter()
     result = await run_arms(arms, options, baseline=False)
     wall = time.perf_counter() - t0

@@ -97,9 +97,14 @@ def _show_progress(args: argparse.Namespace) -> bool:
 
 
 def _configured(scenario: Scenario, args: argparse.Namespace) -> Scenario:
-    from errorflow.overrides import apply
+    from errorflow.overrides import apply, parse_value
 
     update: dict[str, Any] = {}
+    for spec in getattr(args, "set", None) or []:
+        path, sep, value = spec.partition("=")
+        if not sep or not path:
+            raise UsageError(f"--set wants PATH=VALUE; got {spec!r}")
+        update[path] = parse_value(value)
     if args.trials is not None:
         update["trials"] = args.trials
     if args.seed is not None:
@@ -175,7 +180,7 @@ def _resumable(args: argparse.Namespace) -> Scenario:
     """The scenario of an interrupted run, exactly as it ran (seed, trials, propagation)."""
     from errorflow.store import get_run
 
-    if args.scenario or args.trials or args.seed is not None or args.propagation:
+    if args.scenario or args.trials or args.seed is not None or args.propagation or args.set:
         raise UsageError(
             "--resume takes the scenario, trials, seed and propagation from the "
             "stored run; give only --resume RUN_ID (and --db, --broker)"
@@ -396,6 +401,13 @@ def build_parser() -> argparse.ArgumentParser:
         "same seeds and prints them side by side with the paired difference",
     )
     r.add_argument(
+        "--set",
+        action="append",
+        metavar="PATH=VALUE",
+        help="override one scenario field (dotted path, YAML value), e.g. "
+        "--set agents.writer.model.profile=frontier; repeatable",
+    )
+    r.add_argument(
         "--baseline",
         action="store_true",
         help="also run the scenario with every fault removed (same seeds) and report "
@@ -439,6 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH=V1,V2",
         help="a dotted field path and its values, e.g. "
         "agents.researcher.policy.strategy=blind-retry,classify (repeat for a second axis)",
+    )
+    w.add_argument(
+        "--set",
+        action="append",
+        metavar="PATH=VALUE",
+        help="override one scenario field (dotted path, YAML value), e.g. "
+        "--set agents.writer.model.profile=frontier; repeatable",
     )
     w.add_argument("--trials", type=_positive, help="trials per cell")
     w.add_argument("--seed", type=_nonneg)

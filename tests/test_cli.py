@@ -20,9 +20,21 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 
 def test_run_json_has_the_documented_keys(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "4",
-         "--db", str(tmp_path / "x.db"), "--json"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "errorflow",
+            "run",
+            "contamination",
+            "--trials",
+            "4",
+            "--db",
+            str(tmp_path / "x.db"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -33,8 +45,17 @@ def test_run_json_has_the_documented_keys(tmp_path: Path) -> None:
 
 
 def test_run_prints_a_summary_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "3", "--db",
-                           str(tmp_path / "x.db"), "--propagation", "implicit")
+    code, out, _ = run_cli(
+        capsys,
+        "run",
+        "contamination",
+        "--trials",
+        "3",
+        "--db",
+        str(tmp_path / "x.db"),
+        "--propagation",
+        "implicit",
+    )
     assert code == 0
     assert "contaminated" in out and "95% CI" in out and "backend calls" in out
 
@@ -75,9 +96,15 @@ def test_anthropic_without_key_fails_before_any_trial(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     from errorflow.bundled import bundled
 
-    text = bundled()["contamination"].read_text().replace(
-        "model: {backend: simulated, profile: small-local}\n    tools",
-        "model: {backend: anthropic, model: claude-haiku-4-5}\n    tools", 1)
+    text = (
+        bundled()["contamination"]
+        .read_text()
+        .replace(
+            "model: {backend: simulated, profile: small-local}\n    tools",
+            "model: {backend: anthropic, model: claude-haiku-4-5}\n    tools",
+            1,
+        )
+    )
     path = tmp_path / "s.yaml"
     path.write_text(text)
     db = tmp_path / "x.db"
@@ -85,3 +112,31 @@ def test_anthropic_without_key_fails_before_any_trial(
     assert code == 2
     assert "ANTHROPIC_API_KEY" in err and len(err.strip().splitlines()) == 1
     assert not db.exists()  # nothing started
+
+
+def test_set_overrides_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "run",
+        "contamination",
+        "--trials",
+        "10",
+        "--db",
+        str(tmp_path / "s.db"),
+        "--json",
+        "--set",
+        "agents.writer.model.params={p_heed_upstream: 1.0}",
+    )
+    assert code == 0 and json.loads(out)["outcomes"]["contaminated"] == 0
+    code, _, err = run_cli(capsys, "run", "contamination", "--set", "trials")
+    assert code == 2 and "PATH=VALUE" in err
+    code, _, err = run_cli(
+        capsys,
+        "run",
+        "contamination",
+        "--set",
+        "agents.writer.sends_to=[nobody]",
+        "--db",
+        str(tmp_path / "s.db"),
+    )
+    assert code == 2 and "invalid scenario" in err
