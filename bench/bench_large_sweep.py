@@ -10,10 +10,9 @@ every trial, message and event. Targets: <= 60 s and <= 300 MB for 10,000 trials
 The in-process transport is the one the target is judged on when MQTT cannot get there;
 both are printed.
 
-Candidates (measured by monkeypatching in the child, the package is not changed):
-`+nodelay` is TCP_NODELAY on our MQTT client sockets and in Mosquitto's config;
-`+candidates` is `_util.apply_candidates()` (fast decode, memoised redact, the runner
-forgetting scored trials' envelopes, time-ordered ids).
+Runs use `keep_messages=False`, as the CLI does (the runner drops a trial's envelopes
+once it is scored). `--keep-messages` also runs the library default (`keep_messages=True`)
+in-process, as a reference for what that costs in memory.
 
     python bench/bench_large_sweep.py [--quick]   (quick: 1,500 trials, extrapolated)
 """
@@ -29,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from _util import (
-    apply_candidates,
     broker,
     count_recorded,
     parse_args,
@@ -53,11 +51,9 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * PAGE / 2**20
 
 
-async def child(transport: str, trials: int) -> dict[str, Any]:
-    candidates = transport.endswith("+candidates")
-    if candidates:
-        apply_candidates()
-        transport = transport.removesuffix("+candidates")
+async def child(config: str, trials: int) -> dict[str, Any]:
+    keep = config.endswith("+keep_messages")
+    transport = config.removesuffix("+keep_messages")
     s = scenario("contamination", trials=trials)
     samples: list[tuple[int, float]] = [(0, rss_mb())]
     done = 0
@@ -74,12 +70,14 @@ async def child(transport: str, trials: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         if transport == "in-process":
             result = await run_scenario(
-                s, RunOptions(bus=InProcessBus(), db_path=db, on_trial=on_trial)
+                s, RunOptions(bus=InProcessBus(), db_path=db, on_trial=on_trial,
+                                  keep_messages=keep)
             )
         else:
             async with broker(transport) as url:
                 t0 = time.perf_counter()  # broker start-up is not the sweep's
-                options = RunOptions(broker=url, db_path=db, on_trial=on_trial)
+                options = RunOptions(broker=url, db_path=db, on_trial=on_trial,
+                                     keep_messages=keep)
                 result = await run_scenario(s, options)
         wall = time.perf_counter() - t0
         counts = count_recorded(db)
@@ -90,7 +88,7 @@ async def child(transport: str, trials: int) -> dict[str, Any]:
         conn.close()
         db_mb = sum(p.stat().st_size for p in db.parent.iterdir()) / 2**20
     return {
-        "transport": transport + ("+candidates" if candidates else ""),
+        "transport": config,
         "trials": trials,
         "wall": wall,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -115,16 +113,17 @@ def growth(samples: list[tuple[int, float]]) -> tuple[float, float]:
 
 def main() -> None:
     args = parse_args(__doc__, [("--child", {"help": "internal: run one configuration"}),
-                                ("--trials", {"type": int, "help": "trials (default 10,000)"})])
+                                ("--trials", {"type": int, "help": "trials (default 10,000)"}),
+                                ("--keep-messages", {"action": "store_true", "help":
+                                                     "also in-process, keep_messages=True"})])
     trials = args.trials or (1500 if args.quick else 10_000)
     if args.child:
         print(json.dumps(run(child(args.child, trials))))
         return
     results = []
-    configs = ["in-process", "in-process+candidates", "mosquitto", "mosquitto+nodelay",
-               "mosquitto+nodelay+candidates"]
-    if not args.quick:  # keeps the full run near 3 minutes; --quick shows all five
-        configs.remove("mosquitto+nodelay")
+    configs = ["in-process", "mosquitto"]
+    if args.keep_messages:
+        configs.append("in-process+keep_messages")
     for transport in configs:
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--child", transport,

@@ -21,6 +21,7 @@ from errorflow import __version__
 from errorflow.agents.backends import ConfigurationError
 from errorflow.bundled import bundled, describe, resolve
 from errorflow.bus.url import BrokerURLError, parse_broker_url
+from errorflow.cli_args import nonneg, positive
 from errorflow.overrides import OverrideError
 from errorflow.scenario import Scenario
 from errorflow.scenario_loader import ScenarioError, load
@@ -380,33 +381,46 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"SQLite file runs are stored in (default: {DEFAULT_DB})",
         )
 
+    def scenario_options(sp: argparse.ArgumentParser, propagation: list[str], what: str) -> None:
+        """Options shared by the commands that run a scenario."""
+        sp.add_argument("--trials", type=positive, help=f"trials {what} (default: the scenario's)")
+        sp.add_argument("--seed", type=nonneg, help="seed (default: the scenario's)")
+        sp.add_argument(
+            "--propagation",
+            choices=propagation,
+            help="error propagation (default: the scenario's)"
+            + (
+                "; `both` runs the two arms on the same seeds and prints them side by side "
+                "with the paired difference"
+                if "both" in propagation
+                else ""
+            ),
+        )
+        sp.add_argument(
+            "--set",
+            action="append",
+            metavar="PATH=VALUE",
+            help="override one scenario field (dotted path, YAML value), e.g. "
+            "--set agents.writer.model.profile=frontier; repeatable",
+        )
+        sp.add_argument(
+            "--broker",
+            metavar="URL",
+            help="external broker, mqtt://[user:pass@]HOST:PORT or mqtts://...?ca=FILE "
+            "(default: an embedded amqtt broker on 127.0.0.1)",
+        )
+        sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        db_arg(sp)
+
     r = sub.add_parser(
         "run",
         help="run a scenario's trials and print the outcomes",
-        description="Run a scenario: start the embedded MQTT broker (or use "
-        "--broker), the recorder and the agents, run the trials, print a summary.",
+        description="Run a scenario: start the embedded MQTT broker (or use --broker), the "
+        "recorder and the agents, run the trials, print outcomes with 95% intervals.",
     )
     r.add_argument("scenario", nargs="?", help="scenario file or bundled scenario name")
-    r.add_argument(
-        "--resume",
-        metavar="RUN_ID",
-        help="finish the missing trials of an interrupted run (same seed, same settings)",
-    )
-    r.add_argument("--trials", type=_positive, help="number of trials (default: the scenario's)")
-    r.add_argument("--seed", type=_nonneg, help="seed (default: the scenario's)")
-    r.add_argument(
-        "--propagation",
-        choices=["explicit", "implicit", "both"],
-        help="error propagation (default: the scenario's); `both` runs the two arms on the "
-        "same seeds and prints them side by side with the paired difference",
-    )
-    r.add_argument(
-        "--set",
-        action="append",
-        metavar="PATH=VALUE",
-        help="override one scenario field (dotted path, YAML value), e.g. "
-        "--set agents.writer.model.profile=frontier; repeatable",
-    )
+    scenario_options(r, ["explicit", "implicit", "both"], "to run")
     r.add_argument(
         "--baseline",
         action="store_true",
@@ -414,10 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
         "backend-call and model-call amplification against it",
     )
     r.add_argument(
-        "--broker",
-        metavar="URL",
-        help="external broker, mqtt://[user:pass@]HOST:PORT or mqtts://... "
-        "(default: an embedded amqtt broker on 127.0.0.1)",
+        "--resume",
+        metavar="RUN_ID",
+        help="finish the missing trials of an interrupted run (same seed, same settings)",
     )
     r.add_argument("--run-id", help="run id to use (default: generated)")
     r.add_argument(
@@ -432,9 +445,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to wait for all agents to be present (default: 30)",
     )
-    r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    db_arg(r)
     r.set_defaults(func=cmd_run)
 
     w = sub.add_parser(
@@ -452,25 +462,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a dotted field path and its values, e.g. "
         "agents.researcher.policy.strategy=blind-retry,classify (repeat for a second axis)",
     )
-    w.add_argument(
-        "--set",
-        action="append",
-        metavar="PATH=VALUE",
-        help="override one scenario field (dotted path, YAML value), e.g. "
-        "--set agents.writer.model.profile=frontier; repeatable",
-    )
-    w.add_argument("--trials", type=_positive, help="trials per cell")
-    w.add_argument("--seed", type=_nonneg)
-    w.add_argument("--propagation", choices=["explicit", "implicit"])
-    w.add_argument("--broker", metavar="URL", help="external broker (default: embedded)")
+    scenario_options(w, ["explicit", "implicit"], "per cell")
     w.add_argument(
         "--no-baseline",
         action="store_true",
         help="skip the fault-free baseline runs (no amplification figures)",
     )
-    w.add_argument("--json", action="store_true", help="the matrix as one JSON object")
-    w.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    db_arg(w)
     w.set_defaults(func=cmd_sweep)
 
     rp = sub.add_parser(
@@ -499,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--propagation", choices=["explicit", "implicit"], help="must match the runner's"
     )
-    a.add_argument("--seed", type=_nonneg, help="must match the runner's")
+    a.add_argument("--seed", type=nonneg, help="must match the runner's")
     a.set_defaults(func=cmd_agent)
 
     v = sub.add_parser("validate", help="check a scenario file and explain every problem")
@@ -526,27 +523,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub)  # `tui` and `serve`
     return p
-
-
-def _positive(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _nonneg(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from errorflow.bundled import resolve
 from errorflow.bus.url import BrokerURLError, parse_broker_url
+from errorflow.cli_args import nonneg, nonneg_float, positive
 from errorflow.runner import RunOptions, configure
 from errorflow.scenario import Scenario
 from errorflow.scenario_loader import ScenarioError, load
@@ -40,7 +41,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     t.add_argument("--attach", metavar="RUN_ID", help="watch this run on --broker")
     t.add_argument("--replay", metavar="RUN_ID", help="replay this stored run from --db")
     t.add_argument(
-        "--speed", type=_speed, default=1.0, metavar="X",
+        "--speed", type=nonneg_float, default=1.0, metavar="X",
         help="replay speed: X times real time, 0 = at once (default: 1)",
     )  # fmt: skip
     t.set_defaults(func=cmd_tui)
@@ -58,8 +59,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trials", type=_positive, help="number of trials (default: the scenario's)")
-    p.add_argument("--seed", type=_nonneg, help="seed (default: the scenario's)")
+    p.add_argument("--trials", type=positive, help="number of trials (default: the scenario's)")
+    p.add_argument("--seed", type=nonneg, help="seed (default: the scenario's)")
     p.add_argument("--propagation", choices=["explicit", "implicit"])
     p.add_argument("--broker", metavar="URL", help="mqtt://HOST:PORT (default: embedded)")
     p.add_argument("--db", default=str(DEFAULT_DB), help=f"SQLite file (default: {DEFAULT_DB})")
@@ -148,34 +149,3 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     title=f"errorflow {args.scenario}")  # fmt: skip
     server.serve()
     return EXIT_OK
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-
-
-def _positive(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _nonneg(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
