@@ -25,6 +25,9 @@ config (Nagle off on the broker's side as well). Its raw limit is measured with 
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import sqlite3
 import statistics
 import time
 from pathlib import Path
@@ -58,6 +61,15 @@ async def sweep(url: BrokerURL | None, db: Path, trials: int | None, cells: int)
         a.label: (lambda c: c["messages"] + c["events"])(count_recorded(db, [a.result.run_id]))
         for a in result.arms
     }
+    # Scored trials the store lacks (a batch lost or rolled back after the run).
+    missing_trials = {}
+    conn = sqlite3.connect(db)
+    for a in result.arms:
+        stored = conn.execute("SELECT count(*) FROM trials WHERE run_id = ?",
+                              (a.result.run_id,)).fetchone()[0]
+        if stored < len(a.result.scores):
+            missing_trials[a.label] = len(a.result.scores) - stored
+    conn.close()
     return {
         "trials": n,
         "cells": len(arms),
@@ -68,6 +80,7 @@ async def sweep(url: BrokerURL | None, db: Path, trials: int | None, cells: int)
         "bus_faults": faults,
         "per_cell": per_cell,
         "published": published,
+        "missing_trials": missing_trials,
     }
 
 
@@ -77,8 +90,18 @@ async def bus_limit(url: BrokerURL, size: int, n: int) -> float:
     return statistics.median(rates)
 
 
+UNHANDLED: list[str] = []  # "Task exception was never retrieved" and the like, per run
+_current = ["start-up"]
+
+
+def _on_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    exc = context.get("exception")
+    UNHANDLED.append(f"{_current[0]}: {context.get('message')} ({exc!r})")
+
+
 async def main() -> None:
     args = parse_args(__doc__)
+    asyncio.get_running_loop().set_exception_handler(_on_loop_error)
     shapes: list[tuple[str, int | None, int]] = [("9 cells x 20 trials", None, 9)]
     if not args.quick:
         shapes.append(("1 cell x 400 trials", 400, 1))
@@ -87,13 +110,19 @@ async def main() -> None:
     with temp_db() as db:
         for transport in ("embedded", "mosquitto", "mosquitto+nodelay", "in-process"):
             for shape, trials, cells in shapes:
+                _current[0] = f"{transport} / {shape}"
                 if transport == "in-process":
                     res = await sweep(None, db, trials, cells)
+                    gc.collect()  # an orphaned task's error is reported when it is collected
                     rows.append((transport, shape, res, None))
                     continue
                 async with broker(transport) as url:
+                    _current[0] = f"{transport} / warm-up"
                     await sweep(url, db, 5, 1)  # warm-up: imports, first connections
+                    gc.collect()
+                    _current[0] = f"{transport} / {shape}"
                     res = await sweep(url, db, trials, cells)
+                    gc.collect()
                     raw = await bus_limit(url, int(res["mean_bytes"]), raw_n)
                     rows.append((transport, shape, res, raw))
     print("strategy-matrix sweep (simulated model, recorded to SQLite, no baselines)")
@@ -124,11 +153,20 @@ async def main() -> None:
             print(f"RECORDING LOSS {transport} / {shape}: {sum(short.values())} of "
                   f"{inproc[shape]['published']} messages+events missing from the store "
                   f"(per cell: {short})")
+        if res["missing_trials"]:
+            print(f"RECORDING LOSS {transport} / {shape}: scored trials missing from the "
+                  f"trials table (per cell: {res['missing_trials']})")
+        longer = {c: n - ref[c] for c, n in res["per_cell"].items() if n > ref[c]}
+        if longer:
+            print(f"note {transport} / {shape}: more messages+events than in-process "
+                  f"(per cell: {longer})")
     print()
     for transport, shape, res, _ in rows:
         if transport != "in-process":
             print(f"{transport} / {shape}: {res['trials_s'] / inproc[shape]['trials_s']:.2f} "
                   "of the in-process bus's trials/s")
+    for line in UNHANDLED:
+        print(f"UNHANDLED ERROR in {line}")
     if worst is not None:
         ok = verdict(worst >= TARGET)
         print(f"target >= {TARGET} of the bus limit: worst {worst:.2f} (all rows) -> {ok}")

@@ -143,13 +143,25 @@ class Recorder:
             batch = (self._messages, self._events, self._rejects, self._trials, self._labels)
             self._messages, self._events, self._rejects = [], [], []
             self._trials, self._labels = [], []
-            # Once taken from the lists, a batch is written whatever happens to the
-            # caller: cancelling a flush must never lose rows, and the next flush waits
-            # for it (one writer, writes in order).
-            if self._inflight is not None:
-                await asyncio.shield(self._inflight)
-            self._inflight = asyncio.ensure_future(self._write(*batch))
+            # Once taken from the lists, a batch belongs to a write task at once (no await
+            # in between) that runs after the previous one: cancelling a flush never loses
+            # rows, and writes stay in order with one writer.
+            self._inflight = asyncio.ensure_future(self._write_after(self._inflight, batch))
             await asyncio.shield(self._inflight)
+
+    async def drain(self) -> None:
+        """Wait for the last write (before the database is closed)."""
+        if self._inflight is not None:
+            with contextlib.suppress(Exception):
+                await self._inflight
+
+    async def _write_after(
+        self, previous: asyncio.Future[None] | None, batch: tuple[list[Any], ...]
+    ) -> None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await previous
+        await self._write(*batch)
 
     async def _write(
         self,

@@ -148,6 +148,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
                 label=options.label,
             )
         runner = _Runner(scenario, run_id, bus, db, options, api_key)
+        stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
             runner.scores.update(load_scores(options.db_path, run_id))
         status = "interrupted"
@@ -156,6 +157,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
             status = "finished"
         finally:
             summary = runner.summary()
+            await runner.drain()  # one writer at a time on the connection
             await finish_run(db, run_id, status, summary)
         return result
 
@@ -424,6 +426,10 @@ class _Runner:
                 for m in self.messages.get(trial, [])
             ]
         )
+
+    async def drain(self) -> None:
+        if self.recorder is not None:
+            await self.recorder.drain()
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.scenario, [self.scores[t] for t in sorted(self.scores)])
