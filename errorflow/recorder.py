@@ -43,6 +43,7 @@ class Recorder:
         self._lock = asyncio.Lock()  # one writer: flushes never interleave
         self._inflight: asyncio.Future[None] | None = None
         self.ended = asyncio.Event()
+        self.handled = 0
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -75,6 +76,7 @@ class Recorder:
             await self.flush()
 
     def handle(self, topic: str, raw: bytes) -> None:
+        self.handled += 1
         now = time.time()
         try:
             env = decode(raw)
@@ -186,18 +188,24 @@ class Recorder:
             await asyncio.sleep(FLUSH_S)
             await self.flush()
 
-    async def wait_ended(self, timeout: float) -> bool:
+    async def wait_ended(self, stall_s: float) -> bool:
+        """Wait until the recorder has everything up to the runner's `end`. A long run
+        can leave a backlog in the connection's queue: wait as long as it keeps moving,
+        and give up only when nothing arrived for `stall_s` seconds."""
         try:
-            await asyncio.wait_for(self.ended.wait(), timeout)
-        except TimeoutError:
-            return False
+            while not self.ended.is_set():
+                before = self.handled
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.ended.wait(), stall_s)
+                if not self.ended.is_set() and self.handled == before:
+                    return False
+            return True
         finally:
             if self._task is not None:
                 if not self.ended.is_set():
                     self._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._task
-        return True
 
 
 def _is_end(env: Envelope) -> bool:

@@ -235,7 +235,7 @@ class _Runner:
                     trace_id=f"{self.run_id}-control",
                     payload={"action": "end"},
                 )
-                await self.recorder.wait_ended(timeout=30)
+                await self.recorder.wait_ended(stall_s=10)
             if agents:
                 _, waiting = await asyncio.wait(agents, timeout=5)
                 for task in waiting:
