@@ -29,7 +29,7 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
-from errorflow.policies.redact import redact
+from errorflow.policies.redact import redact_obj
 from errorflow.recorder import Recorder
 from errorflow.scenario import Scenario
 from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
@@ -97,6 +97,12 @@ class RunResult:
         }
 
 
+def public_json(scenario: Scenario) -> str:
+    """The scenario as it may be stored and published: every string redacted as data
+    (redacting JSON text could break its escapes)."""
+    return json.dumps(redact_obj(scenario.model_dump(mode="json")))
+
+
 def new_run_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
@@ -139,7 +145,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
                 db,
                 run_id=run_id,
                 scenario=scenario.name,
-                scenario_json=redact(scenario.model_dump_json()),
+                scenario_json=public_json(scenario),
                 seed=scenario.seed,
                 trials=scenario.trials,
                 propagation=scenario.propagation,
@@ -187,7 +193,7 @@ class _Runner:
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.conns: list[Connection] = []  # closed when the run ends, whoever owns the bus
-        self.scenario_public = json.loads(redact(scenario.model_dump_json()))
+        self.scenario_public = json.loads(public_json(scenario))
 
     async def run(self) -> RunResult:
         s = self.scenario

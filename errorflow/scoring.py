@@ -23,6 +23,7 @@ from typing import Any
 from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.world import truth
 from errorflow.bus.envelope import Envelope, Kind, Status
+from errorflow.policies.redact import redact_obj
 from errorflow.scenario import Scenario
 
 
@@ -74,7 +75,9 @@ class Truth:
     def __init__(self, scenario: Scenario) -> None:
         self.values: dict[str, Any] = {}
         for n in scenario.task.needs:
-            value = truth(scenario.world, scenario.tools, n)
+            # The model only ever sees tool results through redaction; a correct claim
+            # is one that matches what it could have seen.
+            value = redact_obj(truth(scenario.world, scenario.tools, n))
             if scenario.tools[n.tool].kind == "batch_fetch" and isinstance(value, dict):
                 # a batch is answered item by item: one fact per document
                 self.values.update({f"{n.id}.{item}": v for item, v in value.items()})

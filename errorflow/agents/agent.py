@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,10 @@ from errorflow.seeding import stream
 from errorflow.simclock import SimClock
 
 log = logging.getLogger(__name__)
+
+#: Trials whose original inputs a reviewer may still send back (far above any number of
+#: trials in flight, which is at most 1,024).
+ROUND0_KEEP = 4096
 
 SYSTEM_PROMPTS = {
     "researcher": "You are a researcher. Use the tools to find each fact the task needs, "
@@ -114,7 +120,7 @@ class Agent:
         # Reviewers that may send work back to this agent; their revision requests
         # are answered from the original inputs, kept until the trial's last round.
         self.returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
-        self._round0: dict[int, list[Envelope]] = {}
+        self._round0: OrderedDict[int, list[Envelope]] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_trace = on_trace
         self.done_trials = 0
@@ -175,6 +181,8 @@ class Agent:
             received = list(inputs.messages.values())
             if self.returners and round_ == 0:
                 self._round0[env.trial] = received
+                while len(self._round0) > ROUND0_KEEP:  # trials approved at once never
+                    self._round0.popitem(last=False)  # come back: keep a bounded window
             self._start(env.trial, round_, received)
 
     def _start(self, trial: int, round_: int, inputs: list[Envelope]) -> None:
@@ -191,7 +199,10 @@ class Agent:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a crash becomes a structured error, not a dead agent
-            log.exception("%s: trial %d crashed", self.name, trial)
+            log.error(
+                "%s: trial %d crashed: %s", self.name, trial, redact(f"{type(exc).__name__}: {exc}")
+            )
+            log.debug("%s", redact("".join(traceback.format_exception(exc))))
             await self._publish_crash(trial, round_, inputs, exc)
         finally:
             self._inputs.pop((trial, round_), None)
@@ -205,6 +216,8 @@ class Agent:
     async def process(self, trial: int, inputs: list[Envelope], round_: int = 0) -> None:
         trace_id = inputs[0].trace_id
         seed = self.scenario.seed
+        # A revision round is a new attempt: its own draws (round 0 keeps the plain name).
+        owner = self.name if round_ == 0 else f"{self.name}@r{round_}"
         clock = SimClock(self.scenario.time_scale)
         budget = Budget(self.policy.budget)
         guard = LoopGuard(self.policy.guards)
@@ -221,9 +234,9 @@ class Agent:
             agent=self.name,
             trial=trial,
             policy=self.policy,
-            client=ToolClient(self.scenario, trial, self.name),
+            client=ToolClient(self.scenario, trial, owner),
             clock=clock,
-            rng=stream(seed, trial, self.name, "retry"),
+            rng=stream(seed, trial, owner, "retry"),
             budget=budget,
             breakers=BreakerBank(self.policy.breaker),
             guard=guard,
@@ -231,10 +244,10 @@ class Agent:
             emit=emit,
         )
         model = ModelGate(
-            self.backends.for_trial(trial),
+            self.backends.for_trial(trial, owner),
             self.policy,
             clock,
-            stream(seed, trial, self.name, "model-retry"),
+            stream(seed, trial, owner, "model-retry"),
             budget,
             emit,
         )
@@ -291,7 +304,7 @@ class Agent:
             code = stopped.removeprefix("unrecoverable:")
             emit("loop_stop", {"code": code, "stopped": stopped, "steps": budget.steps})
         if pending:
-            await asyncio.gather(*pending)
+            await _settle(pending)
             pending.clear()
         if final is None:
             final = self._fallback_answer(turns, stopped)
@@ -310,7 +323,7 @@ class Agent:
             trial, trace_id, inputs, final, unrecovered, stopped, costs, round_
         )
         if pending:
-            await asyncio.gather(*pending)
+            await _settle(pending)
 
     def _task_turn(self, trial: int) -> TaskTurn:
         task = self.scenario.task
@@ -426,6 +439,13 @@ class Agent:
             text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
         )
         await self._publish_result(trial, trace_id, inputs, final, [failure], "crashed", {}, round_)
+
+
+async def _settle(pending: list[asyncio.Task[None]]) -> None:
+    """Wait for event publishes; a lost event is telemetry lost, not a failed trial."""
+    for result in await asyncio.gather(*pending, return_exceptions=True):
+        if isinstance(result, Exception):
+            log.warning("event not published: %s", redact(str(result)))
 
 
 def _round(env: Envelope) -> int:

@@ -31,10 +31,11 @@ class BackendFactory:
                 raise ConfigurationError("anthropic backend needs an API key")
             self._shared = AnthropicBackend(spec, api_key)
 
-    def for_trial(self, trial: int) -> ModelBackend:
+    def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
         if self._shared is not None:
             return self._shared
-        return SimulatedModel(self._behaviour, stream(self.seed, trial, self.agent, "model"))
+        name = owner or self.agent
+        return SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
 
     async def aclose(self) -> None:
         close = getattr(self._shared, "aclose", None)

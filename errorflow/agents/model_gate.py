@@ -4,11 +4,11 @@ same pure retry and breaker machinery as a tool call."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
-from errorflow.policies.breaker import BreakerBank
+from errorflow.policies.breaker import BreakerBank, Transition
 from errorflow.policies.budget import Budget
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.retry import decide_retry
@@ -41,6 +41,7 @@ class ModelGate:
         while True:
             attempt += 1
             decision = self.breakers.allow("model", self.clock.now)
+            self._transitions(decision.transitions)
             if not decision.allowed:
                 raise ModelCallError(ErrorCode.CIRCUIT_OPEN, "model circuit open")
             self.calls += 1
@@ -68,23 +69,13 @@ class ModelGate:
                     },
                 )
                 if not retry.retry:
-                    for t in self.breakers.record_failure("model", self.clock.now):
-                        self.emit(
-                            "breaker",
-                            {
-                                "tool": "model",
-                                "from": t.frm.value,
-                                "to": t.to.value,
-                                "at": t.at,
-                                "reason": t.reason,
-                            },
-                        )
+                    self._transitions(self.breakers.record_failure("model", self.clock.now))
                     raise
                 self.retries += 1
                 self.budget.charge_time(retry.delay_s)
                 await self.clock.sleep(retry.delay_s)
                 continue
-            self.breakers.record_success("model", self.clock.now)
+            self._transitions(self.breakers.record_success("model", self.clock.now))
             usage = response.usage
             self.input_tokens += usage.input_tokens
             self.output_tokens += usage.output_tokens
@@ -100,3 +91,16 @@ class ModelGate:
                 },
             )
             return response
+
+    def _transitions(self, transitions: Iterable[Transition]) -> None:
+        for t in transitions:
+            self.emit(
+                "breaker",
+                {
+                    "tool": "model",
+                    "from": t.frm.value,
+                    "to": t.to.value,
+                    "at": t.at,
+                    "reason": t.reason,
+                },
+            )

@@ -158,7 +158,11 @@ class MqttConnection:
                 except aiomqtt.MqttError:
                     # A publish cut off by an outage: send again once we are connected
                     # (receivers drop the duplicate). Only the reader task decides whether
-                    # the current client is connected.
+                    # the current client is connected; the deadline still holds.
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise ConnectionError(
+                            f"{self.client_id}: broker unavailable, publish failed"
+                        ) from None
                     await asyncio.sleep(0.05)
                     continue
             remaining = deadline - asyncio.get_running_loop().time()
