@@ -25,7 +25,7 @@ from errorflow.cli_args import nonneg, positive
 from errorflow.overrides import OverrideError
 from errorflow.scenario import Scenario
 from errorflow.scenario_loader import ScenarioError, load
-from errorflow.store import DEFAULT_DB
+from errorflow.store import DEFAULT_DB, StoreError
 from errorflow.tables import paired_table, print_run, sweep_tables
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -539,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), EXIT_USAGE)
     except FileNotFoundError as exc:
         return _fail(str(exc), EXIT_USAGE)
-    except (ConnectionError, TimeoutError) as exc:
+    except (ConnectionError, TimeoutError, StoreError) as exc:
         return _fail(str(exc), EXIT_FAILURE)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)

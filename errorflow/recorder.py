@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import Counter
 from typing import Any
@@ -20,6 +21,8 @@ from errorflow.bus import topics
 from errorflow.bus.endpoint import SeenSet, rejection_reason
 from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
 from errorflow.bus.transport import Connection
+
+log = logging.getLogger(__name__)
 
 BATCH = 2000
 FLUSH_S = 0.2
@@ -44,6 +47,7 @@ class Recorder:
         self._inflight: asyncio.Future[None] | None = None
         self.ended = asyncio.Event()
         self.handled = 0
+        self.write_error: str | None = None  # the first failed write, if any
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -84,10 +88,10 @@ class Recorder:
             self._reject(topic, exc.reason, exc.detail, raw, now)
             return
         reason = rejection_reason(env, self.run_id, self.members)
-        if reason is None and not self.seen.add(env.sender, env.seq):
+        if reason is None and not self.seen.add(env.id):
             reason = "duplicate"
         if reason is not None:
-            self._reject(topic, reason, f"sender={env.sender} seq={env.seq}", raw, now)
+            self._reject(topic, reason, f"sender={env.sender} seq={env.seq} id={env.id}", raw, now)
             return
         self.counts[env.kind.value] += 1
         text = raw.decode()
@@ -163,7 +167,13 @@ class Recorder:
         if previous is not None:
             with contextlib.suppress(Exception):
                 await previous
-        await self._write(*batch)
+        try:
+            await self._write(*batch)
+        except Exception as exc:  # never silent: the runner marks the run interrupted
+            rows = sum(len(part) for part in batch)
+            log.error("store write failed, %d rows lost: %s", rows, exc)
+            if self.write_error is None:
+                self.write_error = f"{type(exc).__name__}: {exc} ({rows} rows not stored)"
 
     async def _write(
         self,

@@ -35,6 +35,7 @@ from errorflow.scenario import Scenario
 from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
 from errorflow.store import (
     DEFAULT_DB,
+    StoreError,
     create_run,
     finish_run,
     load_scores,
@@ -164,7 +165,15 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         finally:
             summary = runner.summary()
             await runner.drain()  # one writer at a time on the connection
+            failed = runner.recorder.write_error if runner.recorder else None
+            if failed is not None:
+                status = "interrupted"  # `--resume` refills what was not stored
             await finish_run(db, run_id, status, summary)
+        if failed is not None:
+            raise StoreError(
+                f"run {run_id}: the store lost rows ({failed}); the run is "
+                f"marked interrupted: `errorflow run --resume {run_id}`"
+            )
         return result
 
 

@@ -23,6 +23,8 @@ Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_
 #: them. MAX_TOOLS, MAX_STEPS, MAX_DOCUMENT_BYTES and MAX_FINDINGS_BYTES are checked by
 #: errorflow.scenario_loader (they need the policy presets or the bus limit).
 MAX_TRIALS = 100_000
+#: Names the bus uses for itself: the runner, broadcasts and event observers.
+RESERVED_NAMES = frozenset({"runner", "all", "observers"})
 MAX_AGENTS = 64
 MAX_NEEDS = 64
 MAX_TOOLS = 64
@@ -185,6 +187,15 @@ class Scenario(Strict):
 
         problems: list[tuple[tuple[str | int, ...], str, Any]] = []
         for name, agent in self.agents.items():
+            if name in RESERVED_NAMES:
+                problems.append(
+                    (
+                        ("agents", name),
+                        f"{name!r} is reserved for the bus "
+                        f"({', '.join(sorted(RESERVED_NAMES))}); rename the agent",
+                        name,
+                    )
+                )
             for i, target in enumerate(agent.sends_to):
                 loc = ("agents", name, "sends_to", i)
                 if target == name:

@@ -19,6 +19,11 @@ import aiosqlite
 
 DEFAULT_DB = Path("errorflow.db")
 
+
+class StoreError(RuntimeError):
+    """Rows could not be written: the run is incomplete in the store."""
+
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_json TEXT NOT NULL,

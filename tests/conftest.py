@@ -54,11 +54,15 @@ class Mosquitto:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        default = f"listener {self.port} 127.0.0.1\nallow_anonymous true\n" if not self.extra \
+        default = (
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+            if not self.extra
             else self.extra
+        )
         self.conf.write_text(f"persistence false\n{default}")
         self.proc = subprocess.Popen(
-            [self.binary, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+            [self.binary, "-c", str(self.conf)],
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 10
@@ -101,8 +105,9 @@ class ExternalMosquitto(Mosquitto):
 @pytest.fixture(scope="session")
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     port = os.environ.get("ERRORFLOW_TEST_MQTT_PORT")
-    broker = (ExternalMosquitto(int(port)) if port
-              else Mosquitto(tmp_path_factory.mktemp("mosquitto")))
+    broker = (
+        ExternalMosquitto(int(port)) if port else Mosquitto(tmp_path_factory.mktemp("mosquitto"))
+    )
     broker.start()
     yield broker
     broker.stop()

@@ -16,9 +16,21 @@ from tests.test_runner import normalised
 
 def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "errorflow", "agent", str(bundled()["contamination"]),
-         "--name", name, "--broker", url, "--run", run_id],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "errorflow",
+            "agent",
+            str(bundled()["contamination"]),
+            "--name",
+            name,
+            "--broker",
+            url,
+            "--run",
+            run_id,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -30,10 +42,16 @@ async def test_two_agent_processes_give_the_same_outcomes(
     run_id = "split-run-1"
     procs = [spawn_agent(name, run_id, url) for name in ("researcher", "writer")]
     try:
-        split = await run_scenario(s, RunOptions(
-            broker=mosquitto.url, db_path=tmp_path / "a.db", run_id=run_id,
-            external_agents=True, presence_timeout_s=60,
-        ))
+        split = await run_scenario(
+            s,
+            RunOptions(
+                broker=mosquitto.url,
+                db_path=tmp_path / "a.db",
+                run_id=run_id,
+                external_agents=True,
+                presence_timeout_s=60,
+            ),
+        )
         for p in procs:  # the runner's stop message ends them
             assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
     finally:
@@ -50,17 +68,42 @@ def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path
     capture = tmp_path / "sub.txt"
     with capture.open("wb") as fh:
         sub = subprocess.Popen(
-            [sub_bin, "-h", "127.0.0.1", "-p", str(mosquitto.port), "-t", "errorflow/#", "-v",
-             "-q", "1"],
-            stdout=fh, stderr=subprocess.PIPE,
+            [
+                sub_bin,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(mosquitto.port),
+                "-t",
+                "errorflow/#",
+                "-v",
+                "-q",
+                "1",
+            ],
+            stdout=fh,
+            stderr=subprocess.PIPE,
         )
         time.sleep(0.5)
         db = tmp_path / "r.db"
         try:
             run = subprocess.run(
-                [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "5",
-                 "--broker", f"mqtt://127.0.0.1:{mosquitto.port}", "--db", str(db), "--json"],
-                capture_output=True, timeout=120, check=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "errorflow",
+                    "run",
+                    "contamination",
+                    "--trials",
+                    "5",
+                    "--broker",
+                    f"mqtt://127.0.0.1:{mosquitto.port}",
+                    "--db",
+                    str(db),
+                    "--json",
+                ],
+                capture_output=True,
+                timeout=120,
+                check=True,
             )
             time.sleep(0.5)
         finally:
@@ -79,7 +122,8 @@ def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path
     conn = sqlite3.connect(db)
     stored = conn.execute(
         "SELECT (SELECT COUNT(*) FROM messages WHERE run_id = ?) +"
-        " (SELECT COUNT(*) FROM events WHERE run_id = ?)", (run_id, run_id)
+        " (SELECT COUNT(*) FROM events WHERE run_id = ?)",
+        (run_id, run_id),
     ).fetchone()[0]
     assert len(envelopes) == stored
     kinds = {e["kind"] for e in envelopes}

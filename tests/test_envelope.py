@@ -17,8 +17,15 @@ from errorflow.policies.taxonomy import ErrorCode
 
 def make(**kw: object) -> Envelope:
     base: dict[str, object] = dict(
-        run_id="r1", trial=3, seq=7, sender="researcher", recipient="writer", kind=Kind.RESULT,
-        trace_id="t", status=Status.PARTIAL_FAILURE, confidence=0.4,
+        run_id="r1",
+        trial=3,
+        seq=7,
+        sender="researcher",
+        recipient="writer",
+        kind=Kind.RESULT,
+        trace_id="t",
+        status=Status.PARTIAL_FAILURE,
+        confidence=0.4,
         errors=[WireError(code=ErrorCode.PERMISSION_DENIED, tool="search", origin="researcher")],
         payload={"answer": {"claims": []}},
     )
@@ -36,8 +43,22 @@ def test_round_trip_keeps_every_field() -> None:
 
 def test_wire_format_is_plain_json_with_the_design_fields() -> None:
     data = json.loads(make().encode())
-    for key in ("v", "id", "run_id", "trial", "seq", "sender", "recipient", "kind", "trace_id",
-                "derived_from", "status", "confidence", "errors", "payload"):
+    for key in (
+        "v",
+        "id",
+        "run_id",
+        "trial",
+        "seq",
+        "sender",
+        "recipient",
+        "kind",
+        "trace_id",
+        "derived_from",
+        "status",
+        "confidence",
+        "errors",
+        "payload",
+    ):
         assert key in data
     assert data["v"] == 1
     assert data["errors"][0]["origin"] == "researcher"

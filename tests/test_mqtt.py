@@ -51,8 +51,9 @@ async def test_mosquitto_qos1_in_order(mosquitto: Mosquitto) -> None:
 
 async def test_retained_messages_for_other_topics_are_filtered(embedded: BrokerURL) -> None:
     # amqtt may hand a new session retained messages it never subscribed to.
-    async with aiomqtt.Client(embedded.host, embedded.port,
-                              protocol=aiomqtt.ProtocolVersion.V311) as raw:
+    async with aiomqtt.Client(
+        embedded.host, embedded.port, protocol=aiomqtt.ProtocolVersion.V311
+    ) as raw:
         await raw.publish("errorflow/old/inbox/x", b"stale", qos=1, retain=True)
     bus = MqttBus(embedded)
     conn = await bus.connect("fresh")

@@ -18,9 +18,15 @@ def normalised(result: RunResult) -> dict[int, list[tuple[Any, ...]]]:
     out: dict[int, list[tuple[Any, ...]]] = {}
     for trial, messages in result.messages.items():
         rows = [
-            (m.sender, m.recipient, m.kind.value, m.status.value, m.confidence,
-             json.dumps([e.model_dump(mode="json") for e in m.errors], sort_keys=True),
-             json.dumps(m.payload, sort_keys=True))
+            (
+                m.sender,
+                m.recipient,
+                m.kind.value,
+                m.status.value,
+                m.confidence,
+                json.dumps([e.model_dump(mode="json") for e in m.errors], sort_keys=True),
+                json.dumps(m.payload, sort_keys=True),
+            )
             for m in messages
         ]
         out[trial] = sorted(rows)
@@ -52,19 +58,24 @@ async def test_run_on_embedded_broker_is_recorded_and_scored(
     # implicit propagation of the expired key: the writer's report is contaminated
     assert result.outcomes["contaminated"] == 12
     conn = sqlite3.connect(db)
-    kinds = dict(conn.execute(
-        "SELECT kind, COUNT(*) FROM messages WHERE run_id = ? GROUP BY kind", (result.run_id,)
-    ).fetchall())
+    kinds = dict(
+        conn.execute(
+            "SELECT kind, COUNT(*) FROM messages WHERE run_id = ? GROUP BY kind", (result.run_id,)
+        ).fetchall()
+    )
     assert kinds["task"] == 12 and kinds["result"] == 24
-    types = dict(conn.execute(
-        "SELECT type, COUNT(*) FROM events WHERE run_id = ? GROUP BY type", (result.run_id,)
-    ).fetchall())
+    types = dict(
+        conn.execute(
+            "SELECT type, COUNT(*) FROM events WHERE run_id = ? GROUP BY type", (result.run_id,)
+        ).fetchall()
+    )
     assert types["tool_call"] == 12 and types["model_call"] == 24 and types["label"] == 24
     assert types["trial_outcome"] == 12
     status = conn.execute("SELECT status FROM runs WHERE run_id = ?", (result.run_id,)).fetchone()
     assert status == ("finished",)
-    assert conn.execute("SELECT COUNT(*) FROM trials WHERE run_id = ?",
-                        (result.run_id,)).fetchone() == (12,)
+    assert conn.execute(
+        "SELECT COUNT(*) FROM trials WHERE run_id = ?", (result.run_id,)
+    ).fetchone() == (12,)
 
 
 async def test_run_on_mosquitto(mosquitto: Mosquitto, tmp_path: Path) -> None:
@@ -75,9 +86,7 @@ async def test_run_on_mosquitto(mosquitto: Mosquitto, tmp_path: Path) -> None:
     assert result.outcomes["contained"] >= 6
 
 
-async def test_same_seed_same_messages_and_outcomes(
-    embedded: BrokerURL, tmp_path: Path
-) -> None:
+async def test_same_seed_same_messages_and_outcomes(embedded: BrokerURL, tmp_path: Path) -> None:
     s = scenario("contamination", trials=15, propagation="explicit")
     first = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "a.db"))
     second = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "b.db"))

@@ -310,7 +310,14 @@ class Agent:
             final = self._fallback_answer(turns, stopped)
         if self.on_trace is not None:
             self.on_trace(self.name, trial, gate.trace)
-        unrecovered = [f for f in failures if f.tool not in recovered_tools or f.tool == "model"]
+        # A failure is recovered when a later call to the same tool succeeded and every
+        # need that tool serves ended with a certain claim; anything else is reported.
+        open_tools = self._open_tools(turns, final)
+        unrecovered = [
+            f
+            for f in failures
+            if f.tool == "model" or f.tool not in recovered_tools or f.tool in open_tools
+        ]
         costs = {
             "backend_calls": budget.backend_calls,
             "model_calls": model.calls,
@@ -348,6 +355,20 @@ class Agent:
             errors=[e.model_dump(mode="json") for e in env.errors],
             answer=answer_from_wire(env.payload.get("answer")),
         )
+
+    def _open_tools(self, turns: list[Turn], final: FinalAnswer) -> set[str]:
+        """Tools serving a need this agent answers for that the final answer leaves open."""
+        task = next(t for t in turns if isinstance(t, TaskTurn))
+        certain = {c.key for c in final.claims if c.certain}
+        return {
+            n.tool
+            for n in self._own_needs(task.needs)
+            if n.id not in certain and not any(k.startswith(n.id + ".") for k in certain)
+        } | {
+            n.tool
+            for n in task.needs
+            if n.id in final.unresolved or any(u.startswith(n.id + ".") for u in final.unresolved)
+        }
 
     def _own_needs(self, needs: list[NeedView]) -> list[NeedView]:
         """A researcher answers for the needs its tools serve; others for all."""

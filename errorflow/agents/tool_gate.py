@@ -104,6 +104,11 @@ class ToolGate:
             key = f"{self.trial}:{self.agent}:{call.id}"  # fixed before the first attempt
         attempt = 0
         while True:
+            reason = self.budget.exhausted()  # per step or per task, before every attempt
+            if reason is not None:
+                failure = Failure(ErrorCode.BUDGET_EXHAUSTED, tool, f"budget exhausted: {reason}")
+                failure.attempts = attempt
+                return self._finish(call, failure, args_map, attempts=attempt, record_breaker=False)
             attempt += 1
             self.budget.charge_backend()
             try:

@@ -38,26 +38,24 @@ RELIABLE_KINDS = (Kind.TASK, Kind.RESULT)
 
 
 class SeenSet:
-    """Per-sender seq numbers already handled (bounded memory per sender)."""
+    """Message ids already handled, in a bounded window (oldest forgotten first).
 
-    WINDOW = 200_000
+    Keyed by message id, not by (sender, seq): a resend or replay repeats the id, while
+    a restarted sender starts its seq at 0 again with new ids and must not be mistaken
+    for a replay. `seq` stays on the wire to make loss and reordering visible."""
+
+    WINDOW = 500_000
 
     def __init__(self) -> None:
-        self._seen: dict[str, set[int]] = {}
-        self._high: dict[str, int] = {}
+        self._seen: dict[str, None] = {}
 
-    def add(self, sender: str, seq: int) -> bool:
-        """True if new; False for a duplicate or a replay older than the window."""
-        seen = self._seen.setdefault(sender, set())
-        high = self._high.get(sender, -1)
-        if seq in seen or seq <= high - self.WINDOW:
+    def add(self, message_id: str) -> bool:
+        """True if new; False for a message already handled."""
+        if message_id in self._seen:
             return False
-        seen.add(seq)
-        if seq > high:
-            self._high[sender] = seq
-            if len(seen) > self.WINDOW * 2:
-                floor = seq - self.WINDOW
-                self._seen[sender] = {s for s in seen if s > floor}
+        self._seen[message_id] = None
+        if len(self._seen) > self.WINDOW:
+            del self._seen[next(iter(self._seen))]  # dicts keep insertion order
         return True
 
 
@@ -167,7 +165,7 @@ class Endpoint:
             self.rejects[reason] += 1
             return None, None
         to_ack = env if env.kind in RELIABLE_KINDS and env.recipient == self.name else None
-        if not self.seen.add(env.sender, env.seq):
+        if not self.seen.add(env.id):
             self.rejects["duplicate"] += 1
             return None, to_ack
         return env, to_ack
