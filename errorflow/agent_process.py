@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from errorflow.agents.agent import Agent
-from errorflow.agents.backends import check_backends
+from errorflow.agents.backends import ConfigurationError, check_backends
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL
 from errorflow.scenario import Scenario
@@ -29,6 +29,9 @@ async def run_agent_process(
     bus = MqttBus(url)
     try:
         conn = await bus.connect(f"{run_id}-{name}")
-        await Agent(name, scenario, run_id, conn, api_key=api_key).run()
+        agent = Agent(name, scenario, run_id, conn, api_key=api_key)
+        await agent.run()
+        if agent.mismatch:
+            raise ConfigurationError(agent.mismatch)
     finally:
         await bus.close()

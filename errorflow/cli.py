@@ -119,6 +119,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from errorflow.experiment import Arm, propagation_arms, run_arms
     from errorflow.runner import run_scenario
 
+    if args.resume and (args.external_agents or args.run_id):
+        raise UsageError(
+            "--resume continues a run of this process; it cannot take --run-id or --external-agents"
+        )
+    if args.baseline and (args.external_agents or args.run_id):
+        raise UsageError(
+            "--baseline runs the scenario twice under new ids; it cannot take "
+            "--run-id or --external-agents"
+        )
     resume = _resumable(args) if args.resume else None
     if resume is not None:
         scenario = resume
@@ -179,12 +188,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _resumable(args: argparse.Namespace) -> Scenario:
     """The scenario of an interrupted run, exactly as it ran (seed, trials, propagation)."""
+    from errorflow.overrides import apply
+    from errorflow.scenario_identity import sha
     from errorflow.store import get_run
 
-    if args.scenario or args.trials or args.seed is not None or args.propagation or args.set:
+    if args.trials or args.seed is not None or args.propagation or args.baseline:
         raise UsageError(
-            "--resume takes the scenario, trials, seed and propagation from the "
-            "stored run; give only --resume RUN_ID (and --db, --broker)"
+            "--resume takes trials, seed and propagation from the stored run; "
+            "give only --resume RUN_ID (and the scenario file when asked)"
         )
     run = get_run(Path(args.db), args.resume)
     if run is None:
@@ -194,7 +205,22 @@ def _resumable(args: argparse.Namespace) -> Scenario:
     if run["status"] == "running":
         raise UsageError(f"run {run['run_id']} is still running (process {run.get('pid')})")
     args.resume = run["run_id"]
-    return Scenario.model_validate_json(run["scenario_json"])
+    if run.get("scenario_exact", 1) and not args.scenario:
+        return Scenario.model_validate_json(run["scenario_json"])
+    if not args.scenario:
+        raise UsageError(
+            f"run {run['run_id']} used a scenario with secrets in it (stored redacted); "
+            "give the same scenario file (and --set options): errorflow run SCENARIO "
+            f"--resume {run['run_id']}"
+        )
+    stored = {"seed": run["seed"], "trials": run["trials"], "propagation": run["propagation"]}
+    scenario = apply(_configured(_load(args.scenario), args), stored)
+    if run.get("scenario_sha") and sha(scenario) != run["scenario_sha"]:
+        raise UsageError(
+            f"{args.scenario} (with these --set options) is not the scenario "
+            f"run {run['run_id']} used; resuming it would mix two experiments"
+        )
+    return scenario
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from errorflow import scenario_identity as identity
 from errorflow.agents.agent import Agent
 from errorflow.agents.backends import check_backends
 from errorflow.bus import topics
@@ -29,7 +30,6 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
-from errorflow.policies.redact import redact_obj
 from errorflow.recorder import Recorder
 from errorflow.scenario import Scenario
 from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
@@ -98,12 +98,6 @@ class RunResult:
         }
 
 
-def public_json(scenario: Scenario) -> str:
-    """The scenario as it may be stored and published: every string redacted as data
-    (redacting JSON text could break its escapes)."""
-    return json.dumps(redact_obj(scenario.model_dump(mode="json")))
-
-
 def new_run_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
@@ -146,7 +140,9 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
                 db,
                 run_id=run_id,
                 scenario=scenario.name,
-                scenario_json=public_json(scenario),
+                scenario_json=identity.public_json(scenario),
+                scenario_sha=identity.sha(scenario),
+                scenario_exact=identity.is_exact(scenario),
                 seed=scenario.seed,
                 trials=scenario.trials,
                 propagation=scenario.propagation,
@@ -202,7 +198,7 @@ class _Runner:
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.conns: list[Connection] = []  # closed when the run ends, whoever owns the bus
-        self.scenario_public = json.loads(public_json(scenario))
+        self.scenario_public = identity.public(scenario)
 
     async def run(self) -> RunResult:
         s = self.scenario
@@ -284,6 +280,7 @@ class _Runner:
     async def _await_presence(self) -> None:
         assert self.endpoint is not None
         deadline = time.monotonic() + self.options.presence_timeout_s
+        interval = 0.05  # agents started a moment ago may miss the first call: call again soon
         while not self.present_all.is_set():
             await self.endpoint.send(
                 kind=Kind.CONTROL,
@@ -294,7 +291,8 @@ class _Runner:
                 payload={"action": "roll_call", "scenario": self.scenario_public},
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.present_all.wait(), timeout=1.0)
+                await asyncio.wait_for(self.present_all.wait(), timeout=interval)
+            interval = min(1.0, interval * 2)
             if time.monotonic() > deadline and not self.present_all.is_set():
                 missing = sorted(set(self.scenario.agents) - self.present)
                 raise TimeoutError(

@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_json TEXT NOT NULL,
     seed INTEGER NOT NULL, trials INTEGER NOT NULL, propagation TEXT NOT NULL,
     broker TEXT, status TEXT NOT NULL, started REAL NOT NULL, finished REAL,
-    summary_json TEXT, group_id TEXT, label TEXT, pid INTEGER, host TEXT
+    summary_json TEXT, group_id TEXT, label TEXT, pid INTEGER, host TEXT,
+    scenario_sha TEXT, scenario_exact INTEGER
 );
 CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT NOT NULL, id TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -72,6 +73,8 @@ async def open_db(path: Path) -> aiosqlite.Connection:
         ("label", "TEXT"),
         ("pid", "INTEGER"),
         ("host", "TEXT"),
+        ("scenario_sha", "TEXT"),
+        ("scenario_exact", "INTEGER"),
     ):
         if column not in columns:
             await db.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
@@ -91,11 +94,16 @@ async def create_run(
     broker: str,
     group_id: str | None = None,
     label: str | None = None,
+    scenario_sha: str | None = None,
+    scenario_exact: bool = True,
 ) -> None:
+    """`scenario_json` is the redacted scenario; `scenario_exact` says whether redaction
+    left it unchanged (then `--resume` can run from it) and `scenario_sha` identifies
+    the exact scenario (otherwise `--resume` needs the original file to match it)."""
     await db.execute(
         "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
-        " status, started, group_id, label, pid, host)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+        " status, started, group_id, label, pid, host, scenario_sha, scenario_exact)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             scenario,
@@ -109,6 +117,8 @@ async def create_run(
             label,
             os.getpid(),
             socket.gethostname(),
+            scenario_sha,
+            int(scenario_exact),
         ),
     )
     await db.commit()

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from errorflow.bundled import bundled
 from errorflow.runner import RunOptions, run_scenario
 from tests.conftest import Mosquitto, scenario
@@ -128,3 +130,47 @@ def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path
     assert len(envelopes) == stored
     kinds = {e["kind"] for e in envelopes}
     assert kinds == {"task", "result", "event", "control"}
+
+
+async def test_an_agent_with_another_scenario_refuses_to_join(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    url = f"mqtt://127.0.0.1:{mosquitto.port}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "errorflow",
+            "agent",
+            "contamination",
+            "--name",
+            "writer",
+            "--broker",
+            url,
+            "--run",
+            "mismatch-run",
+            "--propagation",
+            "implicit",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    s = scenario("contamination", trials=2)  # explicit
+    try:
+        with pytest.raises(TimeoutError, match="writer"):
+            await run_scenario(
+                s,
+                RunOptions(
+                    broker=mosquitto.url,
+                    db_path=tmp_path / "m.db",
+                    run_id="mismatch-run",
+                    external_agents=True,
+                    presence_timeout_s=3,
+                ),
+            )
+        assert proc.wait(timeout=30) == 2
+        assert "scenario differs" in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -260,18 +260,30 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     )
     assert json.loads(runs.stdout)[0]["status"] == "interrupted"
 
-    resume = subprocess.run(
+    # The scenario holds a (fake) key, so the store has it redacted: resuming asks for
+    # the original file and checks that it is the same experiment.
+    cli = [sys.executable, "-m", "errorflow", "run"]
+    ask = subprocess.run(
+        [*cli, "--resume", "killed-run", "--db", str(db)], capture_output=True, text=True
+    )
+    assert ask.returncode == 2 and "give the same scenario file" in ask.stderr
+    other = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "errorflow",
-            "run",
+            *cli,
+            str(path),
+            "--set",
+            "agents.writer.model.profile=frontier",
             "--resume",
             "killed-run",
             "--db",
             str(db),
-            "--json",
         ],
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode == 2 and "not the scenario" in other.stderr
+    resume = subprocess.run(
+        [*cli, str(path), "--resume", "killed-run", "--db", str(db), "--json"],
         capture_output=True,
         text=True,
         timeout=120,

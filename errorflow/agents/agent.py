@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from errorflow import scenario_identity as identity
 from errorflow.agents.answers import answer_from_wire, answer_to_wire
 from errorflow.agents.backends import BackendFactory
 from errorflow.agents.model import (
@@ -123,6 +124,9 @@ class Agent:
         self._round0: OrderedDict[int, list[Envelope]] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_trace = on_trace
+        # A joining agent must run the runner's experiment (checked on the roll call).
+        self.public_scenario = identity.public(scenario)
+        self.mismatch: str | None = None
         self.done_trials = 0
 
     async def run(self) -> None:
@@ -130,12 +134,22 @@ class Agent:
         await conn.subscribe(topics.inbox(self.run_id, self.name))
         await conn.subscribe(topics.control(self.run_id, topics.RUNNER))
         await self.endpoint.start()
-        await self._hello()
         try:
             async for env in self.endpoint.receive():
                 if env.kind is Kind.CONTROL:
                     action = env.payload.get("action")
                     if action == "roll_call":
+                        theirs = env.payload.get("scenario")
+                        if isinstance(theirs, dict) and identity.agent_view(
+                            theirs
+                        ) != identity.agent_view(self.public_scenario):
+                            self.mismatch = (
+                                f"agent {self.name}: the runner's scenario differs from ours "
+                                "(file, --set, --seed or --propagation); not joining run "
+                                f"{self.run_id}"
+                            )
+                            log.error("%s", self.mismatch)
+                            break
                         await self._hello()
                     elif action == "stop":
                         break
@@ -149,6 +163,8 @@ class Agent:
             await self.backends.aclose()
 
     async def _hello(self) -> None:
+        """Present: sent only in answer to a roll call, which carries the runner's
+        scenario, so an agent never counts as present for an experiment it does not run."""
         await self.endpoint.send(
             kind=Kind.CONTROL,
             recipient=topics.RUNNER,
