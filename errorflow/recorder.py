@@ -21,6 +21,7 @@ from errorflow.bus import topics
 from errorflow.bus.endpoint import SeenSet, rejection_reason
 from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
 from errorflow.bus.transport import Connection
+from errorflow.policies.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,10 @@ class Recorder:
 
     def _reject(self, topic: str, reason: str, detail: str, raw: bytes, now: float) -> None:
         self.rejects[reason] += 1
-        self._rejects.append((self.run_id, topic, reason, detail[:500], raw[:65536], now))
+        # Kept for inspection, but nothing unredacted reaches the store: the bytes are
+        # read as Latin-1 (lossless for any input), redacted, and written back.
+        kept = redact(raw[:65536].decode("latin-1")).encode("latin-1", "replace")
+        self._rejects.append((self.run_id, topic, reason, redact(detail[:500]), kept, now))
 
     def add_trial(self, row: tuple[Any, ...], labels: list[tuple[Any, ...]]) -> None:
         """A scored trial, written with the next batch (the runner's rows go through the

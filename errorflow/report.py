@@ -17,6 +17,7 @@ from typing import Any
 from errorflow.scoring import Outcome
 from errorflow.stats import paired_difference
 from errorflow.store import get_run, group_runs, trial_rows
+from errorflow.summary import summarize
 
 OUTCOMES = [o.value for o in Outcome]
 COLOURS = {
@@ -50,7 +51,8 @@ def build(db: Path, ident: str) -> dict[str, Any]:
         label = r.get("label") or r["run_id"]
         if label.endswith(":baseline"):
             continue
-        summary = r.get("summary") or {}
+        # A run killed before it finished has no summary yet; its trials are stored.
+        summary = r.get("summary") or summary_from_trials(db, r["run_id"])
         metrics = summary.get("metrics", {})
         base = baselines.get(label)
         amplification = None
@@ -88,6 +90,13 @@ def build(db: Path, ident: str) -> dict[str, Any]:
                 for o in ("success", "contaminated")
             }
     return data
+
+
+def summary_from_trials(db: Path, run_id: str) -> dict[str, Any]:
+    from errorflow.store import load_scores
+
+    scores = list(load_scores(db, run_id, include_bus_faults=True).values())
+    return summarize(scores)
 
 
 def to_json(data: dict[str, Any]) -> str:

@@ -445,4 +445,4 @@ class _Runner:
             await self.recorder.drain()
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.scenario, [self.scores[t] for t in sorted(self.scores)])
+        return summarize([self.scores[t] for t in sorted(self.scores)])

@@ -231,8 +231,9 @@ def group_runs(path: Path, group_id: str) -> list[dict[str, Any]]:
     return [r for r in runs if r is not None]
 
 
-def load_scores(path: Path, run_id: str) -> dict[int, Any]:
-    """The trials of a run already scored (bus faults excluded: those are rerun)."""
+def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, Any]:
+    """The trials of a run already scored (bus faults excluded unless asked: a resumed
+    run reruns them)."""
     from errorflow.scoring import Outcome, TrialScore
 
     return {
@@ -244,5 +245,5 @@ def load_scores(path: Path, run_id: str) -> dict[int, Any]:
             reason=row["reason"],
         )
         for row in trial_rows(path, run_id)
-        if row["outcome"] != Outcome.BUS_FAULT.value
+        if include_bus_faults or row["outcome"] != Outcome.BUS_FAULT.value
     }

@@ -1,16 +1,16 @@
-"""Summaries over trials: outcome counts and rates with 95 % Wilson intervals, costs."""
+"""Summaries over trials: outcome counts and rates with 95 % Wilson intervals, costs
+per trial (over the trials that delivered their messages)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from errorflow.scenario import Scenario
 from errorflow.scoring import COST_KEYS, Outcome, TrialScore
 from errorflow.stats import pass_at_k, wilson
 
 
-def summarize(scenario: Scenario, scores: list[TrialScore]) -> dict[str, Any]:
+def summarize(scores: list[TrialScore]) -> dict[str, Any]:
     n = len(scores)
     counts = Counter(s.outcome.value for s in scores)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
@@ -18,7 +18,13 @@ def summarize(scenario: Scenario, scores: list[TrialScore]) -> dict[str, Any]:
     for o, k in outcomes.items():
         low, high = wilson(k, n)
         rates[o] = {"rate": k / n if n else 0.0, "ci95": [round(low, 4), round(high, 4)]}
-    costs = {k: (sum(s.costs.get(k, 0.0) for s in scores) / n if n else 0.0) for k in COST_KEYS}
+    # Costs are known only for trials whose messages arrived: a bus fault has none, and
+    # counting it as zero would make every other trial look cheaper.
+    costed = [s for s in scores if s.outcome is not Outcome.BUS_FAULT]
+    costs = {
+        k: (sum(s.costs.get(k, 0.0) for s in costed) / len(costed) if costed else 0.0)
+        for k in COST_KEYS
+    }
     depths = [s.depth for s in scores if s.outcome is Outcome.CONTAMINATED]
     success = [s.outcome is Outcome.SUCCESS for s in scores]
     return {

@@ -109,3 +109,31 @@ def test_sweep_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         capsys, "sweep", "contamination", "--vary", "trials=0,1", "--db", str(tmp_path / "e.db")
     )
     assert code == 2 and "invalid scenario" in err
+
+
+def test_report_of_an_interrupted_run_uses_its_stored_trials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "k.db"
+    code, out, _ = cli(
+        capsys,
+        "run",
+        "contamination",
+        "--trials",
+        "6",
+        "--db",
+        str(db),
+        "--json",
+        "--propagation",
+        "implicit",
+    )
+    run_id = json.loads(out)["run_id"]
+    with sqlite3.connect(db) as conn:  # as a SIGKILL leaves it: no summary yet
+        conn.execute("UPDATE runs SET summary_json = NULL, status = 'running', pid = NULL")
+    code, text, _ = cli(capsys, "report", run_id, "--db", str(db), "--format", "json")
+    assert code == 0
+    arm = json.loads(text)["arms"][0]
+    assert arm["outcomes"]["contaminated"] == 6
+    assert arm["metrics"]["per_trial"]["backend_calls"] == 1.0

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from errorflow.bus.url import BrokerURLError, parse_broker_url
@@ -17,10 +19,15 @@ def test_credentials_from_environment() -> None:
     assert (url.username, url.password, url.port) == ("bob", "pw", 1883)
 
 
-def test_tls_options() -> None:
-    url = parse_broker_url("mqtts://h?ca=/tmp/ca.pem&cert=c.pem&key=k.pem", env={})
+def test_tls_options(tmp_path: Path) -> None:
+    for name in ("ca.pem", "c.pem", "k.pem"):
+        (tmp_path / name).write_text("x")
+    ca, cert, key = (str(tmp_path / n) for n in ("ca.pem", "c.pem", "k.pem"))
+    url = parse_broker_url(f"mqtts://h?ca={ca}&cert={cert}&key={key}", env={})
     assert url.tls and url.port == 8883
-    assert (url.ca_file, url.cert_file, url.key_file) == ("/tmp/ca.pem", "c.pem", "k.pem")
+    assert (url.ca_file, url.cert_file, url.key_file) == (ca, cert, key)
+    with pytest.raises(BrokerURLError, match="no such file"):
+        parse_broker_url("mqtts://h?ca=/nonexistent/ca.pem", env={})
 
 
 @pytest.mark.parametrize("bad", ["http://h:1", "mqtt://", "mqtt://h:99999", "mqtt://h?x=1"])

@@ -59,6 +59,9 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerUR
     unknown = set(query) - {"ca", "cert", "key"}
     if unknown:
         raise BrokerURLError(f"unknown broker URL option(s): {', '.join(sorted(unknown))}")
+    for option in ("ca", "cert", "key"):
+        if option in query and not os.path.isfile(query[option]):
+            raise BrokerURLError(f"broker URL option {option}={query[option]}: no such file")
     username = unquote(parts.username) if parts.username else env.get(USER_ENV) or None
     password = unquote(parts.password) if parts.password else env.get(PASSWORD_ENV) or None
     return BrokerURL(
