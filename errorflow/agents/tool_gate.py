@@ -86,7 +86,10 @@ class ToolGate:
                 f"circuit open for {tool}",
                 retry_after_s=decision.retry_in_s,
             )
-            return self._finish(call, failure, None, attempts=0, record_breaker=False)
+            # The call never ran: it is no evidence about the tool for the loop guard.
+            return self._finish(
+                call, failure, None, attempts=0, record_breaker=False, record_guard=False
+            )
         mangled = (
             self.client.mangle(tool, dict(args_map))
             if isinstance(call.arguments, dict)
