@@ -27,13 +27,18 @@ log = logging.getLogger(__name__)
 
 BATCH = 2000
 FLUSH_S = 0.2
-DRAIN_QUIET_S = 0.15
+DRAIN_QUIET_S = 0.5  # only when an agent left without saying bye
 DRAIN_MAX_S = 3.0
 
 
 class Recorder:
     def __init__(
-        self, db: aiosqlite.Connection, conn: Connection, run_id: str, members: set[str]
+        self,
+        db: aiosqlite.Connection,
+        conn: Connection,
+        run_id: str,
+        members: set[str],
+        agents: set[str] | None = None,
     ) -> None:
         self.db, self.conn, self.run_id, self.members = db, conn, run_id, members
         self.seen = SeenSet()
@@ -47,6 +52,9 @@ class Recorder:
         self._lock = asyncio.Lock()  # one writer: flushes never interleave
         self._inflight: asyncio.Future[None] | None = None
         self.ended = asyncio.Event()
+        self.end_seen = False
+        self.agents = set(agents) if agents is not None else set()
+        self.byes: set[str] = set()
         self.handled = 0
         self.write_error: str | None = None  # the first failed write, if any
         self._task: asyncio.Task[None] | None = None
@@ -63,17 +71,19 @@ class Recorder:
                 self.handle(topic, raw)
                 if len(self._messages) + len(self._events) >= BATCH:
                     await self.flush()
-                if self.ended.is_set():
+                if self.end_seen:
                     break
-            # Other publishers' last messages may arrive after the runner's `end`
-            # (the broker orders per publisher, not across them): drain until quiet.
+            # Each agent says `bye` after its last message and the broker keeps each
+            # publisher's order, so `end` plus every bye means complete. An agent that
+            # died says nothing: then drain until the bus is quiet.
             deadline = asyncio.get_running_loop().time() + DRAIN_MAX_S
-            while self.ended.is_set() and asyncio.get_running_loop().time() < deadline:
+            while not self.ended.is_set() and asyncio.get_running_loop().time() < deadline:
                 try:
                     topic, raw = await asyncio.wait_for(anext(incoming), DRAIN_QUIET_S)
                 except (TimeoutError, StopAsyncIteration):
                     break
                 self.handle(topic, raw)
+            self.ended.set()
         finally:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -127,7 +137,11 @@ class Recorder:
                 )
             )
             if _is_end(env):
-                self.ended.set()
+                self.end_seen = True
+            elif env.kind is Kind.CONTROL and env.payload.get("action") == "bye":
+                self.byes.add(env.sender)
+            if self.end_seen and self.byes >= self.agents:
+                self.ended.set()  # everyone said their last word: nothing else is coming
 
     def _reject(self, topic: str, reason: str, detail: str, raw: bytes, now: float) -> None:
         self.rejects[reason] += 1

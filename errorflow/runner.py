@@ -203,7 +203,11 @@ class _Runner:
     async def run(self) -> RunResult:
         s = self.scenario
         self.recorder = Recorder(
-            self.db, await self._connect(f"{self.run_id}-recorder"), self.run_id, self.members
+            self.db,
+            await self._connect(f"{self.run_id}-recorder"),
+            self.run_id,
+            self.members,
+            agents=set(s.agents),
         )
         await self.recorder.start()
         conn = await self._connect(f"{self.run_id}-runner")

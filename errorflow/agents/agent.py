@@ -17,6 +17,7 @@ Propagation, the experiment's switch, is applied here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import traceback
 from collections import OrderedDict
@@ -152,6 +153,7 @@ class Agent:
                             break
                         await self._hello()
                     elif action == "stop":
+                        await self._bye()
                         break
                 elif env.kind in (Kind.TASK, Kind.RESULT) and env.recipient == self.name:
                     self._accept(env)
@@ -161,6 +163,17 @@ class Agent:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.endpoint.close()
             await self.backends.aclose()
+
+    async def _bye(self) -> None:
+        """Our last message of the run: the recorder knows nothing of ours follows."""
+        with contextlib.suppress(ConnectionError):
+            await self.endpoint.send(
+                kind=Kind.CONTROL,
+                recipient=topics.RUNNER,
+                trial=0,
+                trace_id=f"{self.run_id}-presence",
+                payload={"action": "bye", "agent": self.name},
+            )
 
     async def _hello(self) -> None:
         """Present: sent only in answer to a roll call, which carries the runner's
