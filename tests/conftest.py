@@ -55,7 +55,7 @@ class Mosquitto:
 
     def start(self) -> None:
         default = (
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
             if not self.extra
             else self.extra
         )
