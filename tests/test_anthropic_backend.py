@@ -168,7 +168,7 @@ async def test_tool_use_loop_over_two_calls(fake: FakeAnthropic, backend: Anthro
     assert tools["query_metric"]["input_schema"] == QUERY_METRIC.input_schema
     assert tools["query_metric"]["description"] == QUERY_METRIC.description
     submit_props = tools[SUBMIT_TOOL]["input_schema"]["properties"]
-    assert set(submit_props) == {"claims", "abstained", "flags", "unresolved", "text"}
+    assert set(submit_props) == {"claims", "abstained", "flags", "unresolved", "text", "revise"}
     assert [m["role"] for m in body["messages"]] == ["user"]
     task_text = body["messages"][0]["content"][0]["text"]
     assert task_text.startswith("Report the CPU load and the error rate.")
@@ -530,3 +530,11 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after({"retry-after": "-3"}) == 0.0
     when = parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0)
     assert when == 10.0
+
+
+def test_submit_answer_carries_a_reviewers_revise_list() -> None:
+    from errorflow.agents.anthropic_backend import SUBMIT_SCHEMA, parse_submit
+
+    assert "revise" in SUBMIT_SCHEMA["properties"]
+    answer = parse_submit({"claims": [], "abstained": False, "revise": ["papers", 3]})
+    assert answer.revise == ["papers", "3"]

@@ -112,6 +112,12 @@ SUBMIT_SCHEMA: dict[str, Any] = {
             "description": "need keys you could not establish",
         },
         "text": {"type": "string", "description": "a short prose answer"},
+        "revise": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "reviewers only: claim keys the sources contradict, to send back "
+            "to the author for revision",
+        },
     },
     "required": ["claims", "abstained"],
 }
@@ -132,7 +138,10 @@ it is a guess. List the keys you could not establish in `unresolved`.
 - When an upstream agent reports errors, status partial_failure or failed, or low \
 confidence, do not pass its claims on as certain: add a flag (e.g. upstream_error, \
 partial_failure, low_confidence), mark the affected claims uncertain, or abstain \
-(abstained=true) when nothing trustworthy is left."""
+(abstained=true) when nothing trustworthy is left.
+- Reviewers: check each claim of the report against the tools; keep what checks \
+out, list the keys the sources contradict in `revise` (the report goes back to its \
+author), and mark what you could not check as uncertain."""
 
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -375,6 +384,7 @@ def parse_submit(data: Any) -> FinalAnswer:
         flags=_str_list(data.get("flags")),
         unresolved=_str_list(data.get("unresolved")),
         text=text if isinstance(text, str) else ("" if text is None else _json(text)),
+        revise=_str_list(data.get("revise")),
     )
 
 
