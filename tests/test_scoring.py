@@ -75,8 +75,9 @@ def test_clean_success() -> None:
     assert [lb.label for lb in score.labels] == [Label.CLEAN, Label.CLEAN]
 
 
-def test_contained_failure_is_not_mistaken_for_success() -> None:
-    r = msg(
+def honest_failed_researcher() -> Envelope:
+    """The explicit researcher whose search failed: says so, claims nothing."""
+    return msg(
         "researcher",
         "writer",
         status=Status.FAILED,
@@ -85,6 +86,10 @@ def test_contained_failure_is_not_mistaken_for_success() -> None:
         failures=["permission_denied"],
         unresolved=["papers"],
     )
+
+
+def test_contained_failure_is_not_mistaken_for_success() -> None:
+    r = honest_failed_researcher()
     w = msg(
         "writer",
         "runner",
@@ -106,15 +111,7 @@ def test_contained_failure_is_not_mistaken_for_success() -> None:
 
 def test_confident_wrong_report_is_not_mistaken_for_containment() -> None:
     # Upstream said so honestly, but the writer still states invented papers as certain.
-    r = msg(
-        "researcher",
-        "writer",
-        status=Status.FAILED,
-        confidence=0.4,
-        errors=[err("researcher")],
-        failures=["permission_denied"],
-        unresolved=["papers"],
-    )
+    r = honest_failed_researcher()
     w = msg(
         "writer",
         "runner",
