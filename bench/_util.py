@@ -86,13 +86,7 @@ def mosquitto(nodelay: bool = False) -> Iterator[BrokerURL]:
                     time.sleep(0.05)
             yield BrokerURL(HOST, port)
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop_process(proc)
 
 
 @contextlib.asynccontextmanager
@@ -187,3 +181,14 @@ def run(coro: Any) -> Any:
 
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Terminate a child process if it still runs; kill it if it will not go."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from _util import BENCH_DIR, cpu_count, mosquitto, parse_args, quiet_logs, row
+from _util import BENCH_DIR, cpu_count, mosquitto, parse_args, quiet_logs, row, stop_process
 
 from errorflow.bus.url import BrokerURL
 
@@ -44,8 +44,11 @@ CLI = [sys.executable, "-m", "errorflow"]
 def variant(researchers: int, trials: int, tmp: Path) -> Path:
     doc = yaml.safe_load((BENCH_DIR / "fan_in.yaml").read_text())
     keep = {f"r{i}" for i in range(1, researchers + 1)}
-    doc["agents"] = {n: a for n, a in doc["agents"].items() if not n.startswith("r") or n in keep
-                     or n == "reviewer"}
+    doc["agents"] = {
+        n: a
+        for n, a in doc["agents"].items()
+        if not n.startswith("r") or n in keep or n == "reviewer"
+    }
     doc["trials"] = trials
     path = tmp / f"fan_in_{researchers}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -58,13 +61,17 @@ def trial_window(db: Path, run_id: str) -> tuple[float, int, int]:
         first, last = conn.execute(
             "SELECT min(CASE WHEN sender = 'runner' AND kind = 'task' THEN received END), "
             "max(CASE WHEN recipient = 'runner' AND kind = 'result' THEN received END) "
-            "FROM messages WHERE run_id = ?", (run_id,)).fetchone()
+            "FROM messages WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
         published = conn.execute(
             "SELECT (SELECT count(*) FROM messages WHERE run_id = ?) + "
-            "(SELECT count(*) FROM events WHERE run_id = ?)", (run_id, run_id)).fetchone()[0]
+            "(SELECT count(*) FROM events WHERE run_id = ?)",
+            (run_id, run_id),
+        ).fetchone()[0]
         faults = conn.execute(
-            "SELECT count(*) FROM trials WHERE run_id = ? AND outcome = 'bus_fault'",
-            (run_id,)).fetchone()[0]
+            "SELECT count(*) FROM trials WHERE run_id = ? AND outcome = 'bus_fault'", (run_id,)
+        ).fetchone()[0]
         return float(last - first), int(published), int(faults)
     finally:
         conn.close()
@@ -73,13 +80,34 @@ def trial_window(db: Path, run_id: str) -> tuple[float, int, int]:
 def run_one(scen: Path, url: BrokerURL, db: Path, trials: int) -> dict[str, Any]:
     run_id = f"scale-one-{uuid.uuid4().hex[:6]}"
     proc = subprocess.run(
-        [*CLI, "run", str(scen), "--broker", str(url), "--run-id", run_id, "--db", str(db),
-         "--json", "-q"], capture_output=True, text=True, timeout=600, check=False)
+        [
+            *CLI,
+            "run",
+            str(scen),
+            "--broker",
+            str(url),
+            "--run-id",
+            run_id,
+            "--db",
+            str(db),
+            "--json",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"errorflow run failed: {proc.stderr[-2000:]}")
     window, published, faults = trial_window(db, run_id)
-    return {"trials_s": trials / window, "window": window, "msgs_per_trial": published / trials,
-            "bus_faults": faults, "processes": 1}
+    return {
+        "trials_s": trials / window,
+        "window": window,
+        "msgs_per_trial": published / trials,
+        "bus_faults": faults,
+        "processes": 1,
+    }
 
 
 def run_multi(
@@ -87,15 +115,36 @@ def run_multi(
 ) -> dict[str, Any]:
     run_id = f"scale-multi-{uuid.uuid4().hex[:6]}"
     procs = [
-        subprocess.Popen([*CLI, "agent", str(scen), "--name", name, "--broker", str(url),
-                          "--run", run_id], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [*CLI, "agent", str(scen), "--name", name, "--broker", str(url), "--run", run_id],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         for name in agents
     ]
     try:
         runner = subprocess.run(
-            [*CLI, "run", str(scen), "--broker", str(url), "--run-id", run_id, "--db", str(db),
-             "--external-agents", "--wait", "60", "--json", "-q"],
-            capture_output=True, text=True, timeout=600, check=False)
+            [
+                *CLI,
+                "run",
+                str(scen),
+                "--broker",
+                str(url),
+                "--run-id",
+                run_id,
+                "--db",
+                str(db),
+                "--external-agents",
+                "--wait",
+                "60",
+                "--json",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if runner.returncode != 0:
             raise RuntimeError(f"errorflow run --external-agents failed: {runner.stderr[-2000:]}")
         for p in procs:
@@ -103,16 +152,15 @@ def run_multi(
                 p.wait(20)  # agents exit on the runner's stop
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
+            stop_process(p)
     window, published, faults = trial_window(db, run_id)
-    return {"trials_s": trials / window, "window": window, "msgs_per_trial": published / trials,
-            "bus_faults": faults, "processes": len(agents) + 1}
+    return {
+        "trials_s": trials / window,
+        "window": window,
+        "msgs_per_trial": published / trials,
+        "bus_faults": faults,
+        "processes": len(agents) + 1,
+    }
 
 
 def main() -> None:
@@ -137,27 +185,41 @@ def main() -> None:
                 else:
                     results[n][mode] = run_multi(scen, url, db, trials, agents)
     wall = time.perf_counter() - t0
-    print(f"scale-out: bench/fan_in.yaml on Mosquitto, {trials} trials per run, "
-          f"{cpu_count()} CPUs, {wall:.0f} s in all")
+    print(
+        f"scale-out: bench/fan_in.yaml on Mosquitto, {trials} trials per run, "
+        f"{cpu_count()} CPUs, {wall:.0f} s in all"
+    )
     print()
-    print(row("researchers", "one process trials/s   multi-process trials/s (procs)   multi/one"
-              "   msgs/trial", width=12))
+    print(
+        row(
+            "researchers",
+            "one process trials/s   multi-process trials/s (procs)   multi/one   msgs/trial",
+            width=12,
+        )
+    )
     base = results[sizes[0]]
     for n in sizes:
         one, multi = results[n]["one"], results[n]["multi"]
         faults = one["bus_faults"] + multi["bus_faults"]
-        print(row(str(n), f"{one['trials_s']:20.1f}   {multi['trials_s']:22.1f} "
-                  f"({multi['processes']})   {multi['trials_s'] / one['trials_s']:9.2f}   "
-                  f"{one['msgs_per_trial']:10.1f}"
-                  + (f"   bus_fault {faults}" if faults else ""), width=12))
+        print(
+            row(
+                str(n),
+                f"{one['trials_s']:20.1f}   {multi['trials_s']:22.1f} "
+                f"({multi['processes']})   {multi['trials_s'] / one['trials_s']:9.2f}   "
+                f"{one['msgs_per_trial']:10.1f}" + (f"   bus_fault {faults}" if faults else ""),
+                width=12,
+            )
+        )
     print()
     print("growth with researchers (trials/s relative to 1 researcher; work per trial grows):")
     for mode in ("one", "multi"):
-        rel = ", ".join(f"{n}: {results[n][mode]['trials_s'] / base[mode]['trials_s']:.2f}"
-                        for n in sizes)
+        rel = ", ".join(
+            f"{n}: {results[n][mode]['trials_s'] / base[mode]['trials_s']:.2f}" for n in sizes
+        )
         msgs = ", ".join(
             f"{n}: {results[n][mode]['trials_s'] * results[n][mode]['msgs_per_trial']:.0f}"
-            for n in sizes)
+            for n in sizes
+        )
         print(f"  {mode:5s} trials/s ratio {rel};  messages/s {msgs}")
     if os.environ.get("BENCH_JSON"):
         print(json.dumps(results))
