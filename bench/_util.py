@@ -21,11 +21,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from errorflow.bundled import resolve
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.url import BrokerURL
-from errorflow.scenario import Scenario
-from errorflow.scenario_loader import load
+from errorflow.scenario.bundled import resolve
+from errorflow.scenario.loader import load
+from errorflow.scenario.model import Scenario
 
 HOST = "127.0.0.1"
 BENCH_DIR = Path(__file__).resolve().parent
@@ -125,7 +125,7 @@ def no_delay(sock: Any) -> None:
 
 
 def scenario(ref: str, **overrides: Any) -> Scenario:
-    from errorflow.overrides import apply
+    from errorflow.scenario.overrides import apply
 
     s = load(resolve(ref) if not Path(ref).exists() else Path(ref))
     return apply(s, overrides) if overrides else s

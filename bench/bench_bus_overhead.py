@@ -41,7 +41,7 @@ from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind, Status, WireError, decode
 from errorflow.bus.mqtt import MqttConnection
 from errorflow.bus.url import BrokerURL
-from errorflow.policies.taxonomy import ErrorCode
+from errorflow.core.taxonomy import ErrorCode
 
 TARGET = 1.15
 RUN_ID = "bench-bus"

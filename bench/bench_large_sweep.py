@@ -39,7 +39,7 @@ from _util import (
 )
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import RunOptions, run_scenario
 
 WALL_TARGET_S = 60.0
 MEM_TARGET_MB = 300.0

@@ -30,9 +30,9 @@ from _util import parse_args, row, run, scenario, temp_db, verdict
 
 from errorflow.bus.envelope import new_id
 from errorflow.bus.transport import InProcessBus
-from errorflow.recorder import BATCH, Recorder
-from errorflow.runner import RunOptions, run_scenario
-from errorflow.store import open_db
+from errorflow.runtime.recorder import BATCH, Recorder
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.runtime.store import open_db
 
 TARGET = 50_000
 CURRENT = "current (as shipped)"

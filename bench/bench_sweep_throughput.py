@@ -38,8 +38,8 @@ from bench_bus_overhead import raw_round
 
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
-from errorflow.experiment import run_arms, sweep_arms
-from errorflow.runner import RunOptions
+from errorflow.runtime.experiment import run_arms, sweep_arms
+from errorflow.runtime.runner import RunOptions
 
 TARGET = 0.5
 

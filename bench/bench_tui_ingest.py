@@ -30,12 +30,12 @@ from pathlib import Path
 
 from _util import parse_args, quiet_logs, row, temp_db, verdict
 
-from errorflow.bundled import resolve
 from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
-from errorflow.runner import RunOptions, configure, run_scenario
-from errorflow.scenario import Scenario
-from errorflow.scenario_loader import load
+from errorflow.runtime.runner import RunOptions, configure, run_scenario
+from errorflow.scenario.bundled import resolve
+from errorflow.scenario.loader import load
+from errorflow.scenario.model import Scenario
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, Sink, Source, stored_envelopes

@@ -1,15 +1,31 @@
 """errorflow: multi-agent LLM simulation over MQTT with error propagation.
 
-The public surface: load a scenario, run it, read the outcome.
+The public surface: load a scenario, run it, read the outcome. Names are re-exported
+lazily (PEP 562), so `import errorflow.policies.retry` loads no broker, database or UI
+library.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from errorflow.bus.envelope import Envelope, Kind, Status, WireError
-from errorflow.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario import Scenario, load_scenario
-from errorflow.scenario_loader import ScenarioError
-from errorflow.scoring import Label, Outcome
+_EXPORTS = {
+    "Envelope": "errorflow.bus.envelope",
+    "Kind": "errorflow.bus.envelope",
+    "Status": "errorflow.bus.envelope",
+    "WireError": "errorflow.bus.envelope",
+    "RunOptions": "errorflow.runtime.runner",
+    "RunResult": "errorflow.runtime.runner",
+    "run_scenario": "errorflow.runtime.runner",
+    "Scenario": "errorflow.scenario.model",
+    "load_scenario": "errorflow.scenario.model",
+    "ScenarioError": "errorflow.scenario.loader",
+    "Label": "errorflow.scoring.score",
+    "Outcome": "errorflow.scoring.score",
+}
 
 __all__ = [
     "Envelope",
@@ -26,3 +42,19 @@ __all__ = [
     "load_scenario",
     "run_scenario",
 ]
+
+if TYPE_CHECKING:
+    from errorflow.bus.envelope import Envelope, Kind, Status, WireError
+    from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+    from errorflow.scenario.loader import ScenarioError
+    from errorflow.scenario.model import Scenario, load_scenario
+    from errorflow.scoring.score import Label, Outcome
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'errorflow' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # resolved once
+    return value

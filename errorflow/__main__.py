@@ -1,5 +1,5 @@
 import sys
 
-from errorflow.cli import main
+from errorflow.cli.main import main
 
 sys.exit(main())

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bundled import bundled
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.url import BrokerURL
-from errorflow.scenario import Scenario
-from errorflow.scenario_loader import load
+from errorflow.scenario.bundled import bundled
+from errorflow.scenario.loader import load
+from errorflow.scenario.model import Scenario
 
 IN_CI = bool(os.environ.get("CI"))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.runner import RunOptions, run_scenario
-from errorflow.scenario_loader import load_text
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.loader import load_text
 
 TWO_NEEDS = """
 name: two-needs

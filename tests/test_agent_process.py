@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bundled import bundled
-from errorflow.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.bundled import bundled
 from tests.conftest import Mosquitto, scenario
 from tests.test_runner import normalised
 

@@ -35,8 +35,8 @@ from errorflow.agents.model import (
     ToolDef,
     UpstreamTurn,
 )
-from errorflow.policies.taxonomy import ErrorCode, is_retryable
-from errorflow.scenario import ModelSpec
+from errorflow.core.taxonomy import ErrorCode, is_retryable
+from errorflow.scenario.model import ModelSpec
 
 KEY = "sk-ant-test-SECRETKEY123456"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from errorflow.bus.url import BrokerURL
-from errorflow.overrides import apply
-from errorflow.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.overrides import apply
 from tests.conftest import scenario
 from tests.fake_anthropic import FakeAnthropic, Reply, message, tool_use
 

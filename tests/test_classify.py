@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errorflow.agents.tool_errors import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
     HTTPStatusError,
@@ -17,7 +18,6 @@ from errorflow.agents.tool_errors import (
     UnknownValue,
 )
 from errorflow.policies.classify import classify_body, classify_exception
-from errorflow.policies.taxonomy import ErrorCode
 
 STATUS_CODES = {
     401: ErrorCode.PERMISSION_DENIED,

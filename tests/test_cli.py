@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.cli import main
+from errorflow.cli.main import main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -94,7 +94,7 @@ def test_anthropic_without_key_fails_before_any_trial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    from errorflow.bundled import bundled
+    from errorflow.scenario.bundled import bundled
 
     text = (
         bundled()["contamination"]

@@ -12,7 +12,7 @@ from errorflow.bus.envelope import (
     decode,
     json_schema,
 )
-from errorflow.policies.taxonomy import ErrorCode
+from errorflow.core.taxonomy import ErrorCode
 
 
 def make(**kw: object) -> Envelope:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.experiment import propagation_arms, run_arms, sweep_arms
-from errorflow.runner import RunOptions
+from errorflow.runtime.experiment import propagation_arms, run_arms, sweep_arms
+from errorflow.runtime.runner import RunOptions
 from tests.conftest import scenario
 
 

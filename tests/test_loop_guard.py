@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.config import GuardConfig
 from errorflow.policies.loop_guard import LoopGuard, canonical_args
 from errorflow.policies.strategies import build_policy
-from errorflow.policies.taxonomy import ErrorCode
 
 OFF = GuardConfig(
     max_steps=100, max_identical_calls=0, max_consecutive_failures=0, no_progress_steps=0

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 from errorflow.policies.classify import Failure
 from errorflow.policies.observation import MAX_OPTIONS, observe_failure, observe_success
-from errorflow.policies.taxonomy import RETRYABLE, ErrorCode
 
 ACTIONABLE_KEYS = {"ok", "tool", "code", "message", "retryable", "retry_after_s", "suggestion"}
 

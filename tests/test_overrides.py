@@ -1,6 +1,6 @@
 import pytest
 
-from errorflow.overrides import OverrideError, apply, parse_value, set_path, without_faults
+from errorflow.scenario.overrides import OverrideError, apply, parse_value, set_path, without_faults
 from tests.conftest import scenario
 
 

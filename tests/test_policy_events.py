@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from errorflow.bus.url import BrokerURL
-from errorflow.overrides import apply
-from errorflow.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.overrides import apply
 from tests.conftest import scenario
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.recorder import Recorder
-from errorflow.runner import RunOptions, run_scenario
-from errorflow.store import StoreError
+from errorflow.runtime.recorder import Recorder
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.runtime.store import StoreError
 from tests.conftest import scenario
 
 

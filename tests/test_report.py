@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.cli import main
+from errorflow.cli.main import main
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from errorflow.bus.envelope import MAX_MESSAGE_BYTES
-from errorflow.overrides import apply
-from errorflow.runner import RunOptions, run_scenario
-from errorflow.scoring import Outcome
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.overrides import apply
+from errorflow.scoring.score import Outcome
 from tests.conftest import Mosquitto, scenario
 
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.config import RetryConfig
 from errorflow.policies.retry import RetryDecision, backoff_ceiling, backoff_delay, decide_retry
 from errorflow.policies.strategies import build_policy
-from errorflow.policies.taxonomy import ErrorCode
 
 NON_RETRYABLE = [
     ErrorCode.INVALID_ARGS,

@@ -9,7 +9,7 @@ from typing import Any
 
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
-from errorflow.runner import RunOptions, RunResult, run_scenario
+from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from tests.conftest import Mosquitto, scenario
 
 

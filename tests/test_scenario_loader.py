@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bundled import bundled
 from errorflow.bus.envelope import MAX_MESSAGE_BYTES
-from errorflow.scenario import (
+from errorflow.scenario.bundled import bundled
+from errorflow.scenario.loader import MAX_SCENARIO_BYTES, ScenarioError, load, load_text
+from errorflow.scenario.model import (
     MAX_AGENTS,
     MAX_DOCUMENT_BYTES,
     MAX_FINDINGS_BYTES,
     MAX_STEPS,
     MAX_TRIALS,
 )
-from errorflow.scenario_loader import MAX_SCENARIO_BYTES, ScenarioError, load, load_text
 
 BASE = """\
 name: base
@@ -724,7 +724,7 @@ def test_cli_validate_bad_files_exit_2(tmp_path: Path, content: bytes | None) ->
 
 
 def test_cli_main_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from errorflow.cli import main
+    from errorflow.cli.main import main
 
     path = tmp_path / "bad.yaml"
     path.write_text(edit("trials: 10", "trails: 10"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from errorflow.bus.envelope import Envelope, Kind, Status, WireError
-from errorflow.policies.taxonomy import ErrorCode
-from errorflow.scoring import Label, Outcome, Truth, label_message, score_trial
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.scoring.score import Label, Outcome, Truth, label_message, score_trial
 from tests.conftest import scenario
 
 S = scenario("contamination")

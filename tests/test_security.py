@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bundled import bundled
+from errorflow.scenario.bundled import bundled
 from tests.conftest import Mosquitto, free_port, require_mosquitto
 
 PASSWORD = "pw-Sup3rSecret-4711"

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errorflow.stats import paired_difference, pass_at_k, wilson
+from errorflow.scoring.stats import paired_difference, pass_at_k, wilson
 
 
 def test_wilson_known_values() -> None:

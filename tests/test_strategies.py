@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 from errorflow.policies.config import (
     BreakerConfig,
     BudgetConfig,
@@ -15,7 +16,6 @@ from errorflow.policies.config import (
     RetryConfig,
 )
 from errorflow.policies.strategies import PRESETS, build_policy, deep_merge
-from errorflow.policies.taxonomy import RETRYABLE, ErrorCode
 
 # --- config models -------------------------------------------------------------
 

@@ -13,14 +13,14 @@ import pytest
 from errorflow.agents.model import ToolCall
 from errorflow.agents.tool_gate import GateOutcome, ToolGate
 from errorflow.agents.world import ToolClient
+from errorflow.core.seeding import stream
+from errorflow.core.simclock import SimClock
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.policies.redact import redact_obj
 from errorflow.policies.strategies import build_policy
-from errorflow.scenario import Scenario
-from errorflow.seeding import stream
-from errorflow.simclock import SimClock
+from errorflow.scenario.model import Scenario
 
 ACTIONABLE_KEYS = {"ok", "tool", "code", "message", "retryable", "retry_after_s", "suggestion"}
 ARG_KEYS = {"field", "constraint", "received"}

@@ -7,9 +7,9 @@ import sqlite3
 from pathlib import Path
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.experiment import propagation_arms, run_arms, sweep_arms
-from errorflow.runner import RunOptions, run_scenario
-from errorflow.scoring import Outcome
+from errorflow.runtime.experiment import propagation_arms, run_arms, sweep_arms
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scoring.score import Outcome
 from tests.conftest import scenario
 
 
@@ -39,7 +39,7 @@ async def test_reviewer_sends_contradicted_claims_back_once(tmp_path: Path) -> N
     s = scenario("topologies", trials=30, propagation="implicit")
     assert s.sweep is not None
     hierarchy = s.sweep.axes[0].values["hierarchy"]
-    from errorflow.overrides import apply
+    from errorflow.scenario.overrides import apply
 
     s = apply(s, hierarchy)
     result = await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=tmp_path / "h.db"))

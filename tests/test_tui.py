@@ -22,12 +22,12 @@ from textual.widgets import Static
 
 from errorflow.bus.envelope import Envelope
 from errorflow.bus.transport import InProcessBus
-from errorflow.runner import RunOptions, run_scenario
-from errorflow.scenario import Scenario
-from errorflow.scoring import Outcome
-from errorflow.store import trial_rows
+from errorflow.cli.tui_commands import BadInput, build_session, serve_command
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.runtime.store import trial_rows
+from errorflow.scenario.model import Scenario
+from errorflow.scoring.score import Outcome
 from errorflow.tui.app import ErrorflowApp
-from errorflow.tui.commands import BadInput, build_session, serve_command
 from errorflow.tui.compare import ArmPanel, CompareScreen
 from errorflow.tui.detail import DetailScreen
 from errorflow.tui.feed import FeedTable
@@ -322,4 +322,4 @@ def test_live_session_applies_options() -> None:
 
 def test_serve_runs_the_tui_command() -> None:
     command = serve_command(_args(scenario="contamination", trials=5))
-    assert "-m errorflow.tui tui contamination" in command and "--trials 5" in command
+    assert "-m errorflow tui contamination" in command and "--trials 5" in command

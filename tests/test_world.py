@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from errorflow.agents.tool_errors import (
+from errorflow.agents.world import FaultPlan, ToolClient, hidden_identifier, truth
+from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
     HTTPStatusError,
@@ -18,9 +19,8 @@ from errorflow.agents.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.agents.world import FaultPlan, ToolClient, hidden_identifier, truth
-from errorflow.scenario import FaultSpec, Scenario
-from errorflow.scenario_loader import load_text
+from errorflow.scenario.loader import load_text
+from errorflow.scenario.model import FaultSpec, Scenario
 
 BASE = """
 name: world-test

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from errorflow import scenario_identity as identity
 from errorflow.agents.answers import answer_from_wire, answer_to_wire
 from errorflow.agents.backends import BackendFactory
 from errorflow.agents.model import (
@@ -47,6 +46,9 @@ from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind, Status, WireError
 from errorflow.bus.transport import Connection
+from errorflow.core.seeding import stream
+from errorflow.core.simclock import SimClock
+from errorflow.core.taxonomy import RETRYABLE, UNRECOVERABLE, ErrorCode
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
@@ -54,10 +56,8 @@ from errorflow.policies.config import PolicyConfig
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.policies.redact import redact
 from errorflow.policies.strategies import build_policy
-from errorflow.policies.taxonomy import RETRYABLE, UNRECOVERABLE, ErrorCode
-from errorflow.scenario import Scenario
-from errorflow.seeding import stream
-from errorflow.simclock import SimClock
+from errorflow.scenario import identity
+from errorflow.scenario.model import Scenario
 
 log = logging.getLogger(__name__)
 

@@ -62,9 +62,9 @@ from errorflow.agents.model import (
     UpstreamTurn,
     Usage,
 )
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.redact import redact
-from errorflow.policies.taxonomy import ErrorCode
-from errorflow.scenario import ModelSpec
+from errorflow.scenario.model import ModelSpec
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from errorflow.agents.model import ModelBackend
 from errorflow.agents.profiles import behaviour
 from errorflow.agents.simulated import SimulatedModel
-from errorflow.scenario import ModelSpec, Scenario
-from errorflow.seeding import stream
+from errorflow.core.seeding import stream
+from errorflow.scenario.model import ModelSpec, Scenario
 
 
 class ConfigurationError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from errorflow.policies.taxonomy import ErrorCode
+from errorflow.core.taxonomy import ErrorCode
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
+from errorflow.core.simclock import SimClock
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.breaker import BreakerBank, Transition
 from errorflow.policies.budget import Budget
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.retry import decide_retry
-from errorflow.policies.taxonomy import ErrorCode
-from errorflow.simclock import SimClock
 
 Emit = Callable[[str, dict[str, Any]], None]
 

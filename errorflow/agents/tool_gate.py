@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from errorflow.agents.model import ToolCall
-from errorflow.agents.tool_errors import CallTimeout, ToolException
 from errorflow.agents.world import ToolClient, _empty_of
+from errorflow.core.simclock import SimClock
+from errorflow.core.taxonomy import SOFT, ErrorCode
+from errorflow.core.tool_errors import CallTimeout, ToolException
 from errorflow.policies.breaker import BreakerBank, Transition
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure, classify_body, classify_exception
@@ -26,8 +28,6 @@ from errorflow.policies.loop_guard import LoopGuard, canonical_args
 from errorflow.policies.observation import observe_failure, observe_success
 from errorflow.policies.redact import redact, redact_obj
 from errorflow.policies.retry import decide_retry
-from errorflow.policies.taxonomy import SOFT, ErrorCode
-from errorflow.simclock import SimClock
 
 Emit = Callable[[str, dict[str, Any]], None]
 

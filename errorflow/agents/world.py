@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from errorflow.agents.tool_errors import (
+from errorflow.core.seeding import stream
+from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
     HTTPStatusError,
@@ -23,8 +24,7 @@ from errorflow.agents.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.scenario import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
-from errorflow.seeding import stream
+from errorflow.scenario.model import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
 
 # -- tool argument schemas (pre-flight validation happens against these) ---------
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from errorflow.policies.taxonomy import ErrorCode
+from errorflow.core.taxonomy import ErrorCode
 
 SCHEMA_VERSION = 1
 #: Largest encoded envelope accepted from the bus (bytes). Documented in the README.

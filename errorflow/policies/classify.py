@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from errorflow.agents.tool_errors import (
+from errorflow.core.taxonomy import ErrorCode, classify_http
+from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
     HTTPStatusError,
@@ -21,7 +22,6 @@ from errorflow.agents.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.policies.taxonomy import ErrorCode, classify_http
 
 
 @dataclass

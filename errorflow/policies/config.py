@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from errorflow.policies.taxonomy import RETRYABLE, ErrorCode
+from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 
 
 def _default_retry_on() -> list[ErrorCode]:

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.config import GuardConfig
-from errorflow.policies.taxonomy import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 from errorflow.policies.classify import Failure
 from errorflow.policies.redact import redact, redact_obj
-from errorflow.policies.taxonomy import RETRYABLE, ErrorCode
 
 MAX_OPTIONS = 20
 

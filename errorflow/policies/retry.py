@@ -36,8 +36,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.config import RetryConfig
-from errorflow.policies.taxonomy import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from errorflow.core.taxonomy import RETRYABLE
 from errorflow.policies.config import PolicyConfig
-from errorflow.policies.taxonomy import RETRYABLE
 
 DEFAULT_STRATEGY = "resilient"
 

@@ -20,8 +20,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from errorflow.scoring import Label, Outcome
-from errorflow.stats import paired_difference
+from errorflow.scoring.score import Label, Outcome
+from errorflow.scoring.stats import paired_difference
 from errorflow.tui.channel import Channel
 from errorflow.tui.palette import LABEL_STATE, OUTCOME_GLYPH, OUTCOME_STYLE, STATE_GLYPH
 from errorflow.tui.palette import STATE_STYLE as _STATE_STYLE

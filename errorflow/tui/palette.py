@@ -9,7 +9,7 @@ from rich.style import Style
 from rich.text import Text
 
 from errorflow.policies.breaker import BreakerState
-from errorflow.scoring import Label, Outcome
+from errorflow.scoring.score import Label, Outcome
 from errorflow.tui.state import STATE_OF_LABEL, AgentState
 
 GREEN, YELLOW, RED, BLUE, GREY = "#4ec96f", "#e5c07b", "#ef5a5a", "#61afef", "#8a8a8a"

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from errorflow.runner import RunOptions, configure
-from errorflow.scenario import Scenario
+from errorflow.runtime.runner import RunOptions, configure
+from errorflow.scenario.model import Scenario
 from errorflow.tui.sources import (
     Attach,
     BusHolder,

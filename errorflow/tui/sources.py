@@ -24,9 +24,9 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
-from errorflow.runner import RunOptions, configure, new_run_id, run_scenario
-from errorflow.scenario import Scenario
-from errorflow.store import connect_ro
+from errorflow.runtime.runner import RunOptions, configure, new_run_id, run_scenario
+from errorflow.runtime.store import connect_ro
+from errorflow.scenario.model import Scenario
 
 Sink = Callable[[Envelope], None]
 

@@ -28,9 +28,9 @@ from typing import Any
 from errorflow.bus import topics
 from errorflow.bus.envelope import Envelope, Kind
 from errorflow.policies.breaker import BreakerState
-from errorflow.scenario import Scenario
-from errorflow.scoring import Label, Outcome, Truth, label_message, score_trial
-from errorflow.stats import wilson
+from errorflow.scenario.model import Scenario
+from errorflow.scoring.score import Label, Outcome, Truth, label_message, score_trial
+from errorflow.scoring.stats import wilson
 
 #: Messages kept for provenance; older trials are forgotten first (long sweeps).
 MESSAGE_LIMIT = 50_000

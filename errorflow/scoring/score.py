@@ -24,7 +24,7 @@ from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.world import truth
 from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.policies.redact import redact_obj
-from errorflow.scenario import Scenario
+from errorflow.scenario.model import Scenario
 
 
 class Label(StrEnum):

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from errorflow.scoring import Outcome
-from errorflow.stats import paired_difference
-from errorflow.store import get_run, group_runs, trial_rows
-from errorflow.summary import summarize
+from errorflow.runtime.store import get_run, group_runs, trial_rows
+from errorflow.scoring.score import Outcome
+from errorflow.scoring.stats import paired_difference
+from errorflow.scoring.summary import summarize
 
 OUTCOMES = [o.value for o in Outcome]
 COLOURS = {
@@ -93,7 +93,7 @@ def build(db: Path, ident: str) -> dict[str, Any]:
 
 
 def summary_from_trials(db: Path, run_id: str) -> dict[str, Any]:
-    from errorflow.store import load_scores
+    from errorflow.runtime.store import load_scores
 
     scores = list(load_scores(db, run_id, include_bus_faults=True).values())
     return summarize(scores)

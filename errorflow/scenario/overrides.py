@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from errorflow.scenario import Scenario
+from errorflow.scenario.model import Scenario
 
 
 class OverrideError(ValueError):

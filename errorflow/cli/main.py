@@ -19,14 +19,14 @@ from rich.text import Text
 
 from errorflow import __version__
 from errorflow.agents.backends import ConfigurationError
-from errorflow.bundled import bundled, describe, resolve
 from errorflow.bus.url import BrokerURLError, parse_broker_url
-from errorflow.cli_args import nonneg, positive
-from errorflow.overrides import OverrideError
-from errorflow.scenario import Scenario
-from errorflow.scenario_loader import ScenarioError, load
-from errorflow.store import DEFAULT_DB, StoreError
-from errorflow.tables import paired_table, print_run, sweep_tables
+from errorflow.cli.args import nonneg, positive
+from errorflow.reports.tables import paired_table, print_run, sweep_tables
+from errorflow.runtime.store import DEFAULT_DB, StoreError
+from errorflow.scenario.bundled import bundled, describe, resolve
+from errorflow.scenario.loader import ScenarioError, load
+from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import OverrideError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -80,7 +80,7 @@ class _Bars:
 
 
 def _options(args: argparse.Namespace, bars: _Bars) -> Any:
-    from errorflow.runner import RunOptions
+    from errorflow.runtime.runner import RunOptions
 
     return RunOptions(
         trials=args.trials,
@@ -98,7 +98,7 @@ def _show_progress(args: argparse.Namespace) -> bool:
 
 
 def _configured(scenario: Scenario, args: argparse.Namespace) -> Scenario:
-    from errorflow.overrides import apply, parse_value
+    from errorflow.scenario.overrides import apply, parse_value
 
     update: dict[str, Any] = {}
     for spec in getattr(args, "set", None) or []:
@@ -116,8 +116,8 @@ def _configured(scenario: Scenario, args: argparse.Namespace) -> Scenario:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from errorflow.experiment import Arm, propagation_arms, run_arms
-    from errorflow.runner import run_scenario
+    from errorflow.runtime.experiment import Arm, propagation_arms, run_arms
+    from errorflow.runtime.runner import run_scenario
 
     if args.resume and (args.external_agents or args.run_id):
         raise UsageError(
@@ -188,9 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _resumable(args: argparse.Namespace) -> Scenario:
     """The scenario of an interrupted run, exactly as it ran (seed, trials, propagation)."""
-    from errorflow.overrides import apply
-    from errorflow.scenario_identity import sha
-    from errorflow.store import get_run
+    from errorflow.runtime.store import get_run
+    from errorflow.scenario.identity import sha
+    from errorflow.scenario.overrides import apply
 
     if args.trials or args.seed is not None or args.propagation or args.baseline:
         raise UsageError(
@@ -224,8 +224,8 @@ def _resumable(args: argparse.Namespace) -> Scenario:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from errorflow.experiment import run_arms, sweep_arms
-    from errorflow.overrides import parse_value
+    from errorflow.runtime.experiment import run_arms, sweep_arms
+    from errorflow.scenario.overrides import parse_value
 
     scenario = _configured(_load(args.scenario), args)
     axes: list[tuple[str, dict[str, dict[str, Any]]]] = []
@@ -271,7 +271,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from errorflow.report import ReportError, render
+    from errorflow.reports.report import ReportError, render
 
     try:
         text = render(Path(args.db), args.id, args.format)
@@ -286,7 +286,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from errorflow.agent_process import run_agent_process
+    from errorflow.runtime.agent_process import run_agent_process
 
     scenario = _load(args.scenario)
     if args.name not in scenario.agents:
@@ -334,7 +334,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from errorflow.store import list_runs
+    from errorflow.runtime.store import list_runs
 
     rows = list_runs(Path(args.db))
     if args.json:
@@ -359,7 +359,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from errorflow.store import get_run
+    from errorflow.runtime.store import get_run
 
     run = get_run(Path(args.db), args.run_id)
     if run is None:
@@ -545,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true")
     db_arg(sh)
     sh.set_defaults(func=cmd_show)
-    from errorflow.tui.commands import add_commands
+    from errorflow.cli.tui_commands import add_commands
 
     add_commands(sub)  # `tui` and `serve`
     return p

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from errorflow.scoring import COST_KEYS, Outcome, TrialScore
-from errorflow.stats import pass_at_k, wilson
+from errorflow.scoring.score import COST_KEYS, Outcome, TrialScore
+from errorflow.scoring.stats import pass_at_k, wilson
 
 
 def summarize(scores: list[TrialScore]) -> dict[str, Any]:

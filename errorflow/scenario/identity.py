@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from errorflow.policies.redact import redact_obj
-from errorflow.scenario import Scenario
+from errorflow.scenario.model import Scenario
 
 
 def public(scenario: Scenario) -> dict[str, Any]:

@@ -9,8 +9,8 @@ import yaml
 
 
 def scenarios_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "scenarios", here.parent / "scenarios"):
+    package = Path(__file__).resolve().parent.parent  # errorflow/
+    for candidate in (package / "scenarios", package.parent / "scenarios"):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("bundled scenarios not found (broken install?)")

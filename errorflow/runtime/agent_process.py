@@ -6,7 +6,7 @@ from errorflow.agents.agent import Agent
 from errorflow.agents.backends import ConfigurationError, check_backends
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL
-from errorflow.scenario import Scenario
+from errorflow.scenario.model import Scenario
 
 
 async def run_agent_process(

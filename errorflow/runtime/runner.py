@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from errorflow import scenario_identity as identity
 from errorflow.agents.agent import Agent
 from errorflow.agents.backends import check_backends
 from errorflow.bus import topics
@@ -30,10 +29,8 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
-from errorflow.recorder import Recorder
-from errorflow.scenario import Scenario
-from errorflow.scoring import Outcome, TrialScore, Truth, score_trial
-from errorflow.store import (
+from errorflow.runtime.recorder import Recorder
+from errorflow.runtime.store import (
     DEFAULT_DB,
     StoreError,
     create_run,
@@ -42,7 +39,10 @@ from errorflow.store import (
     open_db,
     resume_run,
 )
-from errorflow.summary import summarize
+from errorflow.scenario import identity
+from errorflow.scenario.model import Scenario
+from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
+from errorflow.scoring.summary import summarize
 
 log = logging.getLogger(__name__)
 

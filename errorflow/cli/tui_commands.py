@@ -1,6 +1,6 @@
 """`errorflow tui` and `errorflow serve`: the command-line entry points of the TUI.
 
-`add_commands` registers both on the main parser (errorflow/cli.py); each returns an
+`add_commands` registers both on the main parser (errorflow/cli/main.py); each returns an
 exit code: 0 ok, 1 a runtime failure, 2 bad input, with one line on stderr.
 """
 
@@ -11,13 +11,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from errorflow.bundled import resolve
 from errorflow.bus.url import BrokerURLError, parse_broker_url
-from errorflow.cli_args import nonneg, nonneg_float, positive
-from errorflow.runner import RunOptions, configure
-from errorflow.scenario import Scenario
-from errorflow.scenario_loader import ScenarioError, load
-from errorflow.store import DEFAULT_DB
+from errorflow.cli.args import nonneg, nonneg_float, positive
+from errorflow.runtime.runner import RunOptions, configure
+from errorflow.runtime.store import DEFAULT_DB
+from errorflow.scenario.bundled import resolve
+from errorflow.scenario.loader import ScenarioError, load
+from errorflow.scenario.model import Scenario
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, find_run
 
@@ -119,7 +119,7 @@ def serve_command(args: argparse.Namespace) -> str:
     scenario = args.scenario
     if Path(scenario).exists():
         scenario = str(Path(scenario).resolve())  # the child may start elsewhere
-    argv = [sys.executable, "-m", "errorflow.tui", "tui", scenario,
+    argv = [sys.executable, "-m", "errorflow", "tui", scenario,
             "--db", str(Path(args.db).resolve())]  # fmt: skip
     for flag in ("trials", "seed", "propagation", "broker"):
         value = getattr(args, flag)

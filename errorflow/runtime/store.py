@@ -234,7 +234,7 @@ def group_runs(path: Path, group_id: str) -> list[dict[str, Any]]:
 def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, Any]:
     """The trials of a run already scored (bus faults excluded unless asked: a resumed
     run reruns them)."""
-    from errorflow.scoring import Outcome, TrialScore
+    from errorflow.scoring.score import Outcome, TrialScore
 
     return {
         row["trial"]: TrialScore(

@@ -35,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from errorflow.scenario import (
+from errorflow.scenario.model import (
     MAX_DOCUMENT_BYTES,
     MAX_FINDINGS_BYTES,
     MAX_STEPS,
@@ -586,7 +586,7 @@ def _sweep_problems(s: Scenario, data: dict[str, Any], marks: Mapping[Path_, Loc
     """Each sweep value applied alone to the scenario must give a valid scenario."""
     import copy
 
-    from errorflow.overrides import OverrideError, set_path
+    from errorflow.scenario.overrides import OverrideError, set_path
 
     problems: list[Problem] = []
     if s.sweep is None:
@@ -687,7 +687,7 @@ def load_text(text: str, file: str = "<string>") -> Scenario:
 def _not_found(path: Path) -> str:
     msg = "no such file; expected a scenario file"
     try:
-        from errorflow.bundled import bundled
+        from errorflow.scenario.bundled import bundled
 
         names = ", ".join(bundled())
     except (OSError, ImportError):

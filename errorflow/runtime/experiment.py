@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errorflow.bus.broker import EmbeddedBroker
-from errorflow.overrides import apply, without_faults
-from errorflow.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario import Scenario
-from errorflow.scoring import Outcome
-from errorflow.stats import paired_difference
+from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import apply, without_faults
+from errorflow.scoring.score import Outcome
+from errorflow.scoring.stats import paired_difference
 
 
 @dataclass

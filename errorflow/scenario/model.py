@@ -21,7 +21,7 @@ Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_
 
 #: Documented limits (scenarios/FORMAT.md "Limits"); the loader refuses anything beyond
 #: them. MAX_TOOLS, MAX_STEPS, MAX_DOCUMENT_BYTES and MAX_FINDINGS_BYTES are checked by
-#: errorflow.scenario_loader (they need the policy presets or the bus limit).
+#: errorflow.scenario.loader (they need the policy presets or the bus limit).
 MAX_TRIALS = 100_000
 #: Names the bus uses for itself: the runner, broadcasts and event observers.
 RESERVED_NAMES = frozenset({"runner", "all", "observers"})
@@ -290,6 +290,6 @@ class Scenario(Strict):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    from errorflow.scenario_loader import load
+    from errorflow.scenario.loader import load
 
     return load(Path(path))

@@ -1,0 +1,1 @@
+"""Rendering results: terminal tables and stored-run reports (md, json, csv, html)."""

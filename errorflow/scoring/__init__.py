@@ -1,0 +1,1 @@
+"""Scoring against ground truth and statistics over trials: pure, no I/O."""
