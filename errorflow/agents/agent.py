@@ -52,12 +52,11 @@ from errorflow.core.taxonomy import RETRYABLE, UNRECOVERABLE, ErrorCode
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
-from errorflow.policies.config import PolicyConfig
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.policies.redact import redact
-from errorflow.policies.strategies import build_policy
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.policy import policy_for
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +73,6 @@ SYSTEM_PROMPTS = {
     "reviewer": "You are a reviewer. Check the report you receive against its sources; flag "
     "or withhold claims that are not supported.",
 }
-
-
-def policy_for(scenario: Scenario, agent: str) -> PolicyConfig:
-    spec = dict(scenario.agents[agent].policy)
-    strategy = str(spec.pop("strategy", "resilient"))
-    return build_policy(strategy, spec)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from errorflow.agents.model import ToolCall
-from errorflow.agents.world import ToolClient, _empty_of
+from errorflow.agents.world import ToolClient, empty_of
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import SOFT, ErrorCode
 from errorflow.core.tool_errors import CallTimeout, ToolException
@@ -243,7 +243,7 @@ class ToolGate:
             # The anti-pattern under test: the wrapper swallows the error and hands the
             # model an empty result, as `except Exception: return []` does.
             kind = self.client.tools[call.name].kind if call.name in self.client.tools else ""
-            return GateOutcome(observe_success(call.name, _empty_of(kind)), failure, swallowed=True)
+            return GateOutcome(observe_success(call.name, empty_of(kind)), failure, swallowed=True)
         obs = observe_failure(failure, self.policy.error_style, tell_class=self.policy.tell_class)
         return GateOutcome(obs, failure)
 

@@ -281,7 +281,7 @@ class ToolClient:
                     {"success": False, "reason": reason}, latency, business_error=reason
                 )
             if fault.kind == "empty":
-                return ToolResult(_empty_of(spec.kind), latency, empty=True)
+                return ToolResult(empty_of(spec.kind), latency, empty=True)
         value, item_errors = self._serve(tool, args, fault)
         if spec.kind == "report_sink":
             value = self._send(args, idempotency_key)
@@ -362,7 +362,7 @@ class ToolClient:
         raise AssertionError(f"no handler for {type(args).__name__}")
 
 
-def _empty_of(kind: str) -> Any:
+def empty_of(kind: str) -> Any:
     return {"metric_store": None, "paper_search": [], "batch_fetch": {}}.get(kind)
 
 

@@ -28,6 +28,8 @@ from typing import Any
 from errorflow.bus import topics
 from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, Status, WireError, decode
 from errorflow.bus.transport import Connection
+from errorflow.core.control import Control
+from errorflow.core.events import Event
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +142,34 @@ class Endpoint:
         return env
 
     async def event(self, trial: int, trace_id: str, type_: str, data: dict[str, Any]) -> None:
+        """Deprecated: untyped events (removed once every producer sends typed ones)."""
         await self.send(
             kind=Kind.EVENT,
             recipient="observers",
             trial=trial,
             trace_id=trace_id,
             payload={"type": type_, **data},
+        )
+
+    async def publish_event(self, trial: int, trace_id: str, event: Event) -> None:
+        """Publish one telemetry event to the run's observers."""
+        await self.send(
+            kind=Kind.EVENT,
+            recipient="observers",
+            trial=trial,
+            trace_id=trace_id,
+            payload=event.to_payload(),
+        )
+
+    async def control(self, action: Control, *, recipient: str = "all", trace: str) -> None:
+        """Publish one control action (trial 0; `trace` names the conversation:
+        "presence", "control")."""
+        await self.send(
+            kind=Kind.CONTROL,
+            recipient=recipient,
+            trial=0,
+            trace_id=f"{self.run_id}-{trace}",
+            payload=action.to_payload(),
         )
 
     def check(self, topic: str, raw: bytes) -> Envelope | None:

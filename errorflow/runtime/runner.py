@@ -41,6 +41,7 @@ from errorflow.runtime.store import (
 )
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import with_settings
 from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
 from errorflow.scoring.summary import summarize
 
@@ -103,14 +104,9 @@ def new_run_id(name: str) -> str:
 
 
 def configure(scenario: Scenario, options: RunOptions) -> Scenario:
-    update: dict[str, Any] = {}
-    if options.trials is not None:
-        update["trials"] = options.trials
-    if options.seed is not None:
-        update["seed"] = options.seed
-    if options.propagation is not None:
-        update["propagation"] = options.propagation
-    return Scenario.model_validate({**scenario.model_dump(), **update}) if update else scenario
+    return with_settings(
+        scenario, trials=options.trials, seed=options.seed, propagation=options.propagation
+    )
 
 
 async def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> RunResult:

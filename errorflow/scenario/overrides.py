@@ -86,3 +86,22 @@ def without_faults(scenario: Scenario) -> Scenario:
     for tool in data.get("tools", {}).values():
         tool["faults"] = []
     return Scenario.model_validate(data)
+
+
+def with_settings(
+    scenario: Scenario,
+    *,
+    trials: int | None = None,
+    seed: int | None = None,
+    propagation: str | None = None,
+) -> Scenario:
+    """The scenario with the run settings a command line or a caller gives (None: keep
+    the scenario's). The one place trials, seed and propagation are applied."""
+    update: dict[str, object] = {}
+    if trials is not None:
+        update["trials"] = trials
+    if seed is not None:
+        update["seed"] = seed
+    if propagation is not None:
+        update["propagation"] = propagation
+    return Scenario.model_validate({**scenario.model_dump(), **update}) if update else scenario

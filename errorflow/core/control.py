@@ -1,0 +1,73 @@
+"""Control messages: the run's coordination protocol, one typed model per action.
+
+A control envelope's payload is one of these models' JSON (`{"action": "hello", ...}`).
+Senders build a model; receivers call `parse_control` and match on the class. The
+actions, in the order of a run: the runner calls the roll (`roll_call`, carrying the
+public scenario so a joining agent or an attached TUI knows the experiment), agents
+answer `hello`; reliable messages are acknowledged with `ack`; the runner sends `stop`
+(agents finish and say `bye`) and then `end` (nothing of the runner's follows).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+
+class ControlAction(StrEnum):
+    ROLL_CALL = "roll_call"
+    HELLO = "hello"
+    BYE = "bye"
+    ACK = "ack"
+    STOP = "stop"
+    END = "end"
+
+
+class _Control(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class RollCall(_Control):
+    action: Literal[ControlAction.ROLL_CALL] = ControlAction.ROLL_CALL
+    scenario: dict[str, Any]  # the public (redacted) scenario as JSON
+
+
+class Hello(_Control):
+    action: Literal[ControlAction.HELLO] = ControlAction.HELLO
+    agent: str
+
+
+class Bye(_Control):
+    action: Literal[ControlAction.BYE] = ControlAction.BYE
+    agent: str
+
+
+class Ack(_Control):
+    action: Literal[ControlAction.ACK] = ControlAction.ACK
+    id: str
+
+
+class Stop(_Control):
+    action: Literal[ControlAction.STOP] = ControlAction.STOP
+
+
+class End(_Control):
+    action: Literal[ControlAction.END] = ControlAction.END
+
+
+Control = Annotated[RollCall | Hello | Bye | Ack | Stop | End, Field(discriminator="action")]
+
+_ADAPTER: TypeAdapter[Control] = TypeAdapter(Control)
+
+
+def parse_control(payload: object) -> Control | None:
+    """The typed action of a control payload; None if it is not a valid one."""
+    try:
+        return _ADAPTER.validate_python(payload)
+    except ValidationError:
+        return None

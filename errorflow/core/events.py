@@ -1,0 +1,188 @@
+"""Telemetry events: every kind an agent or the runner publishes, as one typed union.
+
+An event travels as the payload of an `event` envelope, flat, with its kind under
+`type` (`{"type": "retry", "agent": "researcher", "tool": ..., ...}`): the wire shape is
+the model's JSON. Producers build a model and call `to_payload`; consumers call
+`parse_event` and match on the class, so a field name lives in one place. A payload
+that is not a known event parses to None (counted by the consumer, never a crash).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from errorflow.core.taxonomy import ErrorCode
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class AgentStart(_Event):
+    type: Literal["agent_start"] = "agent_start"
+    agent: str
+    inputs: list[str]
+
+
+class ToolCallEvent(_Event):
+    """One tool call as the gate finished it (after retries), arguments redacted."""
+
+    type: Literal["tool_call"] = "tool_call"
+    agent: str
+    tool: str
+    call_id: str
+    args: dict[str, Any]
+    ok: bool
+    code: ErrorCode | None = None
+    attempts: int
+    http_status: int | None = None
+    error: str | None = None
+
+
+class GuardBlock(_Event):
+    type: Literal["guard"] = "guard"
+    agent: str
+    tool: str
+    code: ErrorCode
+    message: str
+
+
+class BreakerChange(_Event):
+    """A circuit breaker transition (`tool` is "model" for the model's breaker)."""
+
+    type: Literal["breaker"] = "breaker"
+    agent: str
+    tool: str
+    pattern: str | None = None
+    frm: str = Field(alias="from")
+    to: str
+    at: float
+    reason: str
+
+
+class RetryScheduled(_Event):
+    type: Literal["retry"] = "retry"
+    agent: str
+    tool: str
+    attempt: int
+    code: ErrorCode
+    delay_s: float
+
+
+class RetriesExhausted(_Event):
+    type: Literal["retries_exhausted"] = "retries_exhausted"
+    agent: str
+    tool: str
+    attempts: int
+    code: ErrorCode
+    reason: str
+
+
+class ModelError(_Event):
+    type: Literal["model_error"] = "model_error"
+    agent: str
+    code: ErrorCode
+    status: int | None = None
+    attempt: int
+    retry: bool
+    delay_s: float
+
+
+class ModelCall(_Event):
+    type: Literal["model_call"] = "model_call"
+    agent: str
+    input_tokens: int
+    output_tokens: int
+    calls: int
+    final: bool
+    stop_reason: str | None = None
+
+
+class LoopStop(_Event):
+    """The agent's loop ended by a policy or a failure, not by a final answer."""
+
+    type: Literal["loop_stop"] = "loop_stop"
+    agent: str
+    code: str
+    stopped: str
+    steps: int
+
+
+class LabelEvent(_Event):
+    """The scorer's label of one message (published by the runner)."""
+
+    type: Literal["label"] = "label"
+    message_id: str
+    agent: str
+    label: str
+    reason: str
+
+
+class TrialOutcomeEvent(_Event):
+    type: Literal["trial_outcome"] = "trial_outcome"
+    outcome: str
+    depth: int
+    reason: str
+
+
+Event = Annotated[
+    AgentStart
+    | ToolCallEvent
+    | GuardBlock
+    | BreakerChange
+    | RetryScheduled
+    | RetriesExhausted
+    | ModelError
+    | ModelCall
+    | LoopStop
+    | LabelEvent
+    | TrialOutcomeEvent,
+    Field(discriminator="type"),
+]
+
+#: Events an agent emits while it works (the runner adds labels and outcomes).
+AgentEvent = (
+    AgentStart
+    | ToolCallEvent
+    | GuardBlock
+    | BreakerChange
+    | RetryScheduled
+    | RetriesExhausted
+    | ModelError
+    | ModelCall
+    | LoopStop
+)
+
+#: How the gates hand an event to their agent (which stamps trial and trace and sends it).
+Emit = Callable[[AgentEvent], None]
+
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+#: Every event kind on the wire, in the order they are documented.
+EVENT_TYPES: tuple[str, ...] = (
+    "agent_start",
+    "tool_call",
+    "guard",
+    "breaker",
+    "retry",
+    "retries_exhausted",
+    "model_error",
+    "model_call",
+    "loop_stop",
+    "label",
+    "trial_outcome",
+)
+
+
+def parse_event(payload: object) -> Event | None:
+    """The typed event of an envelope payload; None if it is not a known event."""
+    try:
+        return _ADAPTER.validate_python(payload)
+    except ValidationError:
+        return None
