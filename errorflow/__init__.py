@@ -21,7 +21,7 @@ _EXPORTS = {
     "RunResult": "errorflow.runtime.runner",
     "run_scenario": "errorflow.runtime.runner",
     "Scenario": "errorflow.scenario.model",
-    "load_scenario": "errorflow.scenario.model",
+    "load_scenario": "errorflow.scenario.loader",
     "ScenarioError": "errorflow.scenario.loader",
     "Label": "errorflow.scoring.score",
     "Outcome": "errorflow.scoring.score",
@@ -46,8 +46,8 @@ __all__ = [
 if TYPE_CHECKING:
     from errorflow.bus.envelope import Envelope, Kind, Status, WireError
     from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-    from errorflow.scenario.loader import ScenarioError
-    from errorflow.scenario.model import Scenario, load_scenario
+    from errorflow.scenario.loader import ScenarioError, load_scenario
+    from errorflow.scenario.model import Scenario
     from errorflow.scoring.score import Label, Outcome
 
 

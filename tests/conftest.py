@@ -126,3 +126,14 @@ def scenario(name: str, **update: object) -> Scenario:
     if update:
         s = Scenario.model_validate({**s.model_dump(), **update})
     return s
+
+
+#: Fixtures that start or use a real Mosquitto: their tests carry the `mosquitto` marker
+#: (`pytest -m "not mosquitto"` runs the rest on a machine without one).
+MOSQUITTO_FIXTURES = frozenset({"mosquitto", "tls_broker"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MOSQUITTO_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mosquitto)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from errorflow.agents.agent import Agent
+from errorflow.agents.model import TaskTurn
+from errorflow.bus.envelope import Status
 from errorflow.bus.transport import InProcessBus
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import load_text
@@ -54,3 +59,80 @@ async def test_a_repaired_argument_is_recovered(tmp_path: Path) -> None:
         load_text(text), RunOptions(bus=InProcessBus(), db_path=tmp_path / "b.db")
     )
     assert result.outcomes["success"] == 5
+
+
+FAN_OUT = """
+name: fan-out
+seed: 3
+trials: 2
+world:
+  metrics: {a.x: 1}
+tools:
+  q:
+    kind: metric_store
+    faults: [{kind: not_found, first_n: 1}]
+agents:
+  researcher:
+    role: researcher
+    tools: [q]
+    sends_to: [writer, auditor]
+    policy: {strategy: tell-model, guards: {max_steps: 1}}
+    model: {params: {p_drop_required_arg: 0.0}}
+  writer: {role: writer}
+  auditor: {role: writer}
+task:
+  prompt: get x
+  needs:
+    - {id: x, tool: q, arg: name, wording: x, value: a.x}
+"""
+
+
+async def test_every_recipient_gets_the_same_result_and_the_costs_once(tmp_path: Path) -> None:
+    result = await run_scenario(
+        load_text(FAN_OUT), RunOptions(bus=InProcessBus(), db_path=tmp_path / "f.db")
+    )
+    for messages in result.messages.values():
+        sent = {m.recipient: m for m in messages if m.sender == "researcher"}
+        first, second = sent["writer"], sent["auditor"]
+        assert first.payload["trace"]["costs"]["backend_calls"] >= 1
+        assert first.payload["trace"]["costs"]["model_calls"] >= 1
+        assert second.payload["trace"]["costs"] == {}
+        assert first.payload["stopped"] == second.payload["stopped"] == "step_limit"
+        assert first.payload["trace"]["failures"] == second.payload["trace"]["failures"]
+        assert first.payload["trace"]["failures"] == ["not_found"]
+        assert (first.status, first.confidence, first.errors) == (
+            second.status,
+            second.confidence,
+            second.errors,
+        )
+        assert first.status is Status.FAILED and first.confidence == 0.4
+        assert [(e.code.value, e.origin, e.hops) for e in first.errors] == [
+            ("not_found", "researcher", 0)
+        ]
+        for name in ("writer", "auditor"):  # the error travels on, one hop further
+            final = next(m for m in messages if m.sender == name)
+            assert [(e.origin, e.hops) for e in final.errors] == [("researcher", 1)]
+
+
+async def test_a_crashed_agent_reports_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(self: Agent, trial: int) -> TaskTurn:
+        raise KeyError("agent bug in /srv/app/secret.py")
+
+    monkeypatch.setattr(Agent, "_task_turn", crash)
+    text = TWO_NEEDS.replace("trials: 5", "trials: 1")
+    result = await run_scenario(
+        load_text(text), RunOptions(bus=InProcessBus(), db_path=tmp_path / "c.db")
+    )
+    final = next(m for m in result.messages[0] if m.recipient == "runner")
+    assert final.status is Status.FAILED and final.confidence == 0.4
+    assert final.payload["stopped"] == "crashed"
+    assert final.payload["trace"] == {"costs": {}, "failures": ["internal_error"]}
+    assert final.payload["answer"]["unresolved"] == ["x", "y"]
+    [error] = final.errors
+    assert (error.code.value, error.tool, error.origin, error.hops) == (
+        "internal_error",
+        "researcher",
+        "researcher",
+        0,
+    )
+    assert "/srv/app" not in final.model_dump_json()

@@ -36,6 +36,8 @@ def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.mosquitto
+@pytest.mark.slow
 async def test_two_agent_processes_give_the_same_outcomes(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
@@ -65,6 +67,8 @@ async def test_two_agent_processes_give_the_same_outcomes(
     assert normalised(split) == normalised(single)
 
 
+@pytest.mark.mosquitto
+@pytest.mark.slow
 def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path: Path) -> None:
     sub_bin = "mosquitto_sub"
     capture = tmp_path / "sub.txt"
@@ -132,6 +136,8 @@ def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path
     assert kinds == {"task", "result", "event", "control"}
 
 
+@pytest.mark.mosquitto
+@pytest.mark.slow
 async def test_an_agent_with_another_scenario_refuses_to_join(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:

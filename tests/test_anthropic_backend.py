@@ -538,3 +538,36 @@ def test_submit_answer_carries_a_reviewers_revise_list() -> None:
     assert "revise" in SUBMIT_SCHEMA["properties"]
     answer = parse_submit({"claims": [], "abstained": False, "revise": ["papers", 3]})
     assert answer.revise == ["papers", "3"]
+
+
+def test_the_conversation_starts_and_ends_with_the_user() -> None:
+    msgs = render_messages([AssistantTurn(calls=[], text="Thinking aloud.")])
+    assert msgs == [
+        {"role": "user", "content": [{"type": "text", "text": "Begin."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Thinking aloud."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Continue."}]},
+    ]
+    assert render_messages([]) == [
+        {"role": "user", "content": [{"type": "text", "text": "Begin."}]}
+    ]
+
+
+def test_an_observation_without_its_call_is_sent_as_text() -> None:
+    obs = ObservationTurn(call_id="c9", tool="query_metric", content={"ok": True, "result": 1})
+    msgs = render_messages([TASK, AssistantTurn(calls=[]), obs])
+    assert [m["role"] for m in msgs] == ["user"]  # the empty assistant turn is dropped
+    assert msgs[0]["content"][1] == {
+        "type": "text",
+        "text": 'Result of tool call c9: {"ok":true,"result":1}',
+    }
+
+
+def test_assistant_turns_in_a_row_are_one_message_and_its_calls_get_results() -> None:
+    first = AssistantTurn(calls=[ToolCall(id="c1", name="query_metric", arguments={})])
+    second = AssistantTurn(calls=[], text="Moving on.")
+    msgs = render_messages([TASK, first, second])
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert [b["type"] for b in msgs[1]["content"]] == ["tool_use", "text"]
+    (missing,) = msgs[2]["content"]
+    assert missing["type"] == "tool_result" and missing["tool_use_id"] == "c1"
+    assert missing["is_error"] is True

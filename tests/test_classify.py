@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -17,7 +18,12 @@ from errorflow.core.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.policies.classify import classify_body, classify_exception
+from errorflow.policies.classify import (
+    ArgumentProblem,
+    Failure,
+    classify_body,
+    classify_exception,
+)
 
 STATUS_CODES = {
     401: ErrorCode.PERMISSION_DENIED,
@@ -101,27 +107,29 @@ def test_argument_errors_keep_their_details() -> None:
         "t",
         SchemaViolation("boom", field="name", constraint="required", received=None, missing=True),
     )
-    assert (f.code, f.field, f.constraint, f.missing, f.unexpected) == (
+    assert f.argument is not None
+    assert (f.code, f.argument.field, f.argument.constraint) == (
         ErrorCode.INVALID_ARGS,
         "name",
         "required",
-        True,
-        False,
     )
+    assert f.argument.missing and not f.argument.unexpected and f.options == ()
     x = classify_exception(
         "t",
         SchemaViolation(
             "boom", field="v", constraint="c", received=True, options=["name"], unexpected=True
         ),
     )
-    assert x.unexpected and x.options == ["name"] and x.received is True
+    assert x.argument is not None and x.argument.unexpected and x.argument.received is True
+    assert x.options == ("name",)
     u = classify_exception(
         "t", UnknownValue("ENOENT", field="name", received="rev", options=["a", "b"])
     )
-    assert u.code is ErrorCode.INVALID_ARGS and u.options == ["a", "b"] and u.received == "rev"
-    assert not u.missing
+    assert u.code is ErrorCode.INVALID_ARGS and u.options == ("a", "b")
+    assert u.argument == ArgumentProblem("name", "must be one of the known values", "rev")
+    assert not u.argument.missing
     t = classify_exception("t", UnknownTool("no tool", options=["x"]))
-    assert t.code is ErrorCode.UNKNOWN_TOOL and t.options == ["x"]
+    assert t.code is ErrorCode.UNKNOWN_TOOL and t.options == ("x",) and t.argument is None
 
 
 def test_body_classification() -> None:
@@ -138,3 +146,18 @@ def test_body_classification() -> None:
     # A refusal outranks everything else about the body.
     both = classify_body("t", business_error="no", empty=True, item_errors={"d": "x"})
     assert both is not None and both.code is ErrorCode.BUSINESS_RULE
+
+
+def test_failure_is_frozen_and_counts_attempts_by_replace() -> None:
+    f = classify_exception("t", HTTPStatusError(503, "HTTP 503"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.attempts = 3  # type: ignore[misc]
+    again = dataclasses.replace(f, attempts=3)
+    assert (f.attempts, again.attempts) == (1, 3) and again.code is f.code
+
+
+def test_failure_keeps_the_positional_constructor() -> None:
+    f = Failure(ErrorCode.TRANSIENT, "model", "boom", 529)
+    assert (f.code, f.tool, f.raw, f.http_status) == (ErrorCode.TRANSIENT, "model", "boom", 529)
+    assert f.argument is None and f.options == () and f.item_errors == {} and f.attempts == 1
+    assert Failure(ErrorCode.RATE_LIMIT, "model", "x", http_status=429).http_status == 429

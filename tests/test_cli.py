@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.cli.main import main
+from errorflow.cli.main import build_parser, main
+from errorflow.cli.run_commands import configured
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -140,3 +142,65 @@ def test_set_overrides_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         str(tmp_path / "s.db"),
     )
     assert code == 2 and "invalid scenario" in err
+
+
+def test_parser_has_one_builder_per_command_in_help_order() -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [
+        "run",
+        "sweep",
+        "report",
+        "agent",
+        "validate",
+        "schema",
+        "scenarios",
+        "runs",
+        "show",
+        "tui",
+        "serve",
+    ]
+
+
+def test_run_settings_apply_after_the_set_overrides() -> None:
+    parse = build_parser().parse_args
+    s = configured(parse(["run", "contamination", "--set", "trials=5", "--set", "seed=4"]))
+    assert (s.trials, s.seed) == (5, 4)
+    s = configured(parse(["run", "contamination", "--set", "trials=5", "--trials", "7"]))
+    assert s.trials == 7
+    both = configured(parse(["run", "contamination", "--propagation", "both"]))
+    assert both.propagation == "explicit"  # the scenario's: `both` runs each arm in turn
+    s = configured(parse(["sweep", "contamination", "--propagation", "implicit", "--seed", "3"]))
+    assert (s.propagation, s.seed) == ("implicit", 3)
+
+
+def test_a_policy_override_that_cannot_build_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.db"
+    set_ = "agents.researcher.policy.strategy=yolo"
+    code, _, err = run_cli(capsys, "run", "contamination", "--set", set_, "--db", str(db))
+    assert code == 2 and "unknown strategy 'yolo'" in err and "Traceback" not in err
+    assert not db.exists()  # refused before anything started
+    code, _, err = run_cli(capsys, "sweep", "contamination", "--vary", f"{set_},classify")
+    assert code == 2 and "unknown strategy 'yolo'" in err
+
+
+def test_sweep_trials_and_seed_win_over_a_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(
+        capsys,
+        "sweep",
+        "contamination",
+        "--vary",
+        "trials=2,3",
+        "--trials",
+        "1",
+        "--no-baseline",
+        "--json",
+        "--db",
+        str(tmp_path / "x.db"),
+    )
+    assert code == 0
+    cells = json.loads(out)["cells"]
+    assert [cells[label]["trials"] for label in ("2", "3")] == [1, 1]

@@ -1,17 +1,89 @@
-"""Endpoints: dedupe by message id, acknowledgements and bounded resends."""
+"""Endpoints: dedupe by message id, acknowledgements and bounded resends.
+
+Resends run on a fake clock: time moves only when a test advances it, and the
+endpoint's driver sleeps on that clock, so deadlines are checked exactly, without
+real waiting."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 
-from errorflow.bus import endpoint as endpoint_mod
 from errorflow.bus import topics
-from errorflow.bus.endpoint import Endpoint, SeenSet
-from errorflow.bus.envelope import Kind
-from errorflow.bus.transport import InProcessBus
+from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet
+from errorflow.bus.envelope import Envelope, Kind, decode
+from errorflow.bus.transport import Connection, InProcessBus
+from errorflow.core.control import Ack
 
 
-def test_seen_set_is_keyed_by_id_and_bounded(monkeypatch: object) -> None:
+class FakeClock:
+    """A monotonic clock for one endpoint; `sleep` is its driver's sleep.
+
+    `advance` moves time on and returns once the driver has acted on the new time and
+    sleeps again."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+        self._moved = asyncio.Event()
+        self._asleep = asyncio.Event()
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        wake = self.now + seconds
+        while self.now < wake:
+            self._moved.clear()
+            self._asleep.set()
+            await self._moved.wait()
+        self._asleep.clear()
+
+    async def asleep(self) -> None:
+        await asyncio.wait_for(self._asleep.wait(), 2)
+
+    async def advance(self, seconds: float) -> None:
+        await self.asleep()
+        self.now += seconds
+        self._asleep.clear()
+        self._moved.set()
+        await self.asleep()
+
+
+class Recording:
+    """A connection that notes when (on the fake clock) each publish happened."""
+
+    def __init__(self, conn: Connection, clock: Callable[[], float]) -> None:
+        self.conn = conn
+        self.client_id = conn.client_id
+        self.clock = clock
+        self.published: list[tuple[float, str]] = []
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        self.published.append((self.clock(), topic))
+        await self.conn.publish(topic, payload)
+
+    async def subscribe(self, pattern: str) -> None:
+        await self.conn.subscribe(pattern)
+
+    def messages(self) -> AsyncIterator[tuple[str, bytes]]:
+        return self.conn.messages()
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+async def until(condition: Callable[[], bool], turns: int = 100) -> None:
+    """Let other tasks run (no time passes) until `condition` holds."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never met")
+
+
+def test_seen_set_is_keyed_by_id_and_bounded() -> None:
     seen = SeenSet()
     assert seen.add("a") and not seen.add("a") and seen.add("b")
     seen.WINDOW = 3
@@ -20,53 +92,71 @@ def test_seen_set_is_keyed_by_id_and_bounded(monkeypatch: object) -> None:
     assert seen.add("a")  # forgotten: the oldest leave first
 
 
-async def _pair(bus: InProcessBus, members: set[str]) -> tuple[Endpoint, Endpoint]:
-    a = Endpoint(await bus.connect("a"), "r", "a", members)
-    b = Endpoint(await bus.connect("b"), "r", "b", members)
+async def _pair(
+    bus: InProcessBus, members: set[str], clock: FakeClock
+) -> tuple[Endpoint, Endpoint]:
+    a = Endpoint(await bus.connect("a"), "r", "a", members, clock=clock, sleep=clock.sleep)
+    b_clock = FakeClock()  # never advanced: b sends nothing that needs a resend
+    b = Endpoint(await bus.connect("b"), "r", "b", members, clock=b_clock, sleep=b_clock.sleep)
     for ep in (a, b):
         await ep.conn.subscribe(topics.inbox("r", ep.name))
         await ep.start()
     return a, b
 
 
-async def _drain(ep: Endpoint, into: list[object], n: int) -> None:
+async def _drain(ep: Endpoint, into: list[Envelope], n: int) -> None:
     async for env in ep.receive():
         into.append(env)
         if len(into) >= n:
             return
 
 
-async def test_acked_messages_are_not_resent(monkeypatch: object) -> None:
+async def test_acked_messages_are_not_resent() -> None:
     bus = InProcessBus()
-    a, b = await _pair(bus, {"a", "b"})
-    got: list[object] = []
+    clock = FakeClock()
+    a, b = await _pair(bus, {"a", "b"}, clock)
+    got: list[Envelope] = []
     reader_b = asyncio.create_task(_drain(b, got, 1))
     reader_a = asyncio.create_task(_drain(a, [], 10**9))  # processes acks
     await a.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t")
+    assert a.pending == 1
     await asyncio.wait_for(reader_b, 2)
-    for _ in range(50):
-        if not a.pending:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: not a.pending)  # the ack is back before any time has passed
+    await clock.advance(60.0)  # far past every deadline
     assert not a.pending and a.resent == 0
     reader_a.cancel()
     await a.close()
     await b.close()
 
 
-async def test_unacked_messages_are_resent_then_given_up(monkeypatch: object) -> None:
-    monkeypatch.setattr(endpoint_mod, "RESEND_TICK_S", 0.01)  # type: ignore[attr-defined]
+async def test_unacked_messages_are_resent_on_the_deadlines_then_given_up() -> None:
     bus = InProcessBus()
-    a = Endpoint(await bus.connect("a"), "r", "a", {"a", "b"}, ack_timeout_s=0.02, max_resends=2)
+    clock = FakeClock()
+    conn = Recording(await bus.connect("a"), clock)
+    a = Endpoint(
+        conn,
+        "r",
+        "a",
+        {"a", "b"},
+        ack_timeout_s=0.125,
+        max_resends=2,
+        clock=clock,
+        sleep=clock.sleep,
+    )
     await a.start()
     silent = await bus.connect("b")  # subscribed, never acks
     await silent.subscribe(topics.inbox("r", "b"))
     env = await a.send(kind=Kind.TASK, recipient="b", trial=0, trace_id="t")
-    for _ in range(200):
-        if a.undelivered:
-            break
-        await asyncio.sleep(0.01)
+    for _ in range(13):  # to 0.8125 s, in steps finer than the deadlines
+        await clock.advance(1 / 16)
+    assert a.resent == 2 and a.undelivered == 0 and a.pending == 1
+    await clock.advance(1 / 16)  # 0.875 = 0.375 + 0.125 * 2 ** 2: given up
     assert a.resent == 2 and a.undelivered == 1 and not a.pending
+    for _ in range(8):
+        await clock.advance(1.0)
+    assert a.resent == 2 and a.undelivered == 1
+    inbox = topics.inbox("r", "b")
+    assert [t for t, topic in conn.published if topic == inbox] == [0.0, 0.125, 0.375]
     copies = []
     while not silent.queue.empty():  # type: ignore[attr-defined]
         copies.append(silent.queue.get_nowait())  # type: ignore[attr-defined]
@@ -75,16 +165,97 @@ async def test_unacked_messages_are_resent_then_given_up(monkeypatch: object) ->
     await a.close()
 
 
+async def test_driver_sleeps_until_the_next_deadline_at_most_a_tick() -> None:
+    bus = InProcessBus()
+    clock = FakeClock()
+    a = Endpoint(
+        await bus.connect("a"),
+        "r",
+        "a",
+        {"a", "b"},
+        ack_timeout_s=0.375,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    await a.start()
+    await clock.asleep()
+    await a.send(kind=Kind.TASK, recipient="b", trial=0, trace_id="t")  # due at 0.375
+    await clock.advance(RESEND_TICK_S)
+    await clock.advance(0.125)
+    assert a.resent == 1  # next due at 0.375 + 0.375 * 2 = 1.125
+    assert clock.sleeps == [RESEND_TICK_S, 0.125, RESEND_TICK_S]
+    await a.close()
+
+
+async def test_ack_is_a_typed_control_message_built_like_any_other() -> None:
+    bus = InProcessBus()
+    clock = FakeClock()
+    a, b = await _pair(bus, {"a", "b"}, clock)
+    spy = await bus.connect("spy")
+    await spy.subscribe(topics.acks("r", "a"))
+    got: list[Envelope] = []
+    reader_b = asyncio.create_task(_drain(b, got, 1))
+    task = await a.send(kind=Kind.TASK, recipient="b", trial=4, trace_id="t4")
+    await asyncio.wait_for(reader_b, 2)
+    _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    ack = decode(raw)
+    assert ack.kind is Kind.CONTROL and (ack.sender, ack.recipient) == ("b", "a")
+    assert (ack.trial, ack.trace_id, ack.seq) == (4, "t4", 0)
+    assert ack.payload == Ack(id=task.id).to_payload() == {"action": "ack", "id": task.id}
+    later = await b.send(kind=Kind.RESULT, recipient="a", trial=4, trace_id="t4")
+    assert later.seq == 1  # acks and sends share one sequence
+    await a.close()
+    await b.close()
+
+
+async def test_only_a_valid_ack_for_us_acknowledges_and_no_ack_is_passed_on() -> None:
+    bus = InProcessBus()
+    clock = FakeClock()
+    a, _b = await _pair(bus, {"a", "b", "c"}, clock)
+    task = await a.send(kind=Kind.TASK, recipient="b", trial=0, trace_id="t")
+    forger = await bus.connect("c")
+
+    async def forge(recipient: str, payload: dict[str, object]) -> None:
+        env = Envelope(
+            run_id="r",
+            trial=0,
+            seq=0,
+            sender="c",
+            recipient=recipient,
+            kind=Kind.CONTROL,
+            trace_id="t",
+            payload=payload,
+        )
+        await forger.publish(topics.acks("r", "a"), env.encode())
+
+    bad = [
+        ("a", {"action": "ack"}),  # no id
+        ("a", {"action": "ack", "id": task.id, "extra": 1}),  # not the Ack contract
+        ("someone", {"action": "ack", "id": task.id}),  # addressed to someone else
+    ]
+    for recipient, payload in bad:
+        await forge(recipient, payload)
+    got: list[Envelope] = []
+    reader = asyncio.create_task(_drain(a, got, 1))
+    await until(lambda: a.conn.queue.empty())  # type: ignore[attr-defined]
+    assert a.pending == 1 and got == []  # nothing acked, nothing passed on
+    await forge("a", Ack(id=task.id).to_payload())
+    await until(lambda: not a.pending)
+    assert got == []
+    reader.cancel()
+    await a.close()
+
+
 async def test_restarted_sender_is_not_a_replay() -> None:
     bus = InProcessBus()
     b = Endpoint(await bus.connect("b"), "r", "b", {"a", "b"})
     await b.conn.subscribe(topics.inbox("r", "b"))
-    got: list[object] = []
+    got: list[Envelope] = []
     reader = asyncio.create_task(_drain(b, got, 2))
     first = Endpoint(await bus.connect("a1"), "r", "a", {"a", "b"})
     await first.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t")
     again = Endpoint(await bus.connect("a2"), "r", "a", {"a", "b"})  # seq starts at 0 again
     await again.send(kind=Kind.RESULT, recipient="b", trial=1, trace_id="t")
     await asyncio.wait_for(reader, 2)
-    assert [e.trial for e in got] == [0, 1]  # type: ignore[attr-defined]
+    assert [e.trial for e in got] == [0, 1]
     assert b.rejects["duplicate"] == 0

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.runtime.experiment import propagation_arms, run_arms, sweep_arms
-from errorflow.runtime.runner import RunOptions
+from errorflow.core.costs import Costs
+from errorflow.runtime.experiment import (
+    ArmResult,
+    ExperimentResult,
+    propagation_arms,
+    run_arms,
+    sweep_arms,
+)
+from errorflow.runtime.runner import RunOptions, RunResult
+from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.summary import summarize
 from tests.conftest import scenario
 
 
@@ -41,7 +51,7 @@ async def test_strategy_matrix_reproduces_the_mechanism_cells(tmp_path: Path) ->
         assert per["backend_calls"] == backend, label
         assert per["model_calls"] == model, label
         # every trial, not only the mean
-        assert {sc.costs["backend_calls"] for sc in arm.result.scores} == {backend}, label
+        assert {sc.costs.backend_calls for sc in arm.result.scores} == {backend}, label
     # classify on fatal is one model call cheaper than the others
     assert cells["fatal/classify"].amplification["model_calls"] == 0.5
 
@@ -91,3 +101,34 @@ async def test_propagation_arms_are_paired_on_the_same_seeds(tmp_path: Path) -> 
     paired = result.paired("explicit", "implicit")
     assert paired["contaminated"]["diff"] < -0.6
     assert paired["contaminated"]["only_a"] == 0  # explicit never worse on the same trial
+
+
+def test_sweep_json_is_the_document_sweep_prints() -> None:
+    s = scenario("amplification")
+    assert s.sweep is not None and s.reference is not None
+    axes = [(a.name, a.values) for a in s.sweep.axes]
+    scores = [TrialScore(0, Outcome.SUCCESS, 0, costs=Costs(backend_calls=3, model_calls=2))]
+    run = RunResult("r", "amplification", 0, 1, "explicit", "embedded", scores, summarize(scores))
+    baseline = {"backend_calls": 2.0, "model_calls": 2.0}
+    result = ExperimentResult("g", [ArmResult("blind-retry", run, baseline)])
+    doc = result.sweep_json(s, axes, 1.23456)
+    assert list(doc) == [
+        "group_id",
+        "scenario",
+        "seed",
+        "trials",
+        "axes",
+        "cells",
+        "reference",
+        "wall_seconds",
+    ]
+    assert doc["wall_seconds"] == 1.235
+    assert doc["axes"] == [{"name": "strategy", "values": list(s.sweep.axes[0].values)}]
+    assert doc["axes"][0]["values"][0] == "blind-retry"
+    arm = doc["cells"]["blind-retry"]
+    assert list(arm) == [*run.to_json(), "label", "baseline_per_trial", "amplification"]
+    assert arm["amplification"] == {"backend_calls": 1.5, "model_calls": 1.0}
+    assert doc["reference"] == s.reference.model_dump()
+    assert json.loads(json.dumps(doc)) == doc
+    no_reference = s.model_copy(update={"reference": None})
+    assert result.sweep_json(no_reference, axes, 0.0)["reference"] is None

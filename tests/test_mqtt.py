@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import aiomqtt
+import pytest
 
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, InProcessBus
@@ -44,9 +46,22 @@ async def test_embedded_broker_qos1_in_order(embedded: BrokerURL) -> None:
     assert all(t.startswith("errorflow/r1/") for t, _ in got)
 
 
+@pytest.mark.mosquitto
 async def test_mosquitto_qos1_in_order(mosquitto: Mosquitto) -> None:
     got = await _exchange(MqttBus(mosquitto.url))
     assert [p for _, p in got] == [f"m{i}".encode() for i in range(50)]
+
+
+async def test_connections_send_without_nagle_delay(embedded: BrokerURL) -> None:
+    bus = MqttBus(embedded)
+    conn = await bus.connect("fast")
+    try:
+        assert conn._client is not None
+        sock = conn._client._client.socket()  # paho's socket: the only place to look
+        assert isinstance(sock, socket.socket)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        await bus.close()
 
 
 async def test_retained_messages_for_other_topics_are_filtered(embedded: BrokerURL) -> None:
@@ -65,6 +80,7 @@ async def test_retained_messages_for_other_topics_are_filtered(embedded: BrokerU
     await bus.close()
 
 
+@pytest.mark.mosquitto
 async def test_reconnects_and_resubscribes_after_broker_restart(tmp_path: Path) -> None:
     broker = Mosquitto(tmp_path)
     broker.start()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
 from errorflow.core.taxonomy import RETRYABLE, ErrorCode
-from errorflow.policies.classify import Failure
+from errorflow.policies.classify import ArgumentProblem, Failure
 from errorflow.policies.observation import MAX_OPTIONS, observe_failure, observe_success
 
 ACTIONABLE_KEYS = {"ok", "tool", "code", "message", "retryable", "retry_after_s", "suggestion"}
@@ -33,7 +34,7 @@ def test_raw_style_is_the_library_text() -> None:
     }
     told = observe_failure(f, "raw", tell_class=True)
     assert told["code"] == "transient" and told["retryable"] is True
-    f.attempts = 3
+    f = dataclasses.replace(f, attempts=3)
     assert observe_failure(f, "raw", tell_class=False)["error"] == (
         "tool failed after 3 attempts: HTTP 503 Service Unavailable"
     )
@@ -45,9 +46,15 @@ def test_retry_after_is_passed_on() -> None:
     assert obs["retry_after_s"] == 12.0 and obs["retryable"] is True
 
 
-def arg_failure(**kw: Any) -> Failure:
+def arg_failure(options: list[str] | None = None, **kw: Any) -> Failure:
     base: dict[str, Any] = {"field": "name", "constraint": "required", "received": None}
-    return Failure(ErrorCode.INVALID_ARGS, "metric_store", "TypeError: ...", **(base | kw))
+    return Failure(
+        ErrorCode.INVALID_ARGS,
+        "metric_store",
+        "TypeError: ...",
+        argument=ArgumentProblem(**(base | kw)),
+        options=tuple(options or ()),
+    )
 
 
 def test_missing_argument() -> None:
@@ -87,6 +94,16 @@ def test_unexpected_argument() -> None:
     assert obs["suggestion"] == (
         "Call metric_store again without 'verbose'; its arguments are: name."
     )
+
+
+def test_invalid_args_without_details_still_names_the_argument_keys() -> None:
+    # An HTTP 400/422 is invalid_args with no argument facts: the keys are there, empty.
+    f = Failure(ErrorCode.INVALID_ARGS, "t", "HTTP 422", 422)
+    obs = observe_failure(f, "actionable", tell_class=True)
+    assert (obs["field"], obs["constraint"], obs["received"]) == (None, None, None)
+    assert "options" not in obs
+    assert obs["message"] == "Argument 'None' of t is not valid: received 'None'."
+    assert obs["suggestion"] == "Call t again with a valid 'None' (None)."
 
 
 def test_missing_and_wrong_read_differently() -> None:

@@ -1,11 +1,18 @@
 import pytest
 
-from errorflow.scenario.overrides import OverrideError, apply, parse_value, set_path, without_faults
+from errorflow.scenario.overrides import (
+    OverrideError,
+    apply,
+    parse_value,
+    set_path,
+    with_settings,
+    without_faults,
+)
 from tests.conftest import scenario
 
 
 def test_set_path_in_dicts_and_lists() -> None:
-    data = {"a": {"b": [1, {"c": 2}]}}
+    data: dict[str, object] = {"a": {"b": [1, {"c": 2}]}}
     set_path(data, "a.b.1.c", 5)
     set_path(data, "a.new.x", True)
     assert data == {"a": {"b": [1, {"c": 5}], "new": {"x": True}}}
@@ -18,9 +25,29 @@ def test_set_path_in_dicts_and_lists() -> None:
 def test_apply_validates_the_whole_scenario() -> None:
     s = scenario("contamination")
     t = apply(s, {"agents.researcher.policy.strategy": "classify", "trials": 7})
-    assert t.agents["researcher"].policy["strategy"] == "classify" and t.trials == 7
+    assert t.agents["researcher"].policy.strategy == "classify" and t.trials == 7
+    assert t.agents["researcher"].policy.config.retry.max_attempts == 3  # the classify preset
     with pytest.raises(OverrideError):
         apply(s, {"trials": -1})
+
+
+def test_apply_builds_the_policy_it_sets() -> None:
+    s = scenario("contamination")
+    with pytest.raises(OverrideError, match="unknown strategy 'yolo'"):
+        apply(s, {"agents.researcher.policy.strategy": "yolo"})
+    with pytest.raises(OverrideError, match="max_attempts"):
+        apply(s, {"agents.researcher.policy.retry.max_attempts": 0})
+
+
+def test_with_settings_is_the_one_place_run_settings_apply() -> None:
+    s = scenario("contamination")
+    assert with_settings(s) is s
+    t = with_settings(s, trials=3, seed=9, propagation="implicit")
+    assert (t.trials, t.seed, t.propagation) == (3, 9, "implicit")
+    assert with_settings(t, trials=None, seed=None, propagation=None) is t
+    assert (
+        t.model_copy(update={"trials": s.trials, "seed": s.seed, "propagation": s.propagation}) == s
+    )
 
 
 def test_parse_value_reads_yaml() -> None:

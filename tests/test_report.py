@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 
 from errorflow.cli.main import main
+from errorflow.core.costs import Costs
+from errorflow.reports.report import ReportJson, to_csv, to_markdown
+from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.summary import summarize
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -137,3 +141,57 @@ def test_report_of_an_interrupted_run_uses_its_stored_trials(
     arm = json.loads(text)["arms"][0]
     assert arm["outcomes"]["contaminated"] == 6
     assert arm["metrics"]["per_trial"]["backend_calls"] == 1.0
+
+
+def test_csv_columns_and_markdown_cells_of_a_hand_built_report() -> None:
+    costs = Costs(backend_calls=2, model_calls=2, input_tokens=400, output_tokens=51)
+    summary = summarize([TrialScore(0, Outcome.SUCCESS, 0, costs=costs)])
+    data: ReportJson = {
+        "id": "r-1",
+        "group_id": None,
+        "arms": [
+            {
+                "label": "explicit",
+                "run_id": "r-1",
+                "scenario": "contamination",
+                "seed": 3,
+                "trials": 1,
+                "propagation": "explicit",
+                "status": "finished",
+                "outcomes": summary["outcomes"],
+                "metrics": summary["metrics"],
+                "amplification": None,
+                "rejects": {},
+                "trial_outcomes": ["success"],
+            }
+        ],
+    }
+    header, row = to_csv(data).splitlines()
+    outcome_columns = [
+        f"{o}{suffix}"
+        for o in ("success", "contained", "contaminated", "bus_fault")
+        for suffix in ("", "_rate", "_ci_low", "_ci_high")
+    ]
+    assert header.split(",") == [
+        "label",
+        "run_id",
+        "trials",
+        "propagation",
+        "status",
+        *outcome_columns,
+        "backend_calls",
+        "model_calls",
+        "input_tokens",
+        "output_tokens",
+        "retries",
+        "sim_seconds",
+        "backend_amplification",
+        "model_amplification",
+        "mean_depth",
+    ]
+    assert row.startswith("explicit,r-1,1,explicit,finished,1,1.0,0.2065,1.0,0,0.0,0.0,")
+    assert row.endswith(",2.0,2.0,400.0,51.0,0.0,0.0,,,0.0")
+    md = to_markdown(data)
+    assert "| explicit | 1 (100%, CI 21%–100%) | 0 (0%, CI 0%–79%) |" in md
+    assert "| explicit | 2.00 | 2.00 | 451 | 0.00 | 0.00 | – | – |" in md
+    assert "Paired difference" not in md

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ json_values = st.recursive(
     database=None,
 )
 @given(data=st.data())
+@pytest.mark.slow
 def test_a_thousand_bad_messages_change_nothing(
     data: st.DataObject, mosquitto: Mosquitto, tmp_path_factory: Any
 ) -> None:
@@ -175,6 +177,8 @@ def _is_json(blob: bytes) -> bool:
 # -- the broker dies in the middle of a run ---------------------------------------------
 
 
+@pytest.mark.mosquitto
+@pytest.mark.slow
 async def test_broker_killed_and_restarted_mid_run(tmp_path: Path) -> None:
     broker = Mosquitto(tmp_path)
     broker.start()
@@ -212,6 +216,7 @@ async def test_broker_killed_and_restarted_mid_run(tmp_path: Path) -> None:
 # -- SIGKILL the runner, then --resume ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     path = tmp_path / "slow.yaml"

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
+from errorflow.core.control import RollCall, parse_control
+from errorflow.core.costs import Costs
+from errorflow.core.events import LabelEvent, TrialOutcomeEvent, parse_event
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from tests.conftest import Mosquitto, scenario
 
@@ -78,6 +84,7 @@ async def test_run_on_embedded_broker_is_recorded_and_scored(
     ).fetchone() == (12,)
 
 
+@pytest.mark.mosquitto
 async def test_run_on_mosquitto(mosquitto: Mosquitto, tmp_path: Path) -> None:
     s = scenario("contamination", trials=10, propagation="explicit")
     result = await run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "m.db"))
@@ -111,3 +118,44 @@ async def test_in_process_bus_gives_the_same_outcomes_as_mqtt(
     mqtt = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "a.db"))
     local = await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=tmp_path / "b.db"))
     assert normalised(mqtt) == normalised(local)
+
+
+async def test_what_the_runner_publishes_parses_as_typed_contracts(tmp_path: Path) -> None:
+    """Every control message and every event of a run is one of the typed models, and
+    the runner's labels and outcomes agree with its scores."""
+    db = tmp_path / "t.db"
+    s = scenario("contamination", trials=6, propagation="explicit")
+    result = await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=db))
+    conn = sqlite3.connect(db)
+    controls = [
+        parse_control(json.loads(text)["payload"])
+        for (text,) in conn.execute(
+            "SELECT envelope FROM messages WHERE run_id = ? AND kind = 'control'",
+            (result.run_id,),
+        )
+    ]
+    assert None not in controls
+    kinds = Counter(type(c).__name__ for c in controls)
+    assert kinds["Stop"] == 1 and kinds["End"] == 1 and kinds["RollCall"] >= 1
+    assert kinds["Hello"] >= len(s.agents) and kinds["Bye"] == len(s.agents)
+    roll_call = next(c for c in controls if isinstance(c, RollCall))
+    assert roll_call.scenario["name"] == s.name
+    events = [
+        (trial, parse_event(json.loads(text)["payload"]))
+        for trial, text in conn.execute(
+            "SELECT trial, envelope FROM events WHERE run_id = ? AND sender = 'runner'",
+            (result.run_id,),
+        )
+    ]
+    outcomes = {t: e.outcome for t, e in events if isinstance(e, TrialOutcomeEvent)}
+    assert outcomes == {sc.trial: sc.outcome.value for sc in result.scores}
+    labels = {e.message_id: e.label for _, e in events if isinstance(e, LabelEvent)}
+    assert labels == {lb.message_id: lb.label.value for sc in result.scores for lb in sc.labels}
+    stored = dict(
+        conn.execute(
+            "SELECT trial, costs_json FROM trials WHERE run_id = ?", (result.run_id,)
+        ).fetchall()
+    )
+    assert {t: Costs.from_wire(json.loads(c)) for t, c in stored.items()} == {
+        sc.trial: sc.costs for sc in result.scores
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from errorflow.bus.envelope import Envelope, Kind, Status, WireError
+from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.scoring.score import Label, Outcome, Truth, label_message, score_trial
 from tests.conftest import scenario
@@ -170,4 +171,12 @@ def test_missing_final_result_is_a_bus_fault() -> None:
 def test_costs_are_summed_once_per_sender() -> None:
     r = msg("researcher", "writer", claims=[{"key": "papers", "value": PAPERS}])
     w = msg("writer", "runner", claims=[{"key": "papers", "value": PAPERS}], derived=[r])
-    assert score_trial(S, TRUTH, 0, [r, w]).costs["backend_calls"] == 2.0
+    assert score_trial(S, TRUTH, 0, [r, w]).costs.backend_calls == 2.0
+
+
+def test_costs_skip_unknown_keys_and_non_numbers() -> None:
+    r = msg("researcher", "writer", claims=[{"key": "papers", "value": PAPERS}])
+    w = msg("writer", "runner", claims=[{"key": "papers", "value": PAPERS}], derived=[r])
+    w.payload["trace"]["costs"] = {"model_calls": 2, "retries": "many", "wall_seconds": 9.0}
+    costs = score_trial(S, TRUTH, 0, [r, w]).costs
+    assert costs == Costs(backend_calls=1.0, model_calls=2.0)

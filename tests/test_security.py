@@ -195,6 +195,7 @@ def test_tls_and_password_and_no_secret_anywhere(tls_broker: Mosquitto, tmp_path
             assert secret not in text, f"{secret!r} leaked into the {where}"
 
 
+@pytest.mark.slow
 def test_wrong_password_and_plain_connections_are_refused(
     tls_broker: Mosquitto, tmp_path: Path
 ) -> None:

@@ -20,8 +20,8 @@ from errorflow.agents.model import (
     ToolDef,
     UpstreamTurn,
 )
-from errorflow.agents.profiles import PROFILES, Behaviour, behaviour
 from errorflow.agents.simulated import SimulatedModel
+from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour
 
 HIDDEN = NeedView("revenue", "query_metric", "name", "2024年营收", None, meant="fin.rev.2024")
 KNOWN = NeedView("revenue", "query_metric", "name", "2024 revenue", "fin.rev.2024")
@@ -180,3 +180,43 @@ def test_profiles() -> None:
         behaviour("small-local", {"p_heed_upstream": 1.5})
     with pytest.raises(ValueError):
         behaviour("small-local", {"p_typo": 0.5})
+
+
+def reviewed(claims: list[Claim], result: Any, need: NeedView = KNOWN) -> FinalAnswer:
+    """A reviewer's verdict on a report after its tool call answered `result`."""
+    m = model()
+    turns: list[Any] = [TaskTurn("t", [need]), upstream("ok", claims)]
+    first = ask(m, turns, role="reviewer")
+    assert [c.id for c in first.calls] == [f"{need.id}#0"]  # it checks with the tools first
+    turns += [
+        AssistantTurn(first.calls),
+        ObservationTurn(first.calls[0].id, need.tool, {"ok": True, "result": result}),
+    ]
+    answer = ask(m, turns, role="reviewer").final
+    assert answer is not None
+    return answer
+
+
+def test_reviewer_keeps_what_checks_out_and_sends_back_what_does_not() -> None:
+    kept = reviewed([Claim("revenue", 5, True)], 5)
+    assert kept.claims == [Claim("revenue", 5, True)] and kept.revise == []
+    assert not kept.abstained
+    sent_back = reviewed([Claim("revenue", 5, True)], 6)
+    assert sent_back.claims == [] and sent_back.revise == ["revenue"] and sent_back.abstained
+    assert sent_back.flags == ["revenue: contradicted by the source; sent back"]
+
+
+def test_reviewer_checks_a_batch_item_by_item() -> None:
+    docs = NeedView("docs", "query_metric", "ids", "the documents", ["d1", "d2"])
+    answer = reviewed(
+        [Claim("docs.d1", "x", True), Claim("docs.d2", "y", True)], {"d1": "x", "d2": "z"}, docs
+    )
+    assert answer.claims == [Claim("docs.d1", "x", True)] and answer.revise == ["docs.d2"]
+
+
+def test_reviewer_marks_what_it_cannot_check_as_uncertain() -> None:
+    turns = [TaskTurn("t", [KNOWN]), upstream("ok", [Claim("cost", 3, True)])]
+    answer = ask(model(), turns, role="reviewer").final  # no need serves "cost": no call
+    assert answer is not None
+    assert answer.claims == [Claim("cost", 3, False)]
+    assert answer.flags == ["cost: could not be verified"]

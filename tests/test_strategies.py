@@ -15,7 +15,14 @@ from errorflow.policies.config import (
     PolicyConfig,
     RetryConfig,
 )
-from errorflow.policies.strategies import PRESETS, build_policy, deep_merge
+from errorflow.policies.strategies import (
+    DEFAULT_STRATEGY,
+    PRESETS,
+    build_policy,
+    deep_merge,
+    merged_data,
+    preset_data,
+)
 
 # --- config models -------------------------------------------------------------
 
@@ -178,7 +185,29 @@ def test_override_does_not_mutate_presets() -> None:
     before = build_policy("resilient")
     build_policy("resilient", {"retry": {"max_attempts": 9, "retry_on": ["not_found"]}})
     assert build_policy("resilient") == before
-    assert PRESETS["resilient"]["retry"]["max_attempts"] == 4
+    assert PRESETS["resilient"].retry.max_attempts == 4
+    assert preset_data("resilient")["retry"] == PRESETS["resilient"].retry.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_data_is_what_overrides_merge_onto(name: str) -> None:
+    assert PolicyConfig.model_validate(preset_data(name)) == PRESETS[name] == build_policy(name)
+    assert merged_data(name, {"retry": {"max_attempts": 2}})["retry"] == {
+        **PRESETS[name].retry.model_dump(mode="json"),
+        "max_attempts": 2,
+    }
+
+
+def test_configs_are_frozen() -> None:
+    p = build_policy("resilient")
+    with pytest.raises(ValidationError):
+        p.error_style = "raw"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        p.retry.max_attempts = 9  # type: ignore[misc]
+
+
+def test_the_default_strategy_is_resilient() -> None:
+    assert DEFAULT_STRATEGY == "resilient" and build_policy() == PRESETS[DEFAULT_STRATEGY]
 
 
 @pytest.mark.parametrize(

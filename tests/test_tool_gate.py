@@ -4,6 +4,7 @@ secrets that stay in the trace."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from errorflow.agents.model import ToolCall
 from errorflow.agents.tool_gate import GateOutcome, ToolGate
 from errorflow.agents.world import ToolClient
+from errorflow.core.events import AgentEvent
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
 from errorflow.policies.breaker import BreakerBank
@@ -68,7 +70,7 @@ class Harness:
         trial: int = 0,
     ) -> None:
         self.policy = build_policy(strategy, overrides)
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[AgentEvent] = []
         self.clock = SimClock(0.0)
         self.budget = Budget(self.policy.budget)
         self.client = ToolClient(sc, trial, "a")
@@ -83,7 +85,7 @@ class Harness:
             breakers=BreakerBank(self.policy.breaker),
             guard=LoopGuard(self.policy.guards),
             implicit=implicit,
-            emit=lambda type_, data: self.events.append((type_, data)),
+            emit=self.events.append,
         )
         self._n = 0
 
@@ -92,10 +94,13 @@ class Harness:
         return await self.gate.call(ToolCall(f"c{self._n}", tool, args))
 
     def types(self) -> list[str]:
-        return [t for t, _ in self.events]
+        return [e.type for e in self.events]
 
     def of(self, type_: str) -> list[dict[str, Any]]:
-        return [d for t, d in self.events if t == type_]
+        """The wire payloads of one event type, without the type and the agent."""
+        payloads = [e.to_payload() for e in self.events if e.type == type_]
+        assert all(p["agent"] == "a" for p in payloads)  # stamped by the gate
+        return [{k: v for k, v in p.items() if k not in ("type", "agent")} for p in payloads]
 
 
 METRIC = {"name": "fin.rev.2024"}
@@ -205,9 +210,10 @@ async def test_failing_fault_kinds_are_classified_observed_and_traced(case: Any)
     assert act.budget.backend_calls == 1
 
     [rec] = act.gate.trace
-    assert rec["attempt"] == 1 and rec["args"] == args and rec["code"] == code
-    assert exc_type in rec["exception"] and raw_text in rec["raw"]
-    assert rec["at"] == act.clock.now > 0
+    assert rec.attempt == 1 and rec.args == args and rec.code == code
+    assert rec.exception is not None and exc_type in rec.exception
+    assert rec.raw is not None and raw_text in rec.raw
+    assert rec.at == act.clock.now > 0
 
     [ev] = act.of("tool_call")
     assert ev["ok"] is False and ev["code"] == code and ev["attempts"] == 1
@@ -216,7 +222,7 @@ async def test_failing_fault_kinds_are_classified_observed_and_traced(case: Any)
     raw = Harness(one_tool(kind, fault), overrides=RAW)
     out = await raw.call(args)
     assert out.failure is not None and out.failure.code.value == code
-    assert out.observation == {"ok": False, "tool": "t", "error": rec["raw"]}
+    assert out.observation == {"ok": False, "tool": "t", "error": rec.raw}
     told = Harness(one_tool(kind, fault), overrides={**RAW, "tell_class": True})
     obs = (await told.call(args)).observation
     assert obs["code"] == code and obs["retryable"] is retryable and raw_text in obs["error"]
@@ -233,7 +239,7 @@ async def test_timeout_costs_simulated_time_only() -> None:
     assert len(delays) == 3
     # Each attempt waits the full per-call timeout (not the tool latency), plus backoff.
     assert h.clock.now == pytest.approx(4 * 30.0 + sum(delays))
-    assert [r["waited_s"] for r in h.gate.trace] == [30.0] * 4
+    assert [r.waited_s for r in h.gate.trace] == [30.0] * 4
     assert h.budget.sim_seconds == pytest.approx(h.clock.now)
 
 
@@ -270,7 +276,7 @@ async def test_transient_first_n_fails_exactly_the_first_calls() -> None:
     assert out.failure is None and out.value == 1234
     assert out.observation == {"ok": True, "tool": "t", "result": 1234}
     assert h.budget.backend_calls == 3
-    assert [r["attempt"] for r in h.gate.trace] == [1, 2]
+    assert [r.attempt for r in h.gate.trace] == [1, 2]
     assert h.types() == ["retry", "retry", "tool_call"]
     assert h.of("tool_call")[0]["attempts"] == 3
     # The fault is spent: the next call goes through at once.
@@ -296,7 +302,7 @@ async def test_bad_argument_fails_the_same_way_every_time() -> None:
     h = Harness(sc, "blind-retry")
     first = await h.call({"name": "2024年营收"})
     assert h.budget.backend_calls == 3  # blind retry: every attempt fails identically
-    assert {r["raw"] for r in h.gate.trace} == {"Error: ENOENT: no such metric, open '2024年营收'"}
+    assert {r.raw for r in h.gate.trace} == {"Error: ENOENT: no such metric, open '2024年营收'"}
     again = await h.call({"name": "2024年营收"})
     assert first.failure is not None and again.failure is not None
     assert again.failure.code == first.failure.code
@@ -323,9 +329,10 @@ async def test_business_rule_200_with_success_false_is_a_failure() -> None:
     assert obs["ok"] is False and obs["code"] == "business_rule" and obs["retryable"] is False
     assert "quarter is closed" in obs["message"]
     [rec] = h.gate.trace
-    assert rec["exception"] is None and rec["code"] == "business_rule"
-    assert rec["body"] == {"success": False, "reason": "quarter is closed"}
-    assert json.loads(rec["raw"]) == {"success": False, "reason": "quarter is closed"}
+    assert rec.exception is None and rec.code == "business_rule"
+    assert rec.body == {"success": False, "reason": "quarter is closed"}
+    assert rec.raw is not None
+    assert json.loads(rec.raw) == {"success": False, "reason": "quarter is closed"}
     raw = Harness(one_tool("metric_store", fault), overrides=RAW)
     obs = (await raw.call(METRIC)).observation
     assert json.loads(obs["error"]) == {"success": False, "reason": "quarter is closed"}
@@ -344,7 +351,7 @@ async def test_empty_result_is_a_soft_failure() -> None:
     assert obs["ok"] is True and obs["result"] == [] and obs["code"] == "empty_result"
     assert obs["message"] and obs["suggestion"]
     assert h.budget.backend_calls == 1 and h.of("tool_call")[0]["code"] == "empty_result"
-    assert h.gate.trace[0]["code"] == "empty_result"
+    assert h.gate.trace[0].code == "empty_result"
     raw = Harness(one_tool("paper_search", {"kind": "empty"}), overrides=RAW)
     assert (await raw.call({"query": "transformer"})).observation == {
         "ok": True,
@@ -370,7 +377,7 @@ async def test_partial_batch_lists_failed_items() -> None:
         obs = out.observation
         assert obs["ok"] is True and obs["code"] == "partial_success"
         assert obs["failed_items"] == failed and obs["result"] == out.value
-        assert h.gate.trace[0]["code"] == "partial_success"
+        assert h.gate.trace[0].code == "partial_success"
         assert set(out.failure.item_errors.values()) == {"HTTP 503 Service Unavailable"}
 
 
@@ -390,18 +397,19 @@ async def test_malformed_call_fails_preflight_without_a_backend_call(
     h = Harness(sc, overrides=ONE_SHOT)
     out = await h.call(METRIC)
     assert out.failure is not None and out.failure.code.value == "invalid_args"
-    assert out.failure.missing is missing
+    assert out.failure.argument is not None and out.failure.argument.missing is missing
     assert h.budget.backend_calls == 0  # the tool never ran
     obs = out.observation
     assert set(obs) >= ACTIONABLE_KEYS | ARG_KEYS
     assert obs["field"] == field and obs["received"] == received
     assert obs["retryable"] is False
     [rec] = h.gate.trace
-    assert rec["attempt"] == 0 and rec["exception"].startswith("SchemaViolation")
-    assert rec["args"] != METRIC  # the trace keeps the call as it arrived (mangled)
+    assert rec.attempt == 0
+    assert rec.exception is not None and rec.exception.startswith("SchemaViolation")
+    assert rec.args != METRIC  # the trace keeps the call as it arrived (mangled)
     raw = Harness(sc, overrides=RAW)
     raw_obs = (await raw.call(METRIC)).observation
-    assert raw_obs["ok"] is False and raw_obs["error"] == rec["raw"]
+    assert raw_obs["ok"] is False and raw_obs["error"] == rec.raw
 
 
 async def test_missing_and_wrong_and_unknown_arguments_read_differently() -> None:
@@ -600,7 +608,7 @@ async def test_implicit_propagation_swallows_the_failure() -> None:
 
 
 async def test_same_seed_same_events() -> None:
-    async def run(seed: int) -> list[tuple[str, dict[str, Any]]]:
+    async def run(seed: int) -> list[AgentEvent]:
         sc = scenario(
             {"t": {"kind": "metric_store", "faults": [{"kind": "transient", "p": 0.4}]}}, seed=seed
         )
@@ -658,11 +666,11 @@ async def test_secrets_stay_in_the_trace(fault: dict[str, Any], style: str, impl
     h = Harness(sc, overrides=overrides, implicit=implicit)
     outcomes = [await h.call(METRIC) for _ in range(3)]  # retries, breaker open, guard
     assert {"tool_call", "breaker"} <= set(h.types())
-    assert leaked([r["raw"] for r in h.gate.trace]) == SECRETS
+    assert leaked([r.raw for r in h.gate.trace]) == SECRETS
     for out in outcomes:
         assert leaked(out.observation) == []
-    assert leaked(h.events) == []
-    assert leaked(redact_obj(h.gate.trace)) == []
+    assert leaked([e.to_payload() for e in h.events]) == []
+    assert leaked(redact_obj([dataclasses.asdict(r) for r in h.gate.trace])) == []
     if style == "raw" and not implicit:
         # The redacted error still says what happened.
         err = outcomes[0].observation["error"]
@@ -673,6 +681,6 @@ async def test_secrets_in_arguments_do_not_reach_events_or_observations() -> Non
     h = Harness(one_tool("metric_store"), overrides=ONE_SHOT)
     out = await h.call({"name": "/home/alice/.config/creds.json"})
     assert out.failure is not None and out.failure.code.value == "invalid_args"
-    assert h.gate.trace[0]["args"] == {"name": "/home/alice/.config/creds.json"}
-    assert leaked(out.observation) == [] and leaked(h.events) == []
+    assert h.gate.trace[0].args == {"name": "/home/alice/.config/creds.json"}
+    assert leaked(out.observation) == [] and leaked([e.to_payload() for e in h.events]) == []
     assert out.observation["received"] == "[PATH]"

@@ -95,4 +95,4 @@ async def test_partial_success_uses_the_subset_and_flags_the_rest(tmp_path: Path
     # success only when nothing failed
     for sc in explicit.scores:
         if sc.outcome is Outcome.SUCCESS:
-            assert sc.costs["backend_calls"] >= 1
+            assert sc.costs.backend_calls >= 1

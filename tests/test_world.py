@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from errorflow.core.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
+from errorflow.scenario.catalog import ARG_MODELS, SearchPapersArgs
 from errorflow.scenario.loader import load_text
 from errorflow.scenario.model import FaultSpec, Scenario
 
@@ -308,6 +310,17 @@ def test_report_sink_deduplicates_on_the_key() -> None:
     c.invoke("sink", args, timeout_s=9, idempotency_key="k2")
     c.invoke("sink", args, timeout_s=9, idempotency_key=None)
     assert [r["key"] for r in c.sent_reports] == ["k1", "k2", None]
+    assert c.sent_reports[0] == {"title": "T", "key": "k1"}
+    again = c.invoke("sink", args, timeout_s=9, idempotency_key="k1")
+    assert again.value == {"sent": True, "title": "T"}  # the first send's receipt
+
+
+def test_calls_are_checked_against_the_catalog_schema() -> None:
+    c = ToolClient(world("  metrics: {kind: metric_store}\n  search: {kind: paper_search}"), 0, "a")
+    assert isinstance(c.validate("metrics", {"name": "x"}), ARG_MODELS["metric_store"])
+    assert isinstance(c.validate("search", MappingProxyType({"query": "x"})), SearchPapersArgs)
+    call = {"name": "x"}
+    assert c.mangle("metrics", call) is not call  # the world never changes the caller's call
 
 
 def test_truth() -> None:

@@ -1,68 +1,58 @@
 """An agent: an asyncio task that owns an inbox topic and answers each trial's inputs.
 
-For every trial it waits for the inputs its topology promises (the task from the
-runner, or a result from each upstream agent), then runs its loop: model → tool calls
-through the tool gate → model ... → final answer, and publishes one result message to
-every agent it `sends_to` (or to the runner). Trials run concurrently; each has its
-own seeded streams, simulated clock, breakers, guards and budget, so a trial's events
-do not depend on what else is in flight.
-
-Propagation, the experiment's switch, is applied here:
-- explicit: the result carries `status`, structured `errors` (own failures with
-  hops 0, upstream ones with hops + 1, origin kept) and a lowered `confidence`;
-- implicit: failures are swallowed (the tool gate hands the model empty results) and
-  every message says `ok` with full confidence.
+For every trial it waits for the inputs its topology promises (`inputs`: the task from
+the runner, or a result from each upstream agent), then runs its loop (`loop`: model →
+tool calls through the tool gate → model ... → final answer), decides what the result
+says about failures (`propagation`, the experiment's switch) and publishes one result
+message to every agent it `sends_to` (or to the runner; `result`). Trials run
+concurrently; each has its own seeded streams, simulated clock, breakers, guards and
+budget, so a trial's events do not depend on what else is in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import traceback
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from errorflow.agents.answers import answer_from_wire, answer_to_wire
+from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.backends import BackendFactory
-from errorflow.agents.model import (
-    AssistantTurn,
-    FinalAnswer,
-    ModelCallError,
-    ModelRequest,
-    NeedView,
-    ObservationTurn,
-    TaskTurn,
-    ToolDef,
-    Turn,
-    UpstreamTurn,
-)
+from errorflow.agents.inputs import InputCollector, Ready, Rejected
+from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
+from errorflow.agents.model import FinalAnswer, NeedView, TaskTurn, ToolDef, UpstreamTurn
 from errorflow.agents.model_gate import ModelGate
-from errorflow.agents.tool_gate import ToolGate
-from errorflow.agents.world import DESCRIPTIONS, ToolClient, hidden_identifier, input_schema
+from errorflow.agents.presence import Presence
+from errorflow.agents.propagation import (
+    fallback_answer,
+    open_tools,
+    own_needs,
+    propagate,
+    unrecovered,
+)
+from errorflow.agents.result import ResultPayload, route
+from errorflow.agents.stop import CRASHED, StopReason
+from errorflow.agents.tool_gate import ToolGate, TraceEntry
+from errorflow.agents.world import ToolClient, hidden_identifier
 from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind, Status, WireError
+from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import Connection
+from errorflow.core.costs import Costs
+from errorflow.core.events import AgentEvent, AgentStart
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
-from errorflow.core.taxonomy import RETRYABLE, UNRECOVERABLE, ErrorCode
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.policies.redact import redact
-from errorflow.scenario import identity
+from errorflow.scenario.catalog import DESCRIPTIONS, input_schema
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.policy import policy_for
 
 log = logging.getLogger(__name__)
-
-#: Trials whose original inputs a reviewer may still send back (far above any number of
-#: trials in flight, which is at most 1,024).
-ROUND0_KEEP = 4096
 
 SYSTEM_PROMPTS = {
     "researcher": "You are a researcher. Use the tools to find each fact the task needs, "
@@ -74,11 +64,8 @@ SYSTEM_PROMPTS = {
     "or withhold claims that are not supported.",
 }
 
-
-@dataclass
-class TrialInputs:
-    messages: dict[str, Envelope] = field(default_factory=dict)  # by sender
-    started: bool = False
+#: Receives each trial's local tool trace (unredacted: it never leaves the process).
+OnTrace = Callable[[str, int, list[TraceEntry]], None]
 
 
 class Agent:
@@ -90,19 +77,18 @@ class Agent:
         conn: Connection,
         *,
         api_key: str | None = None,
-        on_trace: Callable[[str, int, list[dict[str, Any]]], None] | None = None,
+        on_trace: OnTrace | None = None,
     ) -> None:
         self.name = name
         self.scenario = scenario
         self.spec = scenario.agents[name]
         self.policy = policy_for(scenario, name)
-        self.implicit = scenario.propagation == "implicit"
+        self.mode = scenario.propagation
         members = set(scenario.agents) | {topics.RUNNER}
         self.endpoint = Endpoint(conn, run_id, name, members)
         self.run_id = run_id
-        self.expected = scenario.upstream_of(name) or [topics.RUNNER]
         self.backends = BackendFactory(self.spec.model, scenario.seed, name, api_key)
-        self.tools = [
+        tools = [
             ToolDef(
                 t,
                 scenario.tools[t].description or DESCRIPTIONS[scenario.tools[t].kind],
@@ -110,18 +96,24 @@ class Agent:
             )
             for t in self.spec.tools
         ]
-        self._inputs: dict[tuple[int, int], TrialInputs] = {}
-        self._done: set[tuple[int, int]] = set()  # resends of finished work are dropped
+        self.persona = Persona(name, self.spec.role, SYSTEM_PROMPTS[self.spec.role], tools)
         # Reviewers that may send work back to this agent; their revision requests
         # are answered from the original inputs, kept until the trial's last round.
-        self.returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
-        self._round0: OrderedDict[int, list[Envelope]] = OrderedDict()
+        returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
+        last_round = max((scenario.agents[r].max_revisions for r in returners), default=0)
+        self.inputs = InputCollector(
+            scenario.upstream_of(name) or [topics.RUNNER], returners, last_round
+        )
+        self.presence = Presence(self.endpoint, name, run_id, scenario)
         self._tasks: set[asyncio.Task[None]] = set()
         self.on_trace = on_trace
-        # A joining agent must run the runner's experiment (checked on the roll call).
-        self.public_scenario = identity.public(scenario)
-        self.mismatch: str | None = None
         self.done_trials = 0
+
+    @property
+    def mismatch(self) -> str | None:
+        """Why this agent refused to join the run (a joining agent must run the runner's
+        experiment, checked on the roll call)."""
+        return self.presence.mismatch
 
     async def run(self) -> None:
         conn = self.endpoint.conn
@@ -131,22 +123,7 @@ class Agent:
         try:
             async for env in self.endpoint.receive():
                 if env.kind is Kind.CONTROL:
-                    action = env.payload.get("action")
-                    if action == "roll_call":
-                        theirs = env.payload.get("scenario")
-                        if isinstance(theirs, dict) and identity.agent_view(
-                            theirs
-                        ) != identity.agent_view(self.public_scenario):
-                            self.mismatch = (
-                                f"agent {self.name}: the runner's scenario differs from ours "
-                                "(file, --set, --seed or --propagation); not joining run "
-                                f"{self.run_id}"
-                            )
-                            log.error("%s", self.mismatch)
-                            break
-                        await self._hello()
-                    elif action == "stop":
-                        await self._bye()
+                    if await self.presence.on_control(env.payload):
                         break
                 elif env.kind in (Kind.TASK, Kind.RESULT) and env.recipient == self.name:
                     self._accept(env)
@@ -157,63 +134,14 @@ class Agent:
             await self.endpoint.close()
             await self.backends.aclose()
 
-    async def _bye(self) -> None:
-        """Our last message of the run: the recorder knows nothing of ours follows."""
-        with contextlib.suppress(ConnectionError):
-            await self.endpoint.send(
-                kind=Kind.CONTROL,
-                recipient=topics.RUNNER,
-                trial=0,
-                trace_id=f"{self.run_id}-presence",
-                payload={"action": "bye", "agent": self.name},
-            )
-
-    async def _hello(self) -> None:
-        """Present: sent only in answer to a roll call, which carries the runner's
-        scenario, so an agent never counts as present for an experiment it does not run."""
-        await self.endpoint.send(
-            kind=Kind.CONTROL,
-            recipient=topics.RUNNER,
-            trial=0,
-            trace_id=f"{self.run_id}-presence",
-            payload={"action": "hello", "agent": self.name},
-        )
-
     def _accept(self, env: Envelope) -> None:
-        round_ = _round(env)
-        key = (env.trial, round_)
-        if key in self._done:
-            return  # a resend of work already answered
-        if env.kind is Kind.TASK and env.sender in self.returners:
-            base = self._round0.get(env.trial)
-            if base is None:
-                self.endpoint.rejects["revision_without_inputs"] += 1
-                return
-            self._start(env.trial, round_, [*base, env])
-            return
-        if env.sender not in self.expected:
-            self.endpoint.rejects["unexpected_sender"] += 1
-            return
-        inputs = self._inputs.setdefault(key, TrialInputs())
-        if inputs.started or env.sender in inputs.messages:
-            return  # a resend of an input we already have
-        inputs.messages[env.sender] = env
-        if all(s in inputs.messages for s in self.expected):
-            inputs.started = True
-            received = list(inputs.messages.values())
-            if self.returners and round_ == 0:
-                self._round0[env.trial] = received
-                while len(self._round0) > ROUND0_KEEP:  # trials approved at once never
-                    self._round0.popitem(last=False)  # come back: keep a bounded window
-            self._start(env.trial, round_, received)
-
-    def _start(self, trial: int, round_: int, inputs: list[Envelope]) -> None:
-        self._done.add((trial, round_))
-        if len(self._done) > 200_000:  # bounded memory over very long runs
-            self._done = {k for k in self._done if k[0] >= trial - 100_000}
-        task = asyncio.create_task(self._guarded(trial, round_, inputs))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        match self.inputs.accept(env):
+            case Rejected(reason=reason):
+                self.endpoint.rejects[reason] += 1
+            case Ready(trial=trial, round=round_, inputs=inputs):
+                task = asyncio.create_task(self._guarded(trial, round_, inputs))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def _guarded(self, trial: int, round_: int, inputs: list[Envelope]) -> None:
         try:
@@ -227,11 +155,7 @@ class Agent:
             log.debug("%s", redact("".join(traceback.format_exception(exc))))
             await self._publish_crash(trial, round_, inputs, exc)
         finally:
-            self._inputs.pop((trial, round_), None)
-            if round_ >= max(
-                (self.scenario.agents[r].max_revisions for r in self.returners), default=0
-            ):
-                self._round0.pop(trial, None)
+            self.inputs.finished(trial, round_)
             self.done_trials += 1
 
     # -- one trial ------------------------------------------------------------------
@@ -245,12 +169,8 @@ class Agent:
         guard = LoopGuard(self.policy.guards)
         pending: list[asyncio.Task[None]] = []
 
-        def emit(type_: str, data: dict[str, Any]) -> None:
-            pending.append(
-                asyncio.create_task(
-                    self.endpoint.event(trial, trace_id, type_, {"agent": self.name, **data})
-                )
-            )
+        def emit(event: AgentEvent) -> None:
+            pending.append(asyncio.create_task(self.endpoint.publish_event(trial, trace_id, event)))
 
         gate = ToolGate(
             agent=self.name,
@@ -262,7 +182,7 @@ class Agent:
             budget=budget,
             breakers=BreakerBank(self.policy.breaker),
             guard=guard,
-            implicit=self.implicit,
+            implicit=self.mode == "implicit",
             emit=emit,
         )
         model = ModelGate(
@@ -272,87 +192,40 @@ class Agent:
             stream(seed, trial, owner, "model-retry"),
             budget,
             emit,
+            agent=self.name,
         )
-        emit("agent_start", {"inputs": [env.sender for env in inputs]})
-        turns: list[Turn] = [self._task_turn(trial)]
-        turns += [self._upstream_turn(env) for env in inputs if env.sender != topics.RUNNER]
-        failures: list[Failure] = []
-        recovered_tools: set[str] = set()
-        final: FinalAnswer | None = None
-        stopped: str | None = None
-        successes = 0
-        while final is None and stopped is None:
-            budget.start_step()
-            reason = budget.exhausted()
-            if reason is not None:
-                stopped = ErrorCode.BUDGET_EXHAUSTED.value
-                failures.append(Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
-                break
-            request = ModelRequest(
-                self.name, self.spec.role, SYSTEM_PROMPTS[self.spec.role], list(turns), self.tools
-            )
-            try:
-                response = await model.complete(request)
-            except ModelCallError as exc:
-                stopped = ErrorCode.MODEL_ERROR.value
-                failures.append(
-                    Failure(exc.code, "model", redact(str(exc)), http_status=exc.status)
-                )
-                break
-            if response.final is not None:
-                final = response.final
-                break
-            if not response.calls:
-                final = FinalAnswer(text="(no answer)", flags=["empty model response"])
-                break
-            turns.append(AssistantTurn(list(response.calls)))
-            step_failures = 0
-            for call in response.calls:
-                outcome = await gate.call(call)
-                turns.append(ObservationTurn(call.id, call.name, outcome.observation))
-                if outcome.failure is None:
-                    successes += 1
-                    recovered_tools.add(call.name)
-                    continue
-                step_failures += 1
-                failures.append(outcome.failure)
-                if outcome.failure.code in UNRECOVERABLE and self.policy.stop_on_unrecoverable:
-                    stopped = f"unrecoverable:{outcome.failure.code.value}"
-            if stopped is None:
-                verdict = guard.end_step(float(successes - step_failures))
-                if verdict is not None:
-                    stopped = verdict.code.value
-        if stopped is not None:  # every way a loop can be stopped is an event
-            code = stopped.removeprefix("unrecoverable:")
-            emit("loop_stop", {"code": code, "stopped": stopped, "steps": budget.steps})
-        if pending:
-            await _settle(pending)
-            pending.clear()
-        if final is None:
-            final = self._fallback_answer(turns, stopped)
+        emit(AgentStart(agent=self.name, inputs=[env.sender for env in inputs]))
+        task = self._task_turn(trial)
+        upstream = [self._upstream_turn(env) for env in inputs if env.sender != topics.RUNNER]
+        loop = TrialLoop(
+            self.persona, model, gate, budget, guard, self.policy.stop_on_unrecoverable, emit
+        )
+        out = await loop.run(task, upstream)
+        await _settle(pending)
         if self.on_trace is not None:
             self.on_trace(self.name, trial, gate.trace)
-        # A failure is recovered when a later call to the same tool succeeded and every
-        # need that tool serves ended with a certain claim; anything else is reported.
-        open_tools = self._open_tools(turns, final)
-        unrecovered = [
-            f
-            for f in failures
-            if f.tool == "model" or f.tool not in recovered_tools or f.tool in open_tools
-        ]
-        costs = {
-            "backend_calls": budget.backend_calls,
-            "model_calls": model.calls,
-            "input_tokens": model.input_tokens,
-            "output_tokens": model.output_tokens,
-            "retries": gate.retries + model.retries,
-            "sim_seconds": round(clock.now, 6),
-        }
-        await self._publish_result(
-            trial, trace_id, inputs, final, unrecovered, stopped, costs, round_
+        final, reported = self._conclude(out)
+        costs = Costs(
+            backend_calls=float(budget.backend_calls),
+            model_calls=float(model.calls),
+            input_tokens=float(model.input_tokens),
+            output_tokens=float(model.output_tokens),
+            retries=float(gate.retries + model.retries),
+            sim_seconds=round(clock.now, 6),
         )
-        if pending:
-            await _settle(pending)
+        await self._publish_result(
+            trial, trace_id, inputs, final, reported, out.stopped, costs, round_
+        )
+        await _settle(pending)
+
+    def _conclude(self, out: LoopOutcome) -> tuple[FinalAnswer, list[Failure]]:
+        """The final answer (a fallback when the loop was stopped) and the failures it
+        must report."""
+        needs = out.task.needs
+        own = own_needs(self.spec.role, self.spec.tools, needs)
+        final = out.final or fallback_answer(self.mode, own, out.stopped)
+        reported = unrecovered(out.failures, out.succeeded_tools, open_tools(needs, own, final))
+        return final, reported
 
     def _task_turn(self, trial: int) -> TaskTurn:
         task = self.scenario.task
@@ -378,39 +251,6 @@ class Agent:
             answer=answer_from_wire(env.payload.get("answer")),
         )
 
-    def _open_tools(self, turns: list[Turn], final: FinalAnswer) -> set[str]:
-        """Tools serving a need this agent answers for that the final answer leaves open."""
-        task = next(t for t in turns if isinstance(t, TaskTurn))
-        certain = {c.key for c in final.claims if c.certain}
-        return {
-            n.tool
-            for n in self._own_needs(task.needs)
-            if n.id not in certain and not any(k.startswith(n.id + ".") for k in certain)
-        } | {
-            n.tool
-            for n in task.needs
-            if n.id in final.unresolved or any(u.startswith(n.id + ".") for u in final.unresolved)
-        }
-
-    def _own_needs(self, needs: list[NeedView]) -> list[NeedView]:
-        """A researcher answers for the needs its tools serve; others for all."""
-        if self.spec.role != "researcher":
-            return needs
-        return [n for n in needs if n.tool in self.spec.tools]
-
-    def _fallback_answer(self, turns: list[Turn], stopped: str | None) -> FinalAnswer:
-        """The loop ended without a model answer (policy stop, model failure)."""
-        task = next(t for t in turns if isinstance(t, TaskTurn))
-        answer = FinalAnswer(text=f"stopped: {stopped}")
-        if self.implicit:
-            # The anti-pattern again: a stopped agent reports "nothing found".
-            from errorflow.agents.model import Claim
-
-            answer.claims = [Claim(n.id, None, True) for n in self._own_needs(task.needs)]
-        else:
-            answer.unresolved = [n.id for n in self._own_needs(task.needs)]
-        return answer
-
     async def _publish_result(
         self,
         trial: int,
@@ -418,56 +258,39 @@ class Agent:
         inputs: list[Envelope],
         final: FinalAnswer,
         failures: list[Failure],
-        stopped: str | None,
-        costs: dict[str, Any],
+        stopped: StopReason | None,
+        costs: Costs | None,
         round_: int = 0,
     ) -> None:
-        own = [
-            WireError(
-                code=f.code,
-                tool=f.tool,
-                message=_short(f),
-                retryable=f.code in RETRYABLE,
-                retry_after_s=f.retry_after_s,
-                suggestion=None,
-                origin=self.name,
-                hops=0,
-            )
-            for f in _dedupe(failures)
-        ]
-        upstream = [e.model_copy(update={"hops": e.hops + 1}) for env in inputs for e in env.errors]
-        upstream_conf = min((env.confidence for env in inputs), default=1.0)
-        if self.implicit:
-            status, confidence, errors = Status.OK, 1.0, []
-        else:
-            errors = own + upstream
-            status = _status(final, errors, stopped)
-            confidence = _confidence(final, errors, upstream_conf)
-        payload: dict[str, Any] = {
-            "role": self.spec.role,
-            "round": round_,
-            "answer": answer_to_wire(final),
-            "stopped": stopped,
-            # Simulator bookkeeping for the scorer and reports; never shown to a model.
-            "trace": {"costs": costs, "failures": [f.code.value for f in failures]},
-        }
-        kind, targets = Kind.RESULT, self.spec.sends_to or [topics.RUNNER]
-        if self.spec.returns_to and final.revise and round_ < self.spec.max_revisions:
-            # Send the work back for revision instead of passing it on.
-            kind, targets = Kind.TASK, [self.spec.returns_to]
-            payload["round"] = round_ + 1
-        for i, target in enumerate(targets):
+        verdict = propagate(
+            self.mode,
+            agent=self.name,
+            final=final,
+            failures=failures,
+            stopped=stopped,
+            inputs=inputs,
+        )
+        where = route(self.spec, final, round_)
+        payload = ResultPayload(
+            role=self.spec.role,
+            round=where.round,
+            answer=final,
+            stopped=stopped,
+            costs=costs,
+            failures=[f.code for f in failures],
+        )
+        for i, target in enumerate(where.targets):
             if i == 1:  # the costs were spent once, whatever the number of recipients
-                payload = {**payload, "trace": {**payload["trace"], "costs": {}}}
+                payload = payload.without_costs()
             await self.endpoint.send(
-                kind=kind,
+                kind=where.kind,
                 recipient=target,
                 trial=trial,
                 trace_id=trace_id,
-                payload=payload,
-                status=status,
-                confidence=confidence,
-                errors=errors,
+                payload=payload.to_wire(),
+                status=verdict.status,
+                confidence=verdict.confidence,
+                errors=verdict.errors,
                 derived_from=[env.id for env in inputs],
             )
 
@@ -481,52 +304,15 @@ class Agent:
         final = FinalAnswer(
             text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
         )
-        await self._publish_result(trial, trace_id, inputs, final, [failure], "crashed", {}, round_)
+        await self._publish_result(trial, trace_id, inputs, final, [failure], CRASHED, None, round_)
 
 
 async def _settle(pending: list[asyncio.Task[None]]) -> None:
     """Wait for event publishes; a lost event is telemetry lost, not a failed trial."""
-    for result in await asyncio.gather(*pending, return_exceptions=True):
+    if not pending:
+        return
+    tasks = list(pending)
+    pending.clear()
+    for result in await asyncio.gather(*tasks, return_exceptions=True):
         if isinstance(result, Exception):
             log.warning("event not published: %s", redact(str(result)))
-
-
-def _round(env: Envelope) -> int:
-    value = env.payload.get("round", 0)
-    return value if isinstance(value, int) and 0 <= value <= 100 else 0
-
-
-def _short(f: Failure) -> str:
-    return f"{f.tool}: {f.code.value}" + (f" after {f.attempts} attempts" if f.attempts > 1 else "")
-
-
-def _dedupe(failures: list[Failure]) -> list[Failure]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for f in failures:
-        key = (f.tool, f.code.value)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out
-
-
-def _status(final: FinalAnswer, errors: list[WireError], stopped: str | None) -> Status:
-    if not final.claims and (errors or stopped or final.unresolved or final.abstained):
-        return Status.FAILED
-    if errors or final.unresolved or final.abstained or final.flags or stopped:
-        return Status.PARTIAL_FAILURE
-    return Status.OK
-
-
-def _confidence(final: FinalAnswer, errors: list[WireError], upstream: float) -> float:
-    """Explicit propagation lowers confidence: errors cap it at 0.4, flags or
-    unresolved needs at 0.6, an abstention at 0.2; never above the inputs'."""
-    conf = 1.0
-    if final.flags or final.unresolved:
-        conf = min(conf, 0.6)
-    if errors:
-        conf = min(conf, 0.4)
-    if final.abstained:
-        conf = min(conf, 0.2)
-    return round(min(conf, upstream), 3)

@@ -1,24 +1,38 @@
-"""Answers on the wire: FinalAnswer ↔ the `answer` object of a result payload."""
+"""Answers on the wire: FinalAnswer ↔ the `answer` object of a result payload.
+
+Writing is exact; reading is defensive, since the object comes from another agent
+over the bus: anything that is not an answer reads as an abstention, and claims
+without a string key are dropped.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import JsonValue
 
 from errorflow.agents.model import Claim, FinalAnswer
+from errorflow.bus.envelope import JsonObject
 
 
-def answer_to_wire(answer: FinalAnswer) -> dict[str, Any]:
+def claim_to_wire(claim: Claim) -> JsonObject:
+    return {"key": claim.key, "value": claim.value, "certain": claim.certain}
+
+
+def answer_to_wire(answer: FinalAnswer) -> JsonObject:
+    claims: list[JsonValue] = [claim_to_wire(c) for c in answer.claims]
+    flags: list[JsonValue] = list(answer.flags)
+    unresolved: list[JsonValue] = list(answer.unresolved)
+    revise: list[JsonValue] = list(answer.revise)
     return {
-        "claims": [{"key": c.key, "value": c.value, "certain": c.certain} for c in answer.claims],
+        "claims": claims,
         "abstained": answer.abstained,
-        "flags": list(answer.flags),
-        "unresolved": list(answer.unresolved),
+        "flags": flags,
+        "unresolved": unresolved,
         "text": answer.text,
-        "revise": list(answer.revise),
+        "revise": revise,
     }
 
 
-def answer_from_wire(data: Any) -> FinalAnswer:
+def answer_from_wire(data: object) -> FinalAnswer:
     if not isinstance(data, dict):
         return FinalAnswer(abstained=True, flags=["malformed answer"])
     claims = []

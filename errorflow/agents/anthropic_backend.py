@@ -41,13 +41,26 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Literal, TypedDict
 
 import anthropic
 from anthropic import AsyncAnthropic
+from anthropic.types import (
+    AssistantMessageParam,
+    Message,
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
+    UserMessageParam,
+)
+from pydantic import JsonValue
 
+from errorflow.agents.answers import claim_to_wire
 from errorflow.agents.model import (
     AssistantTurn,
     Claim,
@@ -59,9 +72,11 @@ from errorflow.agents.model import (
     TaskTurn,
     ToolCall,
     ToolDef,
+    Turn,
     UpstreamTurn,
     Usage,
 )
+from errorflow.bus.envelope import JsonObject
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.redact import redact
 from errorflow.scenario.model import ModelSpec
@@ -76,7 +91,7 @@ DEFAULT_MODEL = "claude-haiku-4-5"
 #: The final-answer tool the model calls to finish.
 SUBMIT_TOOL = "submit_answer"
 
-SUBMIT_SCHEMA: dict[str, Any] = {
+SUBMIT_SCHEMA: JsonObject = {
     "type": "object",
     "properties": {
         "claims": {
@@ -170,16 +185,30 @@ def _safe_name(name: str) -> str:
     return cleaned or "_"
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _answer_dict(answer: FinalAnswer) -> dict[str, Any]:
+class UpstreamView(TypedDict):
+    """What a model reads of an upstream agent's message (rendered as JSON)."""
+
+    sender: str
+    status: str
+    confidence: float
+    errors: list[JsonObject]
+    answer: JsonObject
+
+
+def _answer_view(answer: FinalAnswer) -> JsonObject:
+    """The answer as a downstream model reads it (without the reviewer's `revise`)."""
+    claims: list[JsonValue] = [claim_to_wire(c) for c in answer.claims]
+    flags: list[JsonValue] = list(answer.flags)
+    unresolved: list[JsonValue] = list(answer.unresolved)
     return {
-        "claims": [{"key": c.key, "value": c.value, "certain": c.certain} for c in answer.claims],
+        "claims": claims,
         "abstained": answer.abstained,
-        "flags": list(answer.flags),
-        "unresolved": list(answer.unresolved),
+        "flags": flags,
+        "unresolved": unresolved,
         "text": answer.text,
     }
 
@@ -196,117 +225,53 @@ def render_task(turn: TaskTurn) -> str:
 
 
 def render_upstream(turn: UpstreamTurn) -> str:
-    payload = {
+    view: UpstreamView = {
         "sender": turn.sender,
         "status": turn.status,
         "confidence": turn.confidence,
         "errors": turn.errors,
-        "answer": _answer_dict(turn.answer),
+        "answer": _answer_view(turn.answer),
     }
-    return f"Message from upstream agent {turn.sender!r}:\n{_json(payload)}"
+    return f"Message from upstream agent {turn.sender!r}:\n{_json(view)}"
 
 
-def _turn_message(turn: Any) -> tuple[str, list[dict[str, Any]]]:
-    if isinstance(turn, TaskTurn):
-        return "user", [{"type": "text", "text": render_task(turn)}]
-    if isinstance(turn, UpstreamTurn):
-        return "user", [{"type": "text", "text": render_upstream(turn)}]
-    if isinstance(turn, AssistantTurn):
-        blocks: list[dict[str, Any]] = []
-        if turn.text:
-            blocks.append({"type": "text", "text": turn.text})
-        for call in turn.calls:
-            args = call.arguments if isinstance(call.arguments, dict) else {"_raw": call.arguments}
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": _safe_name(call.id),
-                    "name": _safe_name(call.name),
-                    "input": args,
-                }
-            )
-        return "assistant", blocks
-    if isinstance(turn, ObservationTurn):
-        block: dict[str, Any] = {
-            "type": "tool_result",
-            "tool_use_id": _safe_name(turn.call_id),
-            "content": _json(turn.content),
-        }
-        if turn.is_error:
-            block["is_error"] = True
-        return "user", [block]
-    raise TypeError(f"unknown turn type {type(turn).__name__}")
+#: Who speaks in a Messages API conversation (the system prompt goes apart).
+Role = Literal["user", "assistant"]
+#: The content blocks we send: text, the model's tool calls, and their results.
+Block = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+#: A message being assembled: its role and its blocks, still open to merging.
+_Draft = tuple[Role, list[Block]]
 
 
-def _tool_use_ids(blocks: list[dict[str, Any]]) -> list[str]:
-    return [b["id"] for b in blocks if b.get("type") == "tool_use"]
+def _text(text: str) -> TextBlockParam:
+    return {"type": "text", "text": text}
 
 
-def render_messages(turns: list[Any]) -> list[dict[str, Any]]:
-    """Turns → Messages API ``messages``.
-
-    Consecutive turns of one role are merged (the API wants strict alternation), and
-    within a user message tool_result blocks come first (the API requires them right
-    after the assistant's tool_use). The tool_use/tool_result pairing is repaired
-    rather than sent broken: a call without an observation gets a synthetic error
-    result, and an observation whose call is not in the preceding assistant message
-    is sent as plain text.
-    """
-    merged: list[tuple[str, list[dict[str, Any]]]] = []
-    for turn in turns:
-        role, blocks = _turn_message(turn)
-        if not blocks:
-            continue  # an assistant turn with neither text nor calls
-        if merged and merged[-1][0] == role:
-            merged[-1][1].extend(blocks)
-        else:
-            merged.append((role, list(blocks)))
-
-    out: list[tuple[str, list[dict[str, Any]]]] = []
-    expected: list[str] = []  # tool_use ids awaiting their results
-    for role, blocks in merged:
-        if role == "assistant":
-            if expected:  # an assistant turn followed another with unanswered calls
-                out.append(("user", [_missing_result(i) for i in expected]))
-            out.append((role, blocks))
-            expected = _tool_use_ids(blocks)
-            continue
-        results: list[dict[str, Any]] = []
-        others: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for block in blocks:
-            if block.get("type") == "tool_result":
-                tid = block["tool_use_id"]
-                if tid in expected and tid not in seen:
-                    seen.add(tid)
-                    results.append(block)
-                else:
-                    others.append(
-                        {"type": "text", "text": f"Result of tool call {tid}: {block['content']}"}
-                    )
-            else:
-                others.append(block)
-        results.extend(_missing_result(i) for i in expected if i not in seen)
-        expected = []
-        out.append((role, results + others))
-    if expected:
-        out.append(("user", [_missing_result(i) for i in expected]))
-
-    if not out or out[0][0] != "user":
-        out.insert(0, ("user", [{"type": "text", "text": "Begin."}]))
-    if out[-1][0] != "user":
-        out.append(("user", [{"type": "text", "text": "Continue."}]))
-    # merging again is needed only where a synthetic message met a user message
-    final: list[dict[str, Any]] = []
-    for role, blocks in out:
-        if final and final[-1]["role"] == role:
-            final[-1]["content"].extend(blocks)
-        else:
-            final.append({"role": role, "content": list(blocks)})
-    return final
+def _tool_use(call: ToolCall) -> ToolUseBlockParam:
+    # A truncated call (a str) is sent as an object: the API wants `input` to be one.
+    args: dict[str, object] = (
+        dict(call.arguments) if isinstance(call.arguments, dict) else {"_raw": call.arguments}
+    )
+    return {
+        "type": "tool_use",
+        "id": _safe_name(call.id),
+        "name": _safe_name(call.name),
+        "input": args,
+    }
 
 
-def _missing_result(tool_use_id: str) -> dict[str, Any]:
+def _tool_result(turn: ObservationTurn) -> ToolResultBlockParam:
+    block: ToolResultBlockParam = {
+        "type": "tool_result",
+        "tool_use_id": _safe_name(turn.call_id),
+        "content": _json(turn.content),
+    }
+    if turn.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _missing_result(tool_use_id: str) -> ToolResultBlockParam:
     return {
         "type": "tool_result",
         "tool_use_id": tool_use_id,
@@ -315,17 +280,117 @@ def _missing_result(tool_use_id: str) -> dict[str, Any]:
     }
 
 
-def render_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        schema = dict(tool.input_schema)
-        schema.setdefault("type", "object")
-        out.append(
-            {"name": _safe_name(tool.name), "description": tool.description, "input_schema": schema}
-        )
-    out.append(
-        {"name": SUBMIT_TOOL, "description": SUBMIT_DESCRIPTION, "input_schema": SUBMIT_SCHEMA}
-    )
+def _turn_message(turn: Turn) -> _Draft:
+    if isinstance(turn, TaskTurn):
+        return "user", [_text(render_task(turn))]
+    if isinstance(turn, UpstreamTurn):
+        return "user", [_text(render_upstream(turn))]
+    if isinstance(turn, AssistantTurn):
+        blocks: list[Block] = [_text(turn.text)] if turn.text else []
+        blocks.extend(_tool_use(call) for call in turn.calls)
+        return "assistant", blocks
+    if isinstance(turn, ObservationTurn):
+        return "user", [_tool_result(turn)]
+    raise TypeError(f"unknown turn type {type(turn).__name__}")
+
+
+def _tool_use_ids(blocks: list[Block]) -> list[str]:
+    ids: list[str] = []
+    for block in blocks:
+        if block["type"] == "tool_use":
+            ids.append(block["id"])
+    return ids
+
+
+def _merged(drafts: Iterable[_Draft]) -> list[_Draft]:
+    """Consecutive drafts of one role as one (the API wants strict alternation); a
+    draft without blocks (an assistant turn with neither text nor calls) is dropped."""
+    merged: list[_Draft] = []
+    for role, blocks in drafts:
+        if not blocks:
+            continue
+        if merged and merged[-1][0] == role:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, list(blocks)))
+    return merged
+
+
+def _answering(blocks: list[Block], expected: list[str]) -> list[Block]:
+    """A user message's blocks, answering the calls `expected` from the assistant
+    message before it: their tool_results first (once each, in the order given), a
+    synthetic error result for each call left unanswered, then everything else. A
+    tool_result for no expected call becomes plain text."""
+    results: list[Block] = []
+    others: list[Block] = []
+    seen: set[str] = set()
+    for block in blocks:
+        if block["type"] != "tool_result":
+            others.append(block)
+            continue
+        tid = block["tool_use_id"]
+        if tid in expected and tid not in seen:
+            seen.add(tid)
+            results.append(block)
+        else:
+            others.append(_text(f"Result of tool call {tid}: {block['content']}"))
+    results.extend(_missing_result(i) for i in expected if i not in seen)
+    return results + others
+
+
+def _paired(merged: list[_Draft]) -> list[_Draft]:
+    """Every tool_use answered by a tool_result in the next message (synthetic user
+    messages where an assistant message has none after it)."""
+    out: list[_Draft] = []
+    expected: list[str] = []  # tool_use ids awaiting their results
+    for role, blocks in merged:
+        if role == "assistant":
+            if expected:  # an assistant turn followed another with unanswered calls
+                out.append(("user", [_missing_result(i) for i in expected]))
+            out.append((role, blocks))
+            expected = _tool_use_ids(blocks)
+        else:
+            out.append((role, _answering(blocks, expected)))
+            expected = []
+    if expected:
+        out.append(("user", [_missing_result(i) for i in expected]))
+    return out
+
+
+def _message(role: Role, blocks: list[Block]) -> MessageParam:
+    if role == "user":
+        return UserMessageParam(role="user", content=blocks)
+    return AssistantMessageParam(role="assistant", content=blocks)
+
+
+def render_messages(turns: Sequence[Turn]) -> list[MessageParam]:
+    """Turns → Messages API ``messages``.
+
+    Consecutive turns of one role are merged (the API wants strict alternation), and
+    within a user message tool_result blocks come first (the API requires them right
+    after the assistant's tool_use). The tool_use/tool_result pairing is repaired
+    rather than sent broken: a call without an observation gets a synthetic error
+    result, and an observation whose call is not in the preceding assistant message
+    is sent as plain text. The conversation starts and ends with a user message.
+    """
+    out = _paired(_merged(_turn_message(turn) for turn in turns))
+    if not out or out[0][0] != "user":
+        out.insert(0, ("user", [_text("Begin.")]))
+    if out[-1][0] != "user":
+        out.append(("user", [_text("Continue.")]))
+    # merging again is needed only where a synthetic message met a user message
+    return [_message(role, blocks) for role, blocks in _merged(out)]
+
+
+def _tool_param(name: str, description: str, schema: JsonObject) -> ToolParam:
+    input_schema: dict[str, object] = dict(schema)
+    input_schema.setdefault("type", "object")
+    return {"name": name, "description": description, "input_schema": input_schema}
+
+
+def render_tools(tools: list[ToolDef]) -> list[ToolParam]:
+    out = [_tool_param(_safe_name(t.name), t.description, t.input_schema) for t in tools]
+    out.append(_tool_param(SUBMIT_TOOL, SUBMIT_DESCRIPTION, SUBMIT_SCHEMA))
     return out
 
 
@@ -336,7 +401,7 @@ def render_system(system: str) -> str:
 # --------------------------------------------------------------------------- parse
 
 
-def _as_bool(value: Any, default: bool) -> bool:
+def _as_bool(value: object, default: bool) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -348,7 +413,7 @@ def _as_bool(value: Any, default: bool) -> bool:
     return default
 
 
-def _str_list(value: Any) -> list[str]:
+def _str_list(value: object) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -358,7 +423,7 @@ def _str_list(value: Any) -> list[str]:
     return [_json(value)]
 
 
-def parse_submit(data: Any) -> FinalAnswer:
+def parse_submit(data: object) -> FinalAnswer:
     """A submit_answer input → FinalAnswer, tolerating missing or mistyped fields."""
     if not isinstance(data, dict):
         return FinalAnswer(flags=["malformed_answer"], text=str(data) if data else "")
@@ -388,7 +453,7 @@ def parse_submit(data: Any) -> FinalAnswer:
     )
 
 
-def _submit_complete(data: Any) -> bool:
+def _submit_complete(data: object) -> bool:
     """Whether a submit_answer input carries every required field with the right type
     (used after a max_tokens stop, when the input may have been cut short)."""
     return (
@@ -398,7 +463,7 @@ def _submit_complete(data: Any) -> bool:
     )
 
 
-def _usage(message: Any) -> Usage:
+def _usage(message: Message) -> Usage:
     u = getattr(message, "usage", None)
     if u is None:
         return Usage()
@@ -421,7 +486,42 @@ class AnthropicResponseError(ModelCallError):
         self.stop_reason = stop_reason
 
 
-def parse_message(message: Any, name_map: Mapping[str, str] | None = None) -> ModelResponse:
+@dataclass(frozen=True)
+class _Content:
+    """What a reply's content blocks carry for the loop."""
+
+    text: str  # the prose blocks, joined
+    calls: list[ToolCall]
+    submits: list[object]  # submit_answer inputs, as sent
+
+
+def _read_content(message: Message, names: Mapping[str, str]) -> _Content:
+    """The reply's blocks, read field by field with defaults: the SDK builds a reply
+    without validating it, so a field that a compatible server (Ollama, a proxy)
+    leaves out is absent rather than defaulted."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    submits: list[object] = []
+    for block in getattr(message, "content", None) or []:
+        btype = getattr(block, "type", None)
+        if btype == "text":
+            text = getattr(block, "text", "")
+            if isinstance(text, str) and text.strip():
+                texts.append(text.strip())
+        elif btype == "tool_use":
+            name = str(getattr(block, "name", ""))
+            data = getattr(block, "input", None)
+            if name == SUBMIT_TOOL:
+                submits.append(data)
+            else:
+                args: JsonObject | str = data if isinstance(data, dict) else str(data)
+                call_id = str(getattr(block, "id", ""))
+                calls.append(ToolCall(id=call_id, name=names.get(name, name), arguments=args))
+        # thinking and server-tool blocks carry nothing the loop can use
+    return _Content("\n\n".join(texts), calls, submits)
+
+
+def parse_message(message: Message, name_map: Mapping[str, str] | None = None) -> ModelResponse:
     """A Messages API reply → ModelResponse.
 
     stop_reason handling:
@@ -439,34 +539,11 @@ def parse_message(message: Any, name_map: Mapping[str, str] | None = None) -> Mo
       returned if present; otherwise `ModelCallError` transient, since re-sending
       the request is how a paused turn continues.
     """
-    names = name_map or {}
     stop = getattr(message, "stop_reason", None)
     stop_reason = stop if isinstance(stop, str) else "unknown"
     usage = _usage(message)
-
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    submits: list[Any] = []
-    for block in getattr(message, "content", None) or []:
-        btype = getattr(block, "type", None)
-        if btype == "text":
-            text = getattr(block, "text", "")
-            if isinstance(text, str) and text.strip():
-                texts.append(text.strip())
-        elif btype == "tool_use":
-            name = str(getattr(block, "name", ""))
-            data = getattr(block, "input", None)
-            if name == SUBMIT_TOOL:
-                submits.append(data)
-            else:
-                args: dict[str, Any] | str = data if isinstance(data, dict) else str(data)
-                calls.append(
-                    ToolCall(
-                        id=str(getattr(block, "id", "")), name=names.get(name, name), arguments=args
-                    )
-                )
-        # thinking and server-tool blocks carry nothing the loop can use
-    text = "\n\n".join(texts)
+    content = _read_content(message, name_map or {})
+    text = content.text
 
     def final(answer: FinalAnswer) -> ModelResponse:
         if not answer.text and text:
@@ -474,7 +551,7 @@ def parse_message(message: Any, name_map: Mapping[str, str] | None = None) -> Mo
         return ModelResponse(final=answer, usage=usage, stop_reason=stop_reason)
 
     if stop_reason in ("max_tokens", "model_context_window_exceeded"):
-        for data in submits:
+        for data in content.submits:
             if _submit_complete(data):
                 return final(parse_submit(data))
         raise AnthropicResponseError(
@@ -485,10 +562,10 @@ def parse_message(message: Any, name_map: Mapping[str, str] | None = None) -> Mo
         )
     if stop_reason == "refusal":
         return final(FinalAnswer(abstained=True, flags=["refusal"]))
-    if submits:
-        return final(parse_submit(submits[0]))
-    if calls:
-        return ModelResponse(calls=calls, usage=usage, stop_reason=stop_reason)
+    if content.submits:
+        return final(parse_submit(content.submits[0]))
+    if content.calls:
+        return ModelResponse(calls=content.calls, usage=usage, stop_reason=stop_reason)
     if stop_reason == "pause_turn":
         raise ModelCallError(ErrorCode.TRANSIENT, "pause_turn: the model paused without a call")
     return final(FinalAnswer(flags=["no_structured_answer"]))
@@ -497,9 +574,7 @@ def parse_message(message: Any, name_map: Mapping[str, str] | None = None) -> Mo
 # --------------------------------------------------------------------------- errors
 
 
-def parse_retry_after(
-    headers: Mapping[str, str] | Any, *, now: float | None = None
-) -> float | None:
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP
     date); None when absent or unparseable."""
     try:
@@ -543,6 +618,16 @@ def classify_status(status: int) -> ErrorCode:
 
 
 # --------------------------------------------------------------------------- backend
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The rendered parts of one Messages API call (model and max_tokens are the
+    backend's)."""
+
+    system: str
+    messages: list[MessageParam]
+    tools: list[ToolParam]
 
 
 class AnthropicBackend:
@@ -589,7 +674,7 @@ class AnthropicBackend:
         text = redact(text)
         return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
-    def _build(self, request: ModelRequest) -> tuple[dict[str, Any], dict[str, str]]:
+    def _build(self, request: ModelRequest) -> tuple[_Request, dict[str, str]]:
         name_map: dict[str, str] = {}
         for tool in request.tools:
             safe = _safe_name(tool.name)
@@ -598,14 +683,12 @@ class AnthropicBackend:
                     ErrorCode.MODEL_ERROR, f"tool name {tool.name!r} clashes with {SUBMIT_TOOL}"
                 )
             name_map[safe] = tool.name
-        params: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": render_system(request.system),
-            "messages": render_messages(list(request.turns)),
-            "tools": render_tools(request.tools),
-        }
-        return params, name_map
+        call = _Request(
+            system=render_system(request.system),
+            messages=render_messages(request.turns),
+            tools=render_tools(request.tools),
+        )
+        return call, name_map
 
     def _wrap(self, exc: Exception) -> ModelCallError:
         """An SDK exception → ModelCallError, by type and status only."""
@@ -642,17 +725,23 @@ class AnthropicBackend:
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        params, name_map = self._build(request)
+        call, name_map = self._build(request)
         log.debug(
             "anthropic call agent=%s model=%s messages=%d tools=%d",
             request.agent,
             self.model,
-            len(params["messages"]),
-            len(params["tools"]),
+            len(call.messages),
+            len(call.tools),
         )
         err: ModelCallError | None = None
         try:
-            message = await self._client.messages.create(**params)
+            message = await self._client.messages.create(
+                model=self.model,
+                max_tokens=self.max_tokens,
+                system=call.system,
+                messages=call.messages,
+                tools=call.tools,
+            )
         except Exception as exc:  # every failure becomes a ModelCallError
             err = self._wrap(exc)
         if err is not None:

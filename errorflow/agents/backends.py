@@ -6,10 +6,10 @@ import os
 from collections.abc import Mapping
 
 from errorflow.agents.model import ModelBackend
-from errorflow.agents.profiles import behaviour
 from errorflow.agents.simulated import SimulatedModel
 from errorflow.core.seeding import stream
 from errorflow.scenario.model import ModelSpec, Scenario
+from errorflow.scenario.profiles import behaviour
 
 
 class ConfigurationError(Exception):
@@ -25,6 +25,8 @@ class BackendFactory:
         if spec.backend == "simulated":
             self._behaviour = behaviour(spec.profile, spec.params)
         else:
+            # Imported here, not at the top: the SDK and its HTTP stack load only for a
+            # run that calls a real model (a simulated sweep never pays for them).
             from errorflow.agents.anthropic_backend import AnthropicBackend
 
             if not api_key:

@@ -9,9 +9,13 @@ backend it talks to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from pydantic import JsonValue
+
+from errorflow.bus.envelope import JsonObject
 from errorflow.core.taxonomy import ErrorCode
 
 
@@ -19,20 +23,21 @@ from errorflow.core.taxonomy import ErrorCode
 class ToolDef:
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: JsonObject  # a JSON Schema
 
 
 @dataclass(frozen=True)
 class ToolCall:
     id: str
     name: str
-    arguments: dict[str, Any] | str  # a str is an unparseable (truncated) call
+    #: Whatever JSON object the model sent; a str is an unparseable (truncated) call.
+    arguments: JsonObject | str
 
 
 @dataclass(frozen=True)
 class Claim:
     key: str
-    value: Any
+    value: JsonValue
     certain: bool = True
 
 
@@ -80,7 +85,7 @@ class UpstreamTurn:
     sender: str
     status: str
     confidence: float
-    errors: list[dict[str, Any]]
+    errors: list[JsonObject]  # the envelope's errors, in their wire form
     answer: FinalAnswer
 
 
@@ -94,7 +99,7 @@ class AssistantTurn:
 class ObservationTurn:
     call_id: str
     tool: str
-    content: dict[str, Any]  # the model-facing observation (already redacted)
+    content: Mapping[str, JsonValue]  # the model-facing observation (already redacted)
 
     @property
     def is_error(self) -> bool:

@@ -1,21 +1,32 @@
 """Model-call resilience: a failing model call (429, 529, 5xx, timeout) goes through the
-same pure retry and breaker machinery as a tool call."""
+same attempt loop, pure retry and breaker machinery as a tool call
+(`errorflow.agents.attempts`). Unlike a tool call, the breaker is asked before every
+attempt, every failed attempt is a `model_error` event, and a call that fails for good
+raises its `ModelCallError` to the agent."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
-from typing import Any
 
+from errorflow.agents.attempts import (
+    Answered,
+    AttemptLoop,
+    Failed,
+    ObservedBreaker,
+    RetryTerms,
+)
 from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
+from errorflow.core.events import Emit, ModelCall, ModelError
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.policies.breaker import BreakerBank, Transition
+from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
+from errorflow.policies.classify import Failure
 from errorflow.policies.config import PolicyConfig
-from errorflow.policies.retry import decide_retry
+from errorflow.policies.retry import RetryDecision
 
-Emit = Callable[[str, dict[str, Any]], None]
+#: The name the model's breaker and failures go by (events, errors, costs).
+MODEL = "model"
 
 
 class ModelGate:
@@ -27,80 +38,85 @@ class ModelGate:
         rng: random.Random,
         budget: Budget,
         emit: Emit,
+        *,
+        agent: str,
     ) -> None:
-        self.backend, self.policy, self.clock, self.rng = backend, policy, clock, rng
-        self.budget, self.emit = budget, emit
+        self.backend, self.policy, self.clock, self.budget = backend, policy, clock, budget
+        self.emit, self.agent = emit, agent
         self.breakers = BreakerBank(policy.model_breaker)
+        self.breaker = ObservedBreaker(
+            self.breakers, MODEL, None, clock=clock, agent=agent, emit=emit
+        )
+        # A model call has no side effect to apply twice: always safe to retry.
+        self._terms = RetryTerms(policy.model_retry, idempotent=True, has_idempotency_key=False)
+        self._loop = AttemptLoop(clock=clock, rng=rng, budget=budget)
         self.calls = 0
-        self.retries = 0
         self.input_tokens = 0
         self.output_tokens = 0
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        attempt = 0
-        while True:
-            attempt += 1
-            decision = self.breakers.allow("model", self.clock.now)
-            self._transitions(decision.transitions)
-            if not decision.allowed:
-                raise ModelCallError(ErrorCode.CIRCUIT_OPEN, "model circuit open")
-            self.calls += 1
-            try:
-                response = await self.backend.complete(request)
-            except ModelCallError as exc:
-                retry = decide_retry(
-                    self.policy.model_retry,
-                    code=exc.code,
-                    attempt=attempt,
-                    retry_after_s=exc.retry_after_s,
-                    rng=self.rng,
-                    idempotent=True,
-                    has_idempotency_key=False,
-                    budget_left_s=self.budget.time_left_s(),
-                )
-                self.emit(
-                    "model_error",
-                    {
-                        "code": exc.code.value,
-                        "status": exc.status,
-                        "attempt": attempt,
-                        "retry": retry.retry,
-                        "delay_s": retry.delay_s,
-                    },
-                )
-                if not retry.retry:
-                    self._transitions(self.breakers.record_failure("model", self.clock.now))
-                    raise
-                self.retries += 1
-                self.budget.charge_time(retry.delay_s)
-                await self.clock.sleep(retry.delay_s)
-                continue
-            self._transitions(self.breakers.record_success("model", self.clock.now))
-            usage = response.usage
-            self.input_tokens += usage.input_tokens
-            self.output_tokens += usage.output_tokens
-            self.budget.charge_model(usage.input_tokens + usage.output_tokens)
-            self.emit(
-                "model_call",
-                {
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "calls": len(response.calls),
-                    "final": response.final is not None,
-                    "stop_reason": response.stop_reason,
-                },
-            )
-            return response
+    @property
+    def retries(self) -> int:
+        return self._loop.retries
 
-    def _transitions(self, transitions: Iterable[Transition]) -> None:
-        for t in transitions:
-            self.emit(
-                "breaker",
-                {
-                    "tool": "model",
-                    "from": t.frm.value,
-                    "to": t.to.value,
-                    "at": t.at,
-                    "reason": t.reason,
-                },
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        outcome = await self._loop.run(
+            _Completion(self, request), terms=self._terms, breaker=self.breaker
+        )
+        if isinstance(outcome.result, Failed):
+            failed = outcome.result
+            if failed.cause is not None:
+                raise failed.cause
+            raise ModelCallError(failed.failure.code, failed.failure.raw)
+        response = outcome.result.value
+        usage = response.usage
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.budget.charge_model(usage.input_tokens + usage.output_tokens)
+        self.emit(
+            ModelCall(
+                agent=self.agent,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                calls=len(response.calls),
+                final=response.final is not None,
+                stop_reason=response.stop_reason,
             )
+        )
+        return response
+
+
+class _Completion:
+    """The model gate's steps for `AttemptLoop`: one completion of one request."""
+
+    def __init__(self, gate: ModelGate, request: ModelRequest) -> None:
+        self.gate, self.request = gate, request
+
+    def refusal(self, attempts_made: int) -> Failed | None:
+        # Before every attempt: a retry may find the circuit opened by another call.
+        if self.gate.breaker.allow().allowed:
+            return None
+        # Raised as a ModelCallError of its class (no exception caused it).
+        return Failed(Failure(ErrorCode.CIRCUIT_OPEN, MODEL, "model circuit open"))
+
+    async def attempt(self, number: int) -> Answered[ModelResponse] | Failed:
+        self.gate.calls += 1
+        try:
+            response = await self.gate.backend.complete(self.request)
+        except ModelCallError as exc:
+            failure = Failure(
+                exc.code, MODEL, str(exc), http_status=exc.status, retry_after_s=exc.retry_after_s
+            )
+            return Failed(failure, exc)
+        return Answered(response)
+
+    def report(self, failure: Failure, number: int, decision: RetryDecision) -> None:
+        self.gate.emit(
+            ModelError(
+                agent=self.gate.agent,
+                code=failure.code,
+                status=failure.http_status,
+                attempt=number,
+                retry=decision.retry,
+                delay_s=decision.delay_s,
+            )
+        )

@@ -2,7 +2,7 @@
 
 It reads the same turns a real model would and answers with tool calls or a final
 answer. What it does at each decision point is one draw against a named tendency
-(`errorflow.agents.profiles`). It reads error observations the way a model does: the
+(`errorflow.scenario.profiles`). It reads error observations the way a model does: the
 structured fields when they are there (`code`, `options`, `field`), otherwise the
 words of the raw message. It is one instance per (trial, agent), so its memory of
 what it gave up on lives exactly as long as a conversation.
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import JsonValue
 
 from errorflow.agents.model import (
     AssistantTurn,
@@ -25,15 +27,20 @@ from errorflow.agents.model import (
     ObservationTurn,
     TaskTurn,
     ToolCall,
+    Turn,
     UpstreamTurn,
     Usage,
 )
-from errorflow.agents.profiles import Behaviour
+from errorflow.bus.envelope import JsonObject
+from errorflow.scenario.profiles import Behaviour
 
 # Words a model associates with "try again later" and with "wrong argument" when an
 # error arrives as raw text. This is the model reading prose, not our classifier.
 _TRANSIENT_WORDS = ("timedout", "timeout", "503", "502", "504", "429", "unavailable", "too many")
 _MISSING_WORDS = ("missing", "undefined", "required")
+
+#: A model-facing observation, as the model reads it.
+_Obs = Mapping[str, JsonValue]
 
 
 @dataclass
@@ -61,7 +68,7 @@ class SimulatedModel:
 
     # -- researcher -----------------------------------------------------------
     def _research(self, request: ModelRequest) -> ModelResponse:
-        task = next((t for t in request.turns if isinstance(t, TaskTurn)), None)
+        task = _task(request.turns)
         if task is None:
             return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
         tools = {t.name for t in request.tools}
@@ -85,7 +92,7 @@ class SimulatedModel:
                 calls.append(call)
         return calls
 
-    def _need_states(self, task: TaskTurn, turns: list[Any]) -> list[_NeedState]:
+    def _need_states(self, task: TaskTurn, turns: list[Turn]) -> list[_NeedState]:
         by_id = {n.id: _NeedState(n, []) for n in task.needs}
         pending: dict[str, tuple[str, int]] = {}
         for turn in turns:
@@ -124,29 +131,29 @@ class SimulatedModel:
                 return self._call(need, previous.get(need.arg, self._first_argument(need)), n)
             return None
         if kind == "wrong_arg":
-            options = obs.get("options") or []
+            options = _strings(obs.get("options"))
             p = self.b.p_repair_with_options if options else self.b.p_repair_without_options
             if self.rng.random() < p:
-                target = (need.identifier) if need.identifier else _best_option(need, options)
+                target = need.identifier if need.identifier else _best_option(need, options)
                 if target is None:
                     return None
-                return self._call(need, target, n)
+                return self._call(need, _json_arg(target), n)
             return None
         return None  # permission, not found, circuit open, blocked...: give up
 
-    def _first_argument(self, need: NeedView) -> Any:
+    def _first_argument(self, need: NeedView) -> JsonValue:
         if need.identifier is not None:
-            return need.identifier
+            return _json_arg(need.identifier)
         if self.rng.random() < self.b.p_use_task_wording:
             return need.wording
         if self.rng.random() < self.b.p_guess_identifier:
             # A lucky guess: the model happens to produce the real identifier. The
             # simulator knows it through the need's tool domain, the model does not.
-            return _hidden_identifier(need)
+            return _json_arg(_hidden_identifier(need))
         return need.wording
 
-    def _call(self, need: NeedView, value: Any, n: int) -> ToolCall:
-        args: dict[str, Any] = {need.arg: value}
+    def _call(self, need: NeedView, value: JsonValue, n: int) -> ToolCall:
+        args: JsonObject = {need.arg: value}
         if self.rng.random() < self.b.p_drop_required_arg:
             args = {}
         return ToolCall(id=f"{need.id}#{n}", name=need.tool, arguments=args)
@@ -154,28 +161,15 @@ class SimulatedModel:
     def _research_answer(self, states: list[_NeedState]) -> FinalAnswer:
         answer = FinalAnswer()
         for st in states:
-            result = _resolved(st)
-            if result is None:
+            obs = _resolved(st)
+            if obs is None:
                 answer.unresolved.append(st.need.id)
                 continue
-            obs = result
             value = obs.get("result")
             if _is_batch(st.need) and isinstance(value, dict) and value:
-                # A batch answers per item: one claim each, failed items left open.
-                for item, item_value in sorted(value.items()):
-                    answer.claims.append(Claim(f"{st.need.id}.{item}", item_value, True))
-                for item in obs.get("failed_items") or []:
-                    answer.unresolved.append(f"{st.need.id}.{item}")
-                if obs.get("failed_items"):
-                    answer.flags.append(f"{st.need.id}: items failed: {obs['failed_items']}")
-                continue
-            if value in (None, [], {}):
-                certain = not (self.rng.random() < self.b.p_flag_empty)
-                if not certain:
-                    answer.flags.append(f"{st.need.id}: empty result, may be incomplete")
-                answer.claims.append(Claim(st.need.id, value, certain))
+                _claim_items(answer, st.need, value, obs)
             else:
-                answer.claims.append(Claim(st.need.id, value, True))
+                self._claim_value(answer, st.need, value)
             if obs.get("failed_items"):
                 answer.flags.append(f"{st.need.id}: items failed: {obs['failed_items']}")
         found = ", ".join(c.key for c in answer.claims) or "nothing"
@@ -184,38 +178,27 @@ class SimulatedModel:
         )
         return answer
 
-    # -- writer / reviewer -------------------------------------------------------
+    def _claim_value(self, answer: FinalAnswer, need: NeedView, value: JsonValue) -> None:
+        """One claim for the need; an empty result may be stated or flagged as doubtful."""
+        if value in (None, [], {}):
+            certain = not (self.rng.random() < self.b.p_flag_empty)
+            if not certain:
+                answer.flags.append(f"{need.id}: empty result, may be incomplete")
+            answer.claims.append(Claim(need.id, value, certain))
+        else:
+            answer.claims.append(Claim(need.id, value, True))
+
+    # -- writer -----------------------------------------------------------------
     def _write(self, request: ModelRequest) -> ModelResponse:
-        task = next((t for t in request.turns if isinstance(t, TaskTurn)), None)
-        upstream = [t for t in request.turns if isinstance(t, UpstreamTurn)]
+        task = _task(request.turns)
+        upstream = _upstream(request.turns)
         needs = task.needs if task else []
-        troubled = any(
-            u.status != "ok" or u.errors or u.confidence < 0.5 or u.answer.abstained
-            for u in upstream
-        )
-        heed = troubled and self.rng.random() < self.b.p_heed_upstream
+        heed = _troubled(upstream) and self.rng.random() < self.b.p_heed_upstream
         rejected = {k for u in upstream for k in u.answer.revise}
         answer = FinalAnswer()
         for key, need in _expected_keys(needs):
-            claims = [c for u in upstream for c in u.answer.claims if c.key == key]
-            claim = claims[0] if claims else None
-            if key in rejected and heed:
-                answer.flags.append(f"{key}: rejected by review; not reported as fact")
-            elif claim is not None and claim.value not in (None, [], {}) and claim.certain:
-                answer.claims.append(claim)
-            elif heed:
-                answer.flags.append(f"{key}: upstream failure; not reported as fact")
-            elif claim is not None and not claim.certain:
-                answer.claims.append(claim)  # passes the doubt on honestly
-            elif claim is not None:  # an empty "nothing found"
-                if self.rng.random() < self.b.p_fabricate_on_empty:
-                    answer.claims.append(Claim(key, self._invent(need), True))
-                else:
-                    answer.claims.append(claim)
-            elif self.rng.random() < self.b.p_fabricate_on_missing:
-                answer.claims.append(Claim(key, self._invent(need), True))
-            else:
-                answer.unresolved.append(key)
+            claim = next((c for u in upstream for c in u.answer.claims if c.key == key), None)
+            self._report(answer, key, need, claim, rejected=key in rejected, heed=heed)
         answer.abstained = bool(needs) and not answer.claims
         answer.text = (
             "Report withheld: upstream failures."
@@ -224,12 +207,42 @@ class SimulatedModel:
         )
         return ModelResponse(final=answer, stop_reason="end_turn")
 
+    def _report(
+        self,
+        answer: FinalAnswer,
+        key: str,
+        need: NeedView,
+        claim: Claim | None,
+        *,
+        rejected: bool,
+        heed: bool,
+    ) -> None:
+        """What the report says for one key, given the upstream claim for it (if any)
+        and whether the writer heeds the upstream trouble."""
+        if rejected and heed:
+            answer.flags.append(f"{key}: rejected by review; not reported as fact")
+        elif claim is not None and _substantial(claim) and claim.certain:
+            answer.claims.append(claim)
+        elif heed:
+            answer.flags.append(f"{key}: upstream failure; not reported as fact")
+        elif claim is None:
+            if self.rng.random() < self.b.p_fabricate_on_missing:
+                answer.claims.append(Claim(key, self._invent(need), True))
+            else:
+                answer.unresolved.append(key)
+        elif not claim.certain:
+            answer.claims.append(claim)  # passes the doubt on honestly
+        elif self.rng.random() < self.b.p_fabricate_on_empty:  # an empty "nothing found"
+            answer.claims.append(Claim(key, self._invent(need), True))
+        else:
+            answer.claims.append(claim)
+
     # -- reviewer ---------------------------------------------------------------
     def _review(self, request: ModelRequest) -> ModelResponse:
         """Check each claim of the report against the tools; keep what checks out,
         send back what is contradicted, mark as uncertain what could not be checked."""
-        task = next((t for t in request.turns if isinstance(t, TaskTurn)), None)
-        upstream = [t for t in request.turns if isinstance(t, UpstreamTurn)]
+        task = _task(request.turns)
+        upstream = _upstream(request.turns)
         if task is None:
             return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
         report = [c for u in upstream for c in u.answer.claims]
@@ -247,25 +260,12 @@ class SimulatedModel:
             unresolved=[k for u in upstream for k in u.answer.unresolved],
         )
         for claim in report:
-            need = next((n for n in task.needs if _key_of(claim.key, n)), None)
-            obs = observed.get(need.id) if need is not None else None
-            if need is None or obs is None:
-                answer.claims.append(Claim(claim.key, claim.value, False))
-                answer.flags.append(f"{claim.key}: could not be verified")
-                continue
-            source = obs.get("result")
-            if _is_batch(need) and isinstance(source, dict):
-                source = source.get(claim.key.split(".", 1)[1]) if "." in claim.key else source
-            if _same(claim.value, source):
-                answer.claims.append(claim)
-            else:
-                answer.revise.append(claim.key)
-                answer.flags.append(f"{claim.key}: contradicted by the source; sent back")
+            _check(answer, claim, task.needs, observed)
         answer.abstained = not answer.claims
         answer.text = f"Reviewed {len(report)} claim(s); {len(answer.revise)} rejected."
         return ModelResponse(final=answer, stop_reason="end_turn")
 
-    def _invent(self, need: NeedView) -> Any:
+    def _invent(self, need: NeedView) -> JsonValue:
         if _is_batch(need):
             return f"fabricated text {self.rng.randrange(10**6)}"
         if need.tool and "paper" in need.tool:
@@ -282,7 +282,54 @@ class SimulatedModel:
         return Usage(self.b.base_prompt_tokens + int(chars * self.b.tokens_per_char), out)
 
 
-def _perceive(obs: dict[str, Any]) -> str:
+def _task(turns: list[Turn]) -> TaskTurn | None:
+    return next((t for t in turns if isinstance(t, TaskTurn)), None)
+
+
+def _upstream(turns: list[Turn]) -> list[UpstreamTurn]:
+    return [t for t in turns if isinstance(t, UpstreamTurn)]
+
+
+def _troubled(upstream: list[UpstreamTurn]) -> bool:
+    """Whether any upstream message shows a failure a careful writer would heed."""
+    return any(
+        u.status != "ok" or u.errors or u.confidence < 0.5 or u.answer.abstained for u in upstream
+    )
+
+
+def _substantial(claim: Claim) -> bool:
+    return claim.value not in (None, [], {})
+
+
+def _claim_items(answer: FinalAnswer, need: NeedView, value: JsonObject, obs: _Obs) -> None:
+    """A batch answers per item: one claim each, failed items left open."""
+    for item in sorted(value):
+        answer.claims.append(Claim(f"{need.id}.{item}", value[item], True))
+    for failed in _list(obs.get("failed_items")):
+        answer.unresolved.append(f"{need.id}.{failed}")
+
+
+def _check(
+    answer: FinalAnswer, claim: Claim, needs: list[NeedView], observed: dict[str, _Obs | None]
+) -> None:
+    """A reviewer's verdict on one claim of the report, against what the tools said."""
+    need = next((n for n in needs if _key_of(claim.key, n)), None)
+    obs = observed.get(need.id) if need is not None else None
+    if need is None or obs is None:
+        answer.claims.append(Claim(claim.key, claim.value, False))
+        answer.flags.append(f"{claim.key}: could not be verified")
+        return
+    source = obs.get("result")
+    if _is_batch(need) and isinstance(source, dict):
+        source = source.get(claim.key.split(".", 1)[1]) if "." in claim.key else source
+    if _same(claim.value, source):
+        answer.claims.append(claim)
+    else:
+        answer.revise.append(claim.key)
+        answer.flags.append(f"{claim.key}: contradicted by the source; sent back")
+
+
+def _perceive(obs: _Obs) -> str:
     """How a model reads an error observation: structured fields first, then words."""
     code = obs.get("code")
     if code in ("transient", "timeout", "rate_limit"):
@@ -302,7 +349,7 @@ def _perceive(obs: dict[str, Any]) -> str:
     return "other"
 
 
-def _resolved(st: _NeedState) -> dict[str, Any] | None:
+def _resolved(st: _NeedState) -> _Obs | None:
     for _, obs in st.calls:
         if obs is not None and obs.content.get("ok"):
             return obs.content
@@ -315,7 +362,7 @@ def _key_of(key: str, need: NeedView) -> bool:
     return key == need.id or key.startswith(need.id + ".")
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: JsonValue, b: JsonValue) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return sorted(map(str, a)) == sorted(map(str, b))
     return bool(a == b)
@@ -337,6 +384,20 @@ def _expected_keys(needs: list[NeedView]) -> list[tuple[str, NeedView]]:
     return keys
 
 
+def _list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: JsonValue) -> list[str]:
+    """The strings of a JSON list (an observation's `options`), else none."""
+    return [v for v in _list(value) if isinstance(v, str)]
+
+
+def _json_arg(value: str | list[str] | None) -> JsonValue:
+    """An identifier as a call argument (a JSON value: the list is copied as one)."""
+    return list(value) if isinstance(value, list) else value
+
+
 def _best_option(need: NeedView, options: list[str]) -> str | None:
     """Repairing from a list: the option the wording points at, if the list has it."""
     hidden = _hidden_identifier(need)
@@ -345,11 +406,11 @@ def _best_option(need: NeedView, options: list[str]) -> str | None:
     return options[0] if options else None
 
 
-def _hidden_identifier(need: NeedView) -> Any:
+def _hidden_identifier(need: NeedView) -> str | list[str] | None:
     return need.meant if need.meant is not None else need.identifier
 
 
-def _turn_text(turn: Any) -> str:
+def _turn_text(turn: Turn) -> str:
     if isinstance(turn, TaskTurn):
         return turn.prompt + " ".join(n.wording for n in turn.needs)
     if isinstance(turn, ObservationTurn):

@@ -4,16 +4,21 @@ The world knows the ground truth (`truth`), so the scorer can tell a true claim 
 fabricated one. One `ToolClient` exists per (trial, agent): its fault counters and
 random stream belong to that agent's view of the tools, which keeps every trial
 reproducible from the seed even when agents run in separate processes.
+
+What a tool kind *is* (its argument schema and description) is defined in
+errorflow.scenario.catalog, where the loader checks scenarios against it; this module
+implements what the kinds do.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from errorflow.core.seeding import stream
 from errorflow.core.tool_errors import (
@@ -24,51 +29,15 @@ from errorflow.core.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
+from errorflow.scenario.catalog import (
+    ARG_MODELS,
+    FetchManyArgs,
+    QueryMetricArgs,
+    SearchPapersArgs,
+    SendReportArgs,
+    ToolArgs,
+)
 from errorflow.scenario.model import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
-
-# -- tool argument schemas (pre-flight validation happens against these) ---------
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class QueryMetricArgs(_Args):
-    name: str = Field(min_length=1, max_length=200, description="Metric identifier")
-
-
-class SearchPapersArgs(_Args):
-    query: str = Field(min_length=1, max_length=500, description="Search query")
-    limit: int = Field(default=10, ge=1, le=50)
-
-
-class FetchManyArgs(_Args):
-    ids: list[str] = Field(min_length=1, max_length=50, description="Document ids")
-
-
-class SendReportArgs(_Args):
-    title: str = Field(min_length=1, max_length=300)
-    body: str = Field(max_length=50_000)
-
-
-ARG_MODELS: dict[str, type[_Args]] = {
-    "metric_store": QueryMetricArgs,
-    "paper_search": SearchPapersArgs,
-    "batch_fetch": FetchManyArgs,
-    "report_sink": SendReportArgs,
-}
-
-DESCRIPTIONS: dict[str, str] = {
-    "metric_store": "Read one business metric by its identifier.",
-    "paper_search": "Search the paper index; returns matching papers.",
-    "batch_fetch": "Fetch several documents by id; results are returned per item.",
-    "report_sink": "Send the final report (side effect: sends once per idempotency key).",
-}
-
-
-def input_schema(kind: str) -> dict[str, Any]:
-    return ARG_MODELS[kind].model_json_schema()
-
 
 # -- outcomes --------------------------------------------------------------------
 
@@ -82,6 +51,20 @@ class ToolResult:
     business_error: str | None = None  # HTTP 200 with success: false
     empty: bool = False
     item_errors: dict[str, str] = field(default_factory=dict)  # partial success
+
+
+class SendReceipt(TypedDict):
+    """What the report sink answers to a send."""
+
+    sent: bool
+    title: str
+
+
+class SentReport(TypedDict):
+    """One report the sink really sent, and the idempotency key it came with."""
+
+    title: str
+    key: str | None
 
 
 # -- ground truth ----------------------------------------------------------------
@@ -174,8 +157,8 @@ class ToolClient:
         self._rng_items = {
             name: stream(scenario.seed, trial, agent, name, "items") for name in self.tools
         }
-        self._sent: dict[str, Any] = {}  # idempotency key -> first result
-        self.sent_reports: list[dict[str, Any]] = []
+        self._sent: dict[str, SendReceipt] = {}  # idempotency key -> first result
+        self.sent_reports: list[SentReport] = []
         for name, spec in self.tools.items():
             call_faults = [f for f in spec.faults if f.kind in CALL_FAULTS]
             self._plans[name] = FaultPlan(call_faults, stream(scenario.seed, trial, agent, name))
@@ -184,18 +167,18 @@ class ToolClient:
 
     # The model's call as it arrives may be mangled (malformed_call): the JSON is
     # truncated, a field dropped, a type changed or an extra field added.
-    def mangle(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | str:
+    def mangle(self, tool: str, args: Mapping[str, object]) -> dict[str, object] | str:
         plan = self._malform.get(tool)
         fault = plan.next() if plan else None
         if fault is None:
-            return args
+            return dict(args)
         # Drop or retype a field the schema requires (an optional one would not fail).
         required = [
             n for n, f in ARG_MODELS[self.tools[tool].kind].model_fields.items() if f.is_required()
         ]
         first = next((k for k in args if k in required), next(iter(args), None))
         if fault.mode == "truncated_json" or fault.mode is None:
-            text = json.dumps(args, ensure_ascii=False)
+            text = json.dumps(dict(args), ensure_ascii=False)
             return text[: max(1, len(text) // 2)]
         mangled = dict(args)
         if fault.mode == "missing_field" and first is not None:
@@ -206,57 +189,26 @@ class ToolClient:
             mangled["verbose"] = True
         return mangled
 
-    def validate(self, tool: str, args: dict[str, Any] | str) -> _Args:
+    def validate(self, tool: str, args: Mapping[str, object] | str) -> ToolArgs:
         """Pre-flight: check the call against the tool's schema before it runs."""
         if tool not in self.tools:
             raise UnknownTool(f"Error: no tool named '{tool}'", options=sorted(self.tools))
-        kind = self.tools[tool].kind
-        model = ARG_MODELS[kind]
-        if isinstance(args, str):
-            text = args
-            try:
-                args = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SchemaViolation(
-                    f"SyntaxError: Unexpected end of JSON input at position {exc.pos}",
-                    field="(arguments)",
-                    constraint="a complete JSON object",
-                    received=text[:80],
-                ) from None
-        if not isinstance(args, dict):
+        model = ARG_MODELS[self.tools[tool].kind]
+        payload = _parse_arguments(args) if isinstance(args, str) else dict(args)
+        if not isinstance(payload, dict):
             raise SchemaViolation(
                 "TypeError: arguments must be an object",
                 field="(arguments)",
                 constraint="a JSON object",
-                received=args,
+                received=payload,
             )
         try:
-            return model.model_validate(args)
+            return model.model_validate(payload)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            fld = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-            missing = err["type"] == "missing"
-            if missing:
-                raw = f"TypeError: Cannot read properties of undefined (reading '{fld}')"
-                constraint = "required"
-            elif err["type"] == "extra_forbidden":
-                raw = f"TypeError: unexpected keyword argument '{fld}'"
-                constraint = f"not a parameter of {tool}; allowed: {', '.join(model.model_fields)}"
-            else:
-                raw = f"TypeError: {fld}: {err['msg']}"
-                constraint = err["msg"]
-            raise SchemaViolation(
-                raw,
-                field=fld,
-                constraint=constraint,
-                received=None if missing else err.get("input"),
-                missing=missing,
-                options=list(model.model_fields) if err["type"] == "extra_forbidden" else None,
-                unexpected=err["type"] == "extra_forbidden",
-            ) from None
+            raise _schema_violation(tool, model, exc) from None
 
     def invoke(
-        self, tool: str, args: _Args, *, timeout_s: float, idempotency_key: str | None
+        self, tool: str, args: ToolArgs, *, timeout_s: float, idempotency_key: str | None
     ) -> ToolResult:
         """Run the tool once. Raises a ToolException on failure, like a client library."""
         spec = self.tools[tool]
@@ -288,16 +240,16 @@ class ToolClient:
         empty = value in ([], {}, None) and spec.kind != "report_sink"
         return ToolResult(value, latency, empty=empty, item_errors=item_errors)
 
-    def _send(self, args: _Args, idempotency_key: str | None) -> Any:
+    def _send(self, args: ToolArgs, idempotency_key: str | None) -> SendReceipt:
         """The report_sink side effect: one entry in `sent_reports` per send."""
         assert isinstance(args, SendReportArgs)
-        value = {"sent": True, "title": args.title}
-        self.sent_reports.append({"title": args.title, "key": idempotency_key})
+        value = SendReceipt(sent=True, title=args.title)
+        self.sent_reports.append(SentReport(title=args.title, key=idempotency_key))
         if idempotency_key:
             self._sent[idempotency_key] = value
         return value
 
-    def _raise_for(self, fault: FaultSpec, tool: str, args: _Args, timeout_s: float) -> None:
+    def _raise_for(self, fault: FaultSpec, tool: str, args: ToolArgs, timeout_s: float) -> None:
         kind = fault.kind
         host = f"{tool.replace('_', '-')}.internal"
         if kind == "transient":
@@ -325,7 +277,9 @@ class ToolClient:
         if kind == "not_found":
             raise HTTPStatusError(404, fault.error_text or "HTTP 404 Not Found")
 
-    def _serve(self, tool: str, args: _Args, fault: FaultSpec | None) -> tuple[Any, dict[str, str]]:
+    def _serve(
+        self, tool: str, args: ToolArgs, fault: FaultSpec | None
+    ) -> tuple[Any, dict[str, str]]:
         if isinstance(args, QueryMetricArgs):
             if args.name not in self.world.metrics:
                 raise UnknownValue(
@@ -339,7 +293,7 @@ class ToolClient:
             ids = _search(self.world, args.query)[: args.limit]
             return ids, {}
         if isinstance(args, FetchManyArgs):
-            out: dict[str, Any] = {}
+            out: dict[str, str] = {}
             errors: dict[str, str] = {}
             for doc_id in args.ids:
                 failed = (
@@ -360,6 +314,46 @@ class ToolClient:
         if isinstance(args, SendReportArgs):
             return {"sent": True, "title": args.title}, {}
         raise AssertionError(f"no handler for {type(args).__name__}")
+
+
+def _parse_arguments(text: str) -> object:
+    """A call's arguments as the model sent them: JSON text, perhaps cut off."""
+    try:
+        payload: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaViolation(
+            f"SyntaxError: Unexpected end of JSON input at position {exc.pos}",
+            field="(arguments)",
+            constraint="a complete JSON object",
+            received=text[:80],
+        ) from None
+    return payload
+
+
+def _schema_violation(tool: str, model: type[ToolArgs], exc: ValidationError) -> SchemaViolation:
+    """The first schema error of a call, raised the way a client library words it."""
+    err = exc.errors()[0]
+    fld = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+    missing = err["type"] == "missing"
+    unexpected = err["type"] == "extra_forbidden"
+    if missing:
+        raw = f"TypeError: Cannot read properties of undefined (reading '{fld}')"
+        constraint = "required"
+    elif unexpected:
+        raw = f"TypeError: unexpected keyword argument '{fld}'"
+        constraint = f"not a parameter of {tool}; allowed: {', '.join(model.model_fields)}"
+    else:
+        raw = f"TypeError: {fld}: {err['msg']}"
+        constraint = err["msg"]
+    return SchemaViolation(
+        raw,
+        field=fld,
+        constraint=constraint,
+        received=None if missing else err.get("input"),
+        missing=missing,
+        options=list(model.model_fields) if unexpected else None,
+        unexpected=unexpected,
+    )
 
 
 def empty_of(kind: str) -> Any:

@@ -2,7 +2,7 @@
 
 It stamps what it sends (run, sender, per-sender seq) and checks what it receives:
 invalid messages, messages of other runs, senders that are not part of the run and
-duplicates (same sender and seq) are dropped and counted here, never passed on. The
+duplicates (same message id) are dropped and counted here, never passed on. The
 recorder stores the rejected ones with their reasons.
 
 Nothing silently lost: QoS 1 covers a hop to the broker, not a broker that restarts
@@ -11,7 +11,9 @@ recipient answers every copy it gets (duplicates too) with an `ack` on
 `errorflow/{run}/ack/{sender}`, and the sender resends, with the same id and seq, until
 acknowledged, at most `max_resends` times with a doubling timeout. What is still
 unacknowledged after that is counted as `undelivered` (and the runner marks the trial
-`bus_fault` when its final result never arrives).
+`bus_fault` when its final result never arrives). When to resend and when to give up
+is decided by the pure `Outbox` (`errorflow.bus.outbox`); the endpoint only carries
+its decisions out, on the clock it was given.
 """
 
 from __future__ import annotations
@@ -21,20 +23,29 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, Status, WireError, decode
+from errorflow.bus.envelope import (
+    Envelope,
+    JsonObject,
+    Kind,
+    RejectedMessage,
+    Status,
+    WireError,
+    decode,
+)
+from errorflow.bus.outbox import GiveUp, Outbox, Resend
 from errorflow.bus.transport import Connection
-from errorflow.core.control import Control
+from errorflow.core.control import Ack, Control, ControlAction, parse_control
 from errorflow.core.events import Event
 
 log = logging.getLogger(__name__)
 
 ACK_TIMEOUT_S = 2.0
 MAX_RESENDS = 6
+#: The longest the resend driver sleeps: it sleeps until the next deadline, but a
+#: message sent meanwhile may be due sooner, and is then resent at most this late.
 RESEND_TICK_S = 0.25
 RELIABLE_KINDS = (Kind.TASK, Kind.RESULT)
 
@@ -61,15 +72,10 @@ class SeenSet:
         return True
 
 
-@dataclass
-class _Pending:
-    topic: str
-    raw: bytes
-    sends: int
-    due: float
-
-
 class Endpoint:
+    """One participant's view of the bus; `clock` and `sleep` drive the resends (tests
+    pass fake ones: the decisions themselves are the `Outbox`'s)."""
+
     def __init__(
         self,
         conn: Connection,
@@ -79,6 +85,8 @@ class Endpoint:
         *,
         ack_timeout_s: float = ACK_TIMEOUT_S,
         max_resends: int = MAX_RESENDS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.conn = conn
         self.run_id = run_id
@@ -87,12 +95,23 @@ class Endpoint:
         self.seq = 0
         self.rejects: Counter[str] = Counter()
         self.seen = SeenSet()
-        self.ack_timeout_s = ack_timeout_s
-        self.max_resends = max_resends
-        self.pending: dict[str, _Pending] = {}
-        self.resent = 0
-        self.undelivered = 0
+        self.outbox = Outbox(ack_timeout_s, max_resends)
+        self._clock = clock
+        self._sleep = sleep
         self._resender: asyncio.Task[None] | None = None
+
+    @property
+    def pending(self) -> int:
+        """Reliable messages sent and not acknowledged yet."""
+        return len(self.outbox)
+
+    @property
+    def resent(self) -> int:
+        return self.outbox.resent
+
+    @property
+    def undelivered(self) -> int:
+        return self.outbox.undelivered
 
     async def start(self) -> None:
         """Subscribe to our acknowledgements and start resending what is not acked."""
@@ -112,12 +131,44 @@ class Endpoint:
         recipient: str,
         trial: int,
         trace_id: str,
-        payload: dict[str, Any] | None = None,
+        payload: JsonObject | None = None,
         status: Status = Status.OK,
         confidence: float = 1.0,
         errors: list[WireError] | None = None,
         derived_from: list[str] | None = None,
     ) -> Envelope:
+        env = self._envelope(
+            kind=kind,
+            recipient=recipient,
+            trial=trial,
+            trace_id=trace_id,
+            payload=payload,
+            status=status,
+            confidence=confidence,
+            errors=errors,
+            derived_from=derived_from,
+        )
+        topic = topics.for_message(self.run_id, kind, self.name, recipient)
+        raw = env.encode()
+        if kind in RELIABLE_KINDS and self._resender is not None:
+            self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
+        await self.conn.publish(topic, raw)
+        return env
+
+    def _envelope(
+        self,
+        *,
+        kind: Kind,
+        recipient: str,
+        trial: int,
+        trace_id: str,
+        payload: JsonObject | None = None,
+        status: Status = Status.OK,
+        confidence: float = 1.0,
+        errors: list[WireError] | None = None,
+        derived_from: list[str] | None = None,
+    ) -> Envelope:
+        """A new envelope from us, with our next seq."""
         env = Envelope(
             run_id=self.run_id,
             trial=trial,
@@ -131,25 +182,10 @@ class Endpoint:
             confidence=confidence,
             errors=errors or [],
             payload=payload or {},
-            ts=time.time(),
+            ts=time.time(),  # wall clock, informational: not the resend clock
         )
         self.seq += 1
-        topic = topics.for_message(self.run_id, kind, self.name, recipient)
-        raw = env.encode()
-        if kind in RELIABLE_KINDS and self._resender is not None:
-            self.pending[env.id] = _Pending(topic, raw, 1, time.monotonic() + self.ack_timeout_s)
-        await self.conn.publish(topic, raw)
         return env
-
-    async def event(self, trial: int, trace_id: str, type_: str, data: dict[str, Any]) -> None:
-        """Deprecated: untyped events (removed once every producer sends typed ones)."""
-        await self.send(
-            kind=Kind.EVENT,
-            recipient="observers",
-            trial=trial,
-            trace_id=trace_id,
-            payload={"type": type_, **data},
-        )
 
     async def publish_event(self, trial: int, trace_id: str, event: Event) -> None:
         """Publish one telemetry event to the run's observers."""
@@ -195,53 +231,55 @@ class Endpoint:
         return env, to_ack
 
     async def receive(self) -> AsyncIterator[Envelope]:
+        """Accepted messages; acks for us are consumed here, never passed on."""
         async for _topic, raw in self.conn.messages():
             env, to_ack = self._check(raw)
             if to_ack is not None:
                 await self._ack(to_ack)
             if env is None:
                 continue
-            if env.kind is Kind.CONTROL and env.payload.get("action") == "ack":
-                if env.recipient == self.name:
-                    self.pending.pop(str(env.payload.get("id")), None)
+            if env.kind is Kind.CONTROL and env.payload.get("action") == ControlAction.ACK:
+                ack = parse_control(env.payload)  # a malformed ack acknowledges nothing
+                if isinstance(ack, Ack) and env.recipient == self.name:
+                    self.outbox.ack(ack.id)
                 continue
             yield env
 
     async def _ack(self, env: Envelope) -> None:
-        ack = Envelope(
-            run_id=self.run_id,
-            trial=env.trial,
-            seq=self.seq,
-            sender=self.name,
-            recipient=env.sender,
+        ack = self._envelope(
             kind=Kind.CONTROL,
+            recipient=env.sender,
+            trial=env.trial,
             trace_id=env.trace_id,
-            payload={"action": "ack", "id": env.id},
-            ts=time.time(),
+            payload=Ack(id=env.id).to_payload(),
         )
-        self.seq += 1
         with contextlib.suppress(ConnectionError):
             await self.conn.publish(topics.acks(self.run_id, env.sender), ack.encode())
 
     async def _resend_loop(self) -> None:
+        """The driver: sleep until the next deadline, then do what the outbox decided."""
         while True:
-            await asyncio.sleep(RESEND_TICK_S)
-            now = time.monotonic()
-            for message_id, p in list(self.pending.items()):
-                if p.due > now:
-                    continue
-                if p.sends > self.max_resends:
-                    del self.pending[message_id]
-                    self.undelivered += 1
-                    log.warning(
-                        "%s: message %s undelivered after %d sends", self.name, message_id, p.sends
-                    )
-                    continue
-                p.sends += 1
-                p.due = now + self.ack_timeout_s * 2 ** (p.sends - 1)
-                self.resent += 1
+            await self._sleep(self._resend_sleep_s())
+            await self._resend_due()
+
+    def _resend_sleep_s(self) -> float:
+        due = self.outbox.next_due()
+        if due is None:
+            return RESEND_TICK_S
+        return min(RESEND_TICK_S, max(0.0, due - self._clock()))
+
+    async def _resend_due(self) -> None:
+        for action in self.outbox.due(self._clock()):
+            if isinstance(action, Resend):
                 with contextlib.suppress(ConnectionError):
-                    await self.conn.publish(p.topic, p.raw)
+                    await self.conn.publish(action.topic, action.raw)
+            elif isinstance(action, GiveUp):
+                log.warning(
+                    "%s: message %s undelivered after %d sends",
+                    self.name,
+                    action.message_id,
+                    action.sends,
+                )
 
 
 def rejection_reason(env: Envelope, run_id: str, members: set[str] | None) -> str | None:

@@ -14,13 +14,16 @@ import time
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from errorflow.core.taxonomy import ErrorCode
 
 SCHEMA_VERSION = 1
 #: Largest encoded envelope accepted from the bus (bytes). Documented in the README.
 MAX_MESSAGE_BYTES = 256 * 1024
+
+#: A JSON object as a sender builds it (an envelope's payload, a JSON schema).
+JsonObject = dict[str, JsonValue]
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
@@ -77,6 +80,8 @@ class Envelope(BaseModel):
     status: Status = Status.OK
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     errors: list[WireError] = Field(default_factory=list, max_length=256)
+    # Any, not JsonValue: the typed views are per kind (core/events, core/control), and
+    # the wire is JSON anyway; JsonValue would make every reader cast.
     payload: dict[str, Any] = Field(default_factory=dict)
     ts: float = Field(default=0.0, description="Sender wall clock (informational only).")
 
@@ -120,5 +125,5 @@ def decode(raw: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Envelope:
         raise RejectedMessage(reason, f"{where}: {first['msg']}") from None
 
 
-def json_schema() -> dict[str, Any]:
+def json_schema() -> JsonObject:
     return Envelope.model_json_schema()

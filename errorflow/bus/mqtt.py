@@ -31,6 +31,9 @@ RECONNECT_BASE_S = 0.2
 RECONNECT_CAP_S = 5.0
 #: How long a publish waits for the broker to come back before it fails.
 PUBLISH_OUTAGE_LIMIT_S = 60.0
+#: Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed ACKs
+#: (~40 ms on Linux). Measured: 2.4x sweep throughput on Mosquitto.
+NO_DELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
@@ -43,15 +46,6 @@ def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
         cert_reqs=ssl.CERT_REQUIRED,
         tls_version=ssl.PROTOCOL_TLS_CLIENT,
     )
-
-
-def _no_delay(client: aiomqtt.Client) -> None:
-    """Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed
-    ACKs (~40 ms on Linux). Measured: 2.4× sweep throughput on Mosquitto."""
-    sock = client._client.socket()
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class MqttBus:
@@ -97,6 +91,7 @@ class MqttConnection:
             keepalive=15,
             timeout=10,
             clean_session=True,
+            socket_options=[NO_DELAY],
         )
 
     async def start(self) -> None:
@@ -109,7 +104,6 @@ class MqttConnection:
             client = self._new_client()
             try:
                 async with client:
-                    _no_delay(client)
                     self._client = client
                     for pattern in self.patterns:
                         await client.subscribe(pattern, qos=1)

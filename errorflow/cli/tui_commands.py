@@ -12,16 +12,15 @@ import sys
 from pathlib import Path
 
 from errorflow.bus.url import BrokerURLError, parse_broker_url
-from errorflow.cli.args import nonneg, nonneg_float, positive
-from errorflow.runtime.runner import RunOptions, configure
+from errorflow.cli.args import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, nonneg, nonneg_float, positive
 from errorflow.runtime.store import DEFAULT_DB
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, load
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import with_settings
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, find_run
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 SERVE_HOST = "127.0.0.1"  # the browser UI can start runs: never on a public interface
 
 
@@ -94,8 +93,8 @@ def build_session(args: argparse.Namespace) -> Session:
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    options = RunOptions(trials=args.trials, seed=args.seed, propagation=args.propagation)
-    return configure(load(resolve(args.scenario)), options)
+    scenario = load(resolve(args.scenario))
+    return with_settings(scenario, trials=args.trials, seed=args.seed, propagation=args.propagation)
 
 
 def cmd_tui(args: argparse.Namespace) -> int:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 
 from errorflow.core.taxonomy import ErrorCode, classify_http
 from errorflow.core.tool_errors import (
@@ -24,25 +24,39 @@ from errorflow.core.tool_errors import (
 )
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class ArgumentProblem:
+    """What was wrong with one argument of a call (invalid_args): the facts the
+    actionable message and suggestion are built from."""
+
+    field: str | None = None
+    constraint: str | None = None
+    received: object = None
+    missing: bool = False  # a required argument is absent
+    unexpected: bool = False  # `field` is not a parameter of the tool
+
+
+@dataclass(frozen=True)
 class Failure:
-    """A classified failure: the facts the observation and the trace are built from."""
+    """A classified failure: the facts the observation and the trace are built from.
+
+    Frozen: the gate that retried the call builds the final one with
+    `dataclasses.replace(failure, attempts=n)`."""
 
     code: ErrorCode
     tool: str
     raw: str  # the library's own text (unredacted: trace only)
     http_status: int | None = None
+    _: KW_ONLY
     exc_type: str | None = None
     retry_after_s: float | None = None
-    field: str | None = None
-    constraint: str | None = None
-    received: Any = None
-    missing: bool = False
-    options: list[str] | None = None
-    reason: str | None = None
-    item_errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    argument: ArgumentProblem | None = None  # invalid_args raised before the tool ran
+    #: The valid choices for what was wrong: values of the argument, parameter names
+    #: (an unexpected argument) or tool names (an unknown tool).
+    options: tuple[str, ...] = ()
+    reason: str | None = None  # business_rule: the refusal's reason
+    item_errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     attempts: int = 1
-    unexpected: bool = False  # invalid_args: `field` is not a parameter of the tool
 
 
 def classify_exception(tool: str, exc: BaseException) -> Failure:
@@ -50,37 +64,35 @@ def classify_exception(tool: str, exc: BaseException) -> Failure:
     raw = exc.raw if isinstance(exc, ToolException) else f"{name}: {exc}"
     if isinstance(exc, HTTPStatusError):
         code = classify_http(exc.status) or ErrorCode.INTERNAL_ERROR
-        return Failure(code, tool, raw, exc.status, name, retry_after_s=exc.retry_after_s)
+        return Failure(code, tool, raw, exc.status, exc_type=name, retry_after_s=exc.retry_after_s)
     if isinstance(exc, ConnectTimeout | ConnectionError):
         return Failure(ErrorCode.TRANSIENT, tool, raw, exc_type=name)
     if isinstance(exc, CallTimeout | TimeoutError):
         return Failure(ErrorCode.TIMEOUT, tool, raw, exc_type=name)
     if isinstance(exc, SchemaViolation):
+        problem = ArgumentProblem(
+            exc.field, exc.constraint, exc.received, exc.missing, unexpected=exc.unexpected
+        )
         return Failure(
             ErrorCode.INVALID_ARGS,
             tool,
             raw,
             exc_type=name,
-            field=exc.field,
-            constraint=exc.constraint,
-            received=exc.received,
-            missing=exc.missing,
-            options=exc.options,
-            unexpected=exc.unexpected,
+            argument=problem,
+            options=tuple(exc.options or ()),
         )
     if isinstance(exc, UnknownValue):
+        problem = ArgumentProblem(exc.field, "must be one of the known values", exc.received)
         return Failure(
             ErrorCode.INVALID_ARGS,
             tool,
             raw,
             exc_type=name,
-            field=exc.field,
-            constraint="must be one of the known values",
-            received=exc.received,
-            options=exc.options,
+            argument=problem,
+            options=tuple(exc.options),
         )
     if isinstance(exc, UnknownTool):
-        return Failure(ErrorCode.UNKNOWN_TOOL, tool, raw, exc_type=name, options=exc.options)
+        return Failure(ErrorCode.UNKNOWN_TOOL, tool, raw, exc_type=name, options=tuple(exc.options))
     if isinstance(exc, PermissionError):
         return Failure(ErrorCode.PERMISSION_DENIED, tool, raw, exc_type=name)
     if isinstance(exc, FileNotFoundError | LookupError):
@@ -89,7 +101,7 @@ def classify_exception(tool: str, exc: BaseException) -> Failure:
 
 
 def classify_body(
-    tool: str, *, business_error: str | None, empty: bool, item_errors: dict[str, str]
+    tool: str, *, business_error: str | None, empty: bool, item_errors: Mapping[str, str]
 ) -> Failure | None:
     """A tool that answered 2xx can still have failed."""
     if business_error is not None:

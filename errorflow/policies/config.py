@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A `PolicyConfig` is a plain, immutable-by-convention description of *how* an agent
+A `PolicyConfig` is a plain, immutable (frozen) description of *how* an agent
 handles failure: which classes to retry and how long to wait (`RetryConfig`), when to
 stop calling a broken tool (`BreakerConfig`), when to cut a looping agent off
 (`GuardConfig`) and how much it may spend (`BudgetConfig`). The same models describe
@@ -12,9 +12,10 @@ the tool edge (`retry`, `breaker`) and the model edge (`model_retry`,
 Configs are data, not behaviour: the policy modules (`retry`, `breaker`,
 `loop_guard`, `budget`) take a config plus the facts of the moment and decide.
 Every model forbids unknown keys, so a typo in an override fails loudly at build
-time instead of silently running the default. Counts where 0 would be meaningless
-are bounded >= 1; counts and limits documented as "0 = off/unlimited" are >= 0.
-Presets live in `strategies.py`.
+time instead of silently running the default, and is frozen, so the one config a
+scenario builds for an agent can be shared by every trial without one changing it.
+Counts where 0 would be meaningless are bounded >= 1; counts and limits documented as
+"0 = off/unlimited" are >= 0. Presets live in `strategies.py`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _default_retry_on() -> list[ErrorCode]:
 class RetryConfig(BaseModel):
     """How one logical call is retried after a failed attempt."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_attempts: int = Field(
         3, ge=1, le=100, description="Total attempts per logical call, including the first."
@@ -78,7 +79,7 @@ class RetryConfig(BaseModel):
 class BreakerConfig(BaseModel):
     """A closed/open/half-open circuit breaker per tool (or per tool + argument pattern)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(True, description="False: every call is allowed, nothing is tracked.")
     failure_threshold: int = Field(
@@ -98,7 +99,7 @@ class BreakerConfig(BaseModel):
 class GuardConfig(BaseModel):
     """Loop guards for one agent task. max_steps is mandatory so every loop ends."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_steps: int = Field(25, ge=1, le=10000, description="Hard cap on agent steps per task.")
     max_identical_calls: int = Field(
@@ -118,7 +119,7 @@ class GuardConfig(BaseModel):
 class BudgetConfig(BaseModel):
     """Spending limits for one task; every limit is 0 = unlimited."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_backend_calls_per_step: int = Field(
         0, ge=0, description="Backend (tool) calls within one agent step."
@@ -137,7 +138,7 @@ class BudgetConfig(BaseModel):
 class PolicyConfig(BaseModel):
     """Everything an agent needs to know about handling failure."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: str = Field("custom", min_length=1, description="Preset this was built from.")
     retry: RetryConfig = Field(default_factory=RetryConfig, description="Tool-call retries.")

@@ -9,13 +9,37 @@ A missing argument and a wrong argument read differently in both styles.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from errorflow.core.taxonomy import RETRYABLE, ErrorCode
-from errorflow.policies.classify import Failure
+from errorflow.policies.classify import ArgumentProblem, Failure
 from errorflow.policies.redact import redact, redact_obj
 
 MAX_OPTIONS = 20
+
+#: The argument facts of an invalid_args failure that has none (an HTTP 400/422): the
+#: observation still names every argument key, with nothing in it.
+_NO_DETAILS = ArgumentProblem()
+
+
+class Observation(TypedDict, total=False):
+    """Every key a model-facing observation may have (what the functions below return)."""
+
+    ok: bool
+    tool: str
+    result: object
+    error: str
+    code: str
+    message: str
+    retryable: bool
+    retry_after_s: float | None
+    suggestion: str
+    field: str | None
+    constraint: str | None
+    received: object
+    options: list[str]
+    failed_items: list[str]
+
 
 _SUGGESTIONS: dict[ErrorCode, str] = {
     ErrorCode.TRANSIENT: "Temporary upstream failure; the call may succeed if retried later.",
@@ -49,7 +73,7 @@ def observe_success(
     """The observation for a call that answered. A `soft` failure (empty result, partial
     success) is flagged: failed batch items always, since they are data the model needs;
     the class when it is told classes; message and suggestion in the actionable style."""
-    obs: dict[str, Any] = {"ok": True, "tool": tool, "result": value}
+    obs: Observation = {"ok": True, "tool": tool, "result": value}
     if soft is not None:
         if soft.code is ErrorCode.PARTIAL_SUCCESS or style == "actionable" or tell_class:
             obs["code"] = soft.code.value
@@ -69,12 +93,12 @@ def observe_failure(
         text = failure.raw
         if failure.attempts > 1:
             text = f"tool failed after {failure.attempts} attempts: {text}"
-        obs: dict[str, Any] = {"ok": False, "tool": failure.tool, "error": text}
+        plain: Observation = {"ok": False, "tool": failure.tool, "error": text}
         if tell_class:
-            obs["code"] = failure.code.value
-            obs["retryable"] = failure.code in RETRYABLE
-        return dict(redact_obj(obs))
-    obs = {
+            plain["code"] = failure.code.value
+            plain["retryable"] = failure.code in RETRYABLE
+        return dict(redact_obj(plain))
+    obs: Observation = {
         "ok": False,
         "tool": failure.tool,
         "code": failure.code.value,
@@ -84,9 +108,10 @@ def observe_failure(
         "suggestion": _suggestion(failure),
     }
     if failure.code is ErrorCode.INVALID_ARGS:
-        obs["field"] = failure.field
-        obs["constraint"] = failure.constraint
-        obs["received"] = None if failure.missing else failure.received
+        arg = failure.argument or _NO_DETAILS
+        obs["field"] = arg.field
+        obs["constraint"] = arg.constraint
+        obs["received"] = None if arg.missing else arg.received
         if failure.options:
             obs["options"] = list(failure.options[:MAX_OPTIONS])
     if failure.item_errors:
@@ -97,12 +122,13 @@ def observe_failure(
 
 def _message(f: Failure) -> str:
     if f.code is ErrorCode.INVALID_ARGS:
-        if f.missing:
-            return f"Required argument '{f.field}' is missing from the call to {f.tool}."
-        if f.unexpected:
-            return f"'{f.field}' is not an argument of {f.tool}."
-        received = redact(str(f.received))[:80]
-        return f"Argument '{f.field}' of {f.tool} is not valid: received '{received}'."
+        arg = f.argument or _NO_DETAILS
+        if arg.missing:
+            return f"Required argument '{arg.field}' is missing from the call to {f.tool}."
+        if arg.unexpected:
+            return f"'{arg.field}' is not an argument of {f.tool}."
+        received = redact(str(arg.received))[:80]
+        return f"Argument '{arg.field}' of {f.tool} is not valid: received '{received}'."
     if f.code is ErrorCode.PARTIAL_SUCCESS:
         return f"{f.tool}: {len(f.item_errors)} item(s) failed; the others succeeded."
     if f.code is ErrorCode.BUSINESS_RULE:
@@ -115,13 +141,14 @@ def _message(f: Failure) -> str:
 
 def _suggestion(f: Failure) -> str:
     if f.code is ErrorCode.INVALID_ARGS:
-        if f.missing:
-            return f"Call {f.tool} again and include '{f.field}'."
-        if f.unexpected:
-            allowed = ", ".join(f.options or [])
-            return f"Call {f.tool} again without '{f.field}'; its arguments are: {allowed}."
+        arg = f.argument or _NO_DETAILS
+        if arg.missing:
+            return f"Call {f.tool} again and include '{arg.field}'."
+        if arg.unexpected:
+            allowed = ", ".join(f.options)
+            return f"Call {f.tool} again without '{arg.field}'; its arguments are: {allowed}."
         if f.options:
             shown = ", ".join(f.options[:MAX_OPTIONS])
-            return f"Call {f.tool} again with '{f.field}' set to one of: {shown}."
-        return f"Call {f.tool} again with a valid '{f.field}' ({f.constraint})."
+            return f"Call {f.tool} again with '{arg.field}' set to one of: {shown}."
+        return f"Call {f.tool} again with a valid '{arg.field}' ({arg.constraint})."
     return _SUGGESTIONS.get(f.code, "Report the failure.")

@@ -11,13 +11,26 @@ import csv
 import html
 import io
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from errorflow.runtime.store import get_run, group_runs, trial_rows
+from errorflow.core.costs import COST_KEYS
+from errorflow.runtime.store import get_run, group_runs, load_scores, trial_rows
 from errorflow.scoring.score import Outcome
-from errorflow.scoring.stats import paired_difference
-from errorflow.scoring.summary import summarize
+from errorflow.scoring.summary import (
+    Amplification,
+    Metrics,
+    OutcomeCounts,
+    PairedOutcomes,
+    PerTrialCosts,
+    Rate,
+    RunSummary,
+    amplification,
+    paired_outcomes,
+    summarize,
+)
 
 OUTCOMES = [o.value for o in Outcome]
 COLOURS = {
@@ -32,7 +45,33 @@ class ReportError(LookupError):
     pass
 
 
-def build(db: Path, ident: str) -> dict[str, Any]:
+class ReportArm(TypedDict):
+    """One run of the report; fault-free baselines are not arms, they give amplification."""
+
+    label: str
+    run_id: str
+    scenario: str
+    seed: int
+    trials: int
+    propagation: str
+    status: str
+    outcomes: OutcomeCounts
+    metrics: Metrics
+    amplification: Amplification | None  # None: no baseline was run
+    rejects: dict[str, int]
+    trial_outcomes: list[str]  # outcome values in trial order (for paired differences)
+
+
+class ReportJson(TypedDict):
+    """Everything a report shows; this is also the JSON format."""
+
+    id: str
+    group_id: str | None  # None: the report of a single run
+    arms: list[ReportArm]
+    paired: NotRequired[PairedOutcomes]  # explicit − implicit, when both ran
+
+
+def build(db: Path, ident: str) -> ReportJson:
     """Everything a report shows, as plain data (this is also the JSON format)."""
     runs = group_runs(db, ident)
     group = ident if runs else None
@@ -41,101 +80,113 @@ def build(db: Path, ident: str) -> dict[str, Any]:
         if run is None:
             raise ReportError(f"no run or group {ident!r} in {db} (see `errorflow runs`)")
         runs = [run]
-    baselines = {
-        r["label"].removesuffix(":baseline"): r
+    baselines: dict[str, PerTrialCosts] = {
+        r["label"].removesuffix(":baseline"): r["summary"]["metrics"]["per_trial"]
         for r in runs
-        if (r.get("label") or "").endswith(":baseline")
+        if (r.get("label") or "").endswith(":baseline") and r.get("summary")
     }
     arms = []
     for r in runs:
         label = r.get("label") or r["run_id"]
-        if label.endswith(":baseline"):
-            continue
-        # A run killed before it finished has no summary yet; its trials are stored.
-        summary = r.get("summary") or summary_from_trials(db, r["run_id"])
-        metrics = summary.get("metrics", {})
-        base = baselines.get(label)
-        amplification = None
-        if base and base.get("summary"):
-            bper = base["summary"]["metrics"]["per_trial"]
-            per = metrics.get("per_trial", {})
-            amplification = {
-                k: (round(per[k] / bper[k], 4) if bper.get(k) else None)
-                for k in ("backend_calls", "model_calls")
-            }
-        arms.append(
-            {
-                "label": label,
-                "run_id": r["run_id"],
-                "scenario": r["scenario"],
-                "seed": r["seed"],
-                "trials": r["trials"],
-                "propagation": r["propagation"],
-                "status": r["status"],
-                "outcomes": summary.get("outcomes", {}),
-                "metrics": metrics,
-                "amplification": amplification,
-                "rejects": r.get("rejects_by_reason", {}),
-                "trial_outcomes": [t["outcome"] for t in trial_rows(db, r["run_id"])],
-            }
-        )
-    data: dict[str, Any] = {"id": ident, "group_id": group, "arms": arms}
-    labels = [a["label"] for a in arms]
-    if "explicit" in labels and "implicit" in labels:
-        ex = next(a for a in arms if a["label"] == "explicit")["trial_outcomes"]
-        im = next(a for a in arms if a["label"] == "implicit")["trial_outcomes"]
+        if not label.endswith(":baseline"):
+            arms.append(_arm(db, r, label, baselines.get(label)))
+    data: ReportJson = {"id": ident, "group_id": group, "arms": arms}
+    by_label = {a["label"]: a["trial_outcomes"] for a in arms}
+    if "explicit" in by_label and "implicit" in by_label:
+        ex, im = by_label["explicit"], by_label["implicit"]
         if len(ex) == len(im):
-            data["paired"] = {
-                o: paired_difference([x == o for x in ex], [y == o for y in im])
-                for o in ("success", "contaminated")
-            }
+            data["paired"] = paired_outcomes(ex, im)
     return data
 
 
-def summary_from_trials(db: Path, run_id: str) -> dict[str, Any]:
-    from errorflow.runtime.store import load_scores
+def _arm(db: Path, run: dict[str, Any], label: str, baseline: PerTrialCosts | None) -> ReportArm:
+    # A run killed before it finished has no summary yet; its trials are stored.
+    summary: RunSummary = run.get("summary") or summary_from_trials(db, run["run_id"])
+    metrics = summary["metrics"]
+    return {
+        "label": label,
+        "run_id": run["run_id"],
+        "scenario": run["scenario"],
+        "seed": run["seed"],
+        "trials": run["trials"],
+        "propagation": run["propagation"],
+        "status": run["status"],
+        "outcomes": summary["outcomes"],
+        "metrics": metrics,
+        "amplification": amplification(metrics["per_trial"], baseline) if baseline else None,
+        "rejects": run.get("rejects_by_reason", {}),
+        "trial_outcomes": [t["outcome"] for t in trial_rows(db, run["run_id"])],
+    }
 
+
+def summary_from_trials(db: Path, run_id: str) -> RunSummary:
     scores = list(load_scores(db, run_id, include_bus_faults=True).values())
     return summarize(scores)
 
 
-def to_json(data: dict[str, Any]) -> str:
+def to_json(data: ReportJson) -> str:
     return json.dumps(data, indent=2)
 
 
-def _row(a: dict[str, Any]) -> dict[str, Any]:
-    rates = a["metrics"].get("rates", {})
-    per = a["metrics"].get("per_trial", {})
-    row: dict[str, Any] = {
-        "label": a["label"],
-        "run_id": a["run_id"],
-        "trials": a["trials"],
-        "propagation": a["propagation"],
-        "status": a["status"],
-    }
-    for o in OUTCOMES:
-        row[o] = a["outcomes"].get(o, 0)
-        r = rates.get(o, {"rate": 0.0, "ci95": [0.0, 1.0]})
-        row[f"{o}_rate"] = round(r["rate"], 4)
-        row[f"{o}_ci_low"], row[f"{o}_ci_high"] = r["ci95"]
-    for k in (
-        "backend_calls",
-        "model_calls",
-        "input_tokens",
-        "output_tokens",
-        "retries",
-        "sim_seconds",
-    ):
-        row[k] = per.get(k)
-    amp = a.get("amplification") or {}
-    row["backend_amplification"] = amp.get("backend_calls")
-    row["model_amplification"] = amp.get("model_calls")
-    row["mean_depth"] = a["metrics"].get("mean_depth")
-    return row
+#: A CSV cell: what csv.DictWriter writes with str() (None as an empty cell).
+Cell = str | int | float | None
 
 
-def to_csv(data: dict[str, Any]) -> str:
-    rows = [_row(a) for a in data["arms"]]
+@dataclass(frozen=True)
+class OutcomeCells:
+    count: int
+    rate: float  # rounded to 4 places, as the CSV has it
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    """One arm as a table row: the CSV's columns, the Markdown tables' cells."""
+
+    arm: ReportArm
+    outcomes: dict[str, OutcomeCells]
+    costs: dict[str, float | None]  # per trial, by cost key (None: not stored)
+    amplification: Amplification
+
+    @classmethod
+    def of(cls, a: ReportArm) -> ArmRow:
+        outcomes = {}
+        for o in OUTCOMES:
+            r: Rate = a["metrics"]["rates"].get(o, {"rate": 0.0, "ci95": [0.0, 1.0]})
+            low, high = r["ci95"]
+            outcomes[o] = OutcomeCells(a["outcomes"].get(o, 0), round(r["rate"], 4), low, high)
+        per = a["metrics"]["per_trial"]
+        costs = {k: per.get(k) for k in COST_KEYS}
+        amp = a["amplification"] or {"backend_calls": None, "model_calls": None}
+        return cls(a, outcomes, costs, amp)
+
+    @property
+    def tokens(self) -> float:
+        return (self.costs["input_tokens"] or 0) + (self.costs["output_tokens"] or 0)
+
+    def csv(self) -> dict[str, Cell]:
+        a = self.arm
+        row: dict[str, Cell] = {
+            "label": a["label"],
+            "run_id": a["run_id"],
+            "trials": a["trials"],
+            "propagation": a["propagation"],
+            "status": a["status"],
+        }
+        for o, cells in self.outcomes.items():
+            row[o] = cells.count
+            row[f"{o}_rate"] = cells.rate
+            row[f"{o}_ci_low"], row[f"{o}_ci_high"] = cells.ci_low, cells.ci_high
+        row.update(self.costs)
+        row["backend_amplification"] = self.amplification["backend_calls"]
+        row["model_amplification"] = self.amplification["model_calls"]
+        row["mean_depth"] = a["metrics"]["mean_depth"]
+        return row
+
+
+def to_csv(data: ReportJson) -> str:
+    rows = [ArmRow.of(a).csv() for a in data["arms"]]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["label"])
     writer.writeheader()
@@ -143,7 +194,7 @@ def to_csv(data: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Cell) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
@@ -151,7 +202,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def to_markdown(data: dict[str, Any]) -> str:
+def to_markdown(data: ReportJson) -> str:
     arms = data["arms"]
     first = arms[0]
     lines = [
@@ -165,13 +216,14 @@ def to_markdown(data: dict[str, Any]) -> str:
         "| run | success | contained | contaminated | bus fault | mean depth |",
         "|---|---|---|---|---|---|",
     ]
-    for a in arms:
-        r = _row(a)
+    rows = [ArmRow.of(a) for a in arms]
+    for r in rows:
         cells = [
-            f"{r[o]} ({r[f'{o}_rate']:.0%}, CI {r[f'{o}_ci_low']:.0%}–{r[f'{o}_ci_high']:.0%})"
-            for o in OUTCOMES
+            f"{c.count} ({c.rate:.0%}, CI {c.ci_low:.0%}–{c.ci_high:.0%})"
+            for c in r.outcomes.values()
         ]
-        lines.append(f"| {a['label']} | " + " | ".join(cells) + f" | {_fmt(r['mean_depth'])} |")
+        depth = _fmt(r.arm["metrics"]["mean_depth"])
+        lines.append(f"| {r.arm['label']} | " + " | ".join(cells) + f" | {depth} |")
     lines += [
         "",
         "Rates with 95 % Wilson intervals.",
@@ -182,13 +234,13 @@ def to_markdown(data: dict[str, Any]) -> str:
         " backend × | model × |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for a in arms:
-        r = _row(a)
-        tokens = (r["input_tokens"] or 0) + (r["output_tokens"] or 0)
+    for r in rows:
+        costs, amp = r.costs, r.amplification
         lines.append(
-            f"| {a['label']} | {_fmt(r['backend_calls'])} | {_fmt(r['model_calls'])} | "
-            f"{tokens:.0f} | {_fmt(r['retries'])} | {_fmt(r['sim_seconds'])} | "
-            f"{_fmt(r['backend_amplification'])} | {_fmt(r['model_amplification'])} |"
+            f"| {r.arm['label']} | {_fmt(costs['backend_calls'])} | "
+            f"{_fmt(costs['model_calls'])} | {r.tokens:.0f} | {_fmt(costs['retries'])} | "
+            f"{_fmt(costs['sim_seconds'])} | {_fmt(amp['backend_calls'])} | "
+            f"{_fmt(amp['model_calls'])} |"
         )
     lines += [
         "",
@@ -203,13 +255,13 @@ def to_markdown(data: dict[str, Any]) -> str:
                 f"{d['high']:+.1%}); discordant trials {d['only_a']} vs {d['only_b']}"
                 f" of {d['n']}"
             )
-    rejects = {k: v for a in arms for k, v in (a.get("rejects") or {}).items()}
+    rejects = {k: v for a in arms for k, v in (a["rejects"] or {}).items()}
     if rejects:
         lines += ["", f"Rejected bus messages: {rejects}"]
     return "\n".join(lines) + "\n"
 
 
-def _bars_svg(arms: list[dict[str, Any]]) -> str:
+def _bars_svg(arms: list[ReportArm]) -> str:
     """Stacked horizontal bars: the outcome mix of each run."""
     width, bar_h, gap, left = 640, 22, 10, 170
     height = len(arms) * (bar_h + gap) + 30
@@ -243,7 +295,7 @@ def _bars_svg(arms: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
-def to_html(data: dict[str, Any]) -> str:
+def to_html(data: ReportJson) -> str:
     md = to_markdown(data)
     body = []
     for line in md.splitlines():
@@ -288,7 +340,12 @@ def to_html(data: dict[str, Any]) -> str:
     )
 
 
-RENDERERS = {"md": to_markdown, "json": to_json, "csv": to_csv, "html": to_html}
+RENDERERS: dict[str, Callable[[ReportJson], str]] = {
+    "md": to_markdown,
+    "json": to_json,
+    "csv": to_csv,
+    "html": to_html,
+}
 
 
 def render(db: Path, ident: str, fmt: str) -> str:

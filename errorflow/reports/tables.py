@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Literal
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+
+from errorflow.runtime.experiment import ArmJson, RefCell, SweepJson
+from errorflow.scoring.summary import PairedOutcomes, PerTrialCosts, Rate, RunJson
 
 
 def pct(x: float) -> str:
     return f"{x:.0%}"
 
 
-def ci(rate: dict[str, Any]) -> str:
+def ci(rate: Rate) -> str:
     low, high = rate["ci95"]
     return f"{low:.0%}–{high:.0%}"
 
 
-def outcome_table(data: dict[str, Any], title: str = "Outcomes") -> Table:
+def outcome_table(data: RunJson, title: str = "Outcomes") -> Table:
     table = Table(title=title, title_justify="left")
     for col, just in (
         ("outcome", "left"),
@@ -36,7 +39,7 @@ def outcome_table(data: dict[str, Any], title: str = "Outcomes") -> Table:
     return table
 
 
-def cost_line(data: dict[str, Any]) -> str:
+def cost_line(data: RunJson) -> str:
     per = data["metrics"]["per_trial"]
     line = (
         f"per trial: backend calls {per['backend_calls']:.2f}, model calls "
@@ -44,7 +47,7 @@ def cost_line(data: dict[str, Any]) -> str:
         f"retries {per['retries']:.2f}, simulated time {per['sim_seconds']:.2f}s"
     )
     amp = data.get("amplification")
-    if amp and amp.get("backend_calls") is not None:
+    if amp and amp["backend_calls"] is not None:
         line += (
             f"\namplification vs fault-free baseline: backend {amp['backend_calls']:.2f}×, "
             f"model {amp['model_calls']:.2f}×"
@@ -52,7 +55,7 @@ def cost_line(data: dict[str, Any]) -> str:
     return line
 
 
-def print_run(console: Console, data: dict[str, Any], wall: float | None = None) -> None:
+def print_run(console: Console, data: RunJson, wall: float | None = None) -> None:
     console.print(
         f"[bold]{data['scenario']}[/]  run {data['run_id']}  seed {data['seed']}  "
         f"trials {data['trials']}  propagation {data['propagation']}"
@@ -63,13 +66,13 @@ def print_run(console: Console, data: dict[str, Any], wall: float | None = None)
     m = data["metrics"]
     if m["max_depth"]:
         console.print(f"contamination depth: mean {m['mean_depth']:.2f}, max {m['max_depth']} hops")
-    if data.get("rejects"):
+    if data["rejects"]:
         console.print(f"rejected messages: {data['rejects']}")
     if wall is not None:
         console.print(f"wall time {wall:.2f}s")
 
 
-def paired_table(arms: dict[str, dict[str, Any]], paired: dict[str, Any]) -> Group:
+def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
     names = list(arms)
     table = Table(title="Paired arms (same seeds, same faults)", title_justify="left")
     table.add_column("")
@@ -104,18 +107,19 @@ def paired_table(arms: dict[str, dict[str, Any]], paired: dict[str, Any]) -> Gro
     return Group(table, *lines)
 
 
-def sweep_tables(data: dict[str, Any]) -> Group:
+def sweep_tables(data: SweepJson) -> Group:
     """A matrix per metric for two axes; one table with a row per value for one."""
     axes = data["axes"]
     cells = data["cells"]
-    ref = (data.get("reference") or {}).get("cells", {})
-    metrics: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    reference = data["reference"]
+    ref = reference["cells"] if reference else {}
+    metrics: list[tuple[str, Callable[[ArmJson], str]]] = [
         ("success", lambda c: f"{c['outcomes']['success']}/{c['trials']}"),
         ("contam.", lambda c: f"{c['outcomes']['contaminated']}/{c['trials']}"),
         ("calls b/m", lambda c: _calls(c["metrics"]["per_trial"])),
         ("ampl. b×/m×", lambda c: f"{_amp(c, 'backend_calls')}/{_amp(c, 'model_calls')}"),
     ]
-    parts: list[Any] = []
+    parts: list[RenderableType] = []
     if len(axes) == 1:
         table = Table(title=f"{data['scenario']}: {axes[0]['name']}", title_justify="left")
         table.add_column(axes[0]["name"])
@@ -135,7 +139,7 @@ def sweep_tables(data: dict[str, Any]) -> Group:
         )
     else:
         rows, cols = axes[0], axes[1]
-        views: list[tuple[str, Callable[[dict[str, Any]], str], str | None]] = [
+        views: list[tuple[str, Callable[[ArmJson], str], str | None]] = [
             ("success", metrics[0][1], "success"),
             ("contaminated", metrics[1][1], None),
             ("backend/model calls per trial", metrics[2][1], "calls"),
@@ -156,21 +160,22 @@ def sweep_tables(data: dict[str, Any]) -> Group:
                         ),
                     )
             parts.append(table)
-    if ref:
-        parts.append(Text(f"published: {data['reference']['source']}", style="dim"))
+    if reference and ref:
+        parts.append(Text(f"published: {reference['source']}", style="dim"))
     return Group(*parts)
 
 
-def _amp(c: dict[str, Any], key: str) -> str:
-    value = (c.get("amplification") or {}).get(key)
+def _amp(c: ArmJson, key: Literal["backend_calls", "model_calls"]) -> str:
+    amp = c.get("amplification")
+    value = amp[key] if amp else None
     return "–" if value is None else f"{value:.2f}"
 
 
-def _calls(per: dict[str, float]) -> str:
+def _calls(per: PerTrialCosts) -> str:
     return f"{per['backend_calls']:.2f}/{per['model_calls']:.2f}"
 
 
-def _ref_value(cell: dict[str, Any] | None, key: str) -> str:
+def _ref_value(cell: RefCell | None, key: str) -> str:
     if not cell:
         return ""
     if key == "calls":
@@ -178,7 +183,7 @@ def _ref_value(cell: dict[str, Any] | None, key: str) -> str:
     return str(cell.get(key, ""))
 
 
-def _ref_row(cell: dict[str, Any]) -> list[str]:
+def _ref_row(cell: RefCell) -> list[str]:
     calls = amp = ""
     if "backend_calls" in cell:
         calls = f"{cell['backend_calls']}/{cell.get('model_calls', '?')}"

@@ -7,6 +7,7 @@ from errorflow.agents.backends import ConfigurationError, check_backends
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import with_settings
 
 
 async def run_agent_process(
@@ -18,13 +19,7 @@ async def run_agent_process(
     propagation: str | None = None,
     seed: int | None = None,
 ) -> None:
-    update: dict[str, object] = {}
-    if propagation:
-        update["propagation"] = propagation
-    if seed is not None:
-        update["seed"] = seed
-    if update:
-        scenario = Scenario.model_validate({**scenario.model_dump(), **update})
+    scenario = with_settings(scenario, seed=seed, propagation=propagation or None)
     api_key = check_backends(scenario)
     bus = MqttBus(url)
     try:

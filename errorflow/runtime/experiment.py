@@ -15,16 +15,63 @@ import contextlib
 import dataclasses
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.model import Reference, Scenario
 from errorflow.scenario.overrides import apply, without_faults
-from errorflow.scoring.score import Outcome
-from errorflow.scoring.stats import paired_difference
+from errorflow.scoring.summary import (
+    Amplification,
+    PairedOutcomes,
+    PerTrialCosts,
+    RunJson,
+    amplification,
+    paired_outcomes,
+)
+
+
+class ArmJson(RunJson):
+    """One arm as `--json` prints it: the run, its label, its fault-free baseline."""
+
+    label: str
+    baseline_per_trial: PerTrialCosts | None
+
+
+class AxisJson(TypedDict):
+    name: str
+    values: list[str]  # the value labels, in order
+
+
+#: The published figures of one sweep cell, as the scenario gives them.
+RefCell = dict[str, float | int | str]
+
+
+class ReferenceJson(TypedDict):
+    """Published figures for the cells of a sweep (the scenario's `reference:`)."""
+
+    source: str
+    note: str
+    cells: dict[str, RefCell]  # by cell label
+
+
+class SweepJson(TypedDict):
+    """A sweep as `errorflow sweep --json` prints it."""
+
+    group_id: str
+    scenario: str
+    seed: int
+    trials: int
+    axes: list[AxisJson]
+    cells: dict[str, ArmJson]  # by cell label, `row/col`
+    reference: ReferenceJson | None
+    wall_seconds: float
+
+
+#: A sweep's axes: name, and per value label the dotted-path overrides it applies.
+Axes = Sequence[tuple[str, Mapping[str, Mapping[str, object]]]]
 
 
 @dataclass
@@ -37,23 +84,19 @@ class Arm:
 class ArmResult:
     label: str
     result: RunResult
-    baseline: dict[str, float] | None = None
+    baseline: PerTrialCosts | None = None
 
     @property
-    def amplification(self) -> dict[str, float | None]:
-        per = self.result.summary["metrics"]["per_trial"]
-        out: dict[str, float | None] = {}
-        for key in ("backend_calls", "model_calls"):
-            base = (self.baseline or {}).get(key)
-            out[key] = round(per[key] / base, 4) if base else None
-        return out
+    def amplification(self) -> Amplification:
+        return amplification(self.result.summary["metrics"]["per_trial"], self.baseline)
 
-    def to_json(self) -> dict[str, Any]:
-        data = self.result.to_json()
-        data["label"] = self.label
-        data["baseline_per_trial"] = self.baseline
-        data["amplification"] = self.amplification
-        return data
+    def to_json(self) -> ArmJson:
+        return {
+            **self.result.to_json(),
+            "label": self.label,
+            "baseline_per_trial": self.baseline,
+            "amplification": self.amplification,
+        }
 
 
 @dataclass
@@ -65,15 +108,23 @@ class ExperimentResult:
     def arm(self, label: str) -> ArmResult:
         return next(a for a in self.arms if a.label == label)
 
-    def paired(self, a: str, b: str) -> dict[str, Any]:
+    def paired(self, a: str, b: str) -> PairedOutcomes:
         """Paired differences a − b on the same trials, for success and contamination."""
         sa, sb = self.arm(a).result.scores, self.arm(b).result.scores
-        out = {}
-        for name, outcome in (("success", Outcome.SUCCESS), ("contaminated", Outcome.CONTAMINATED)):
-            out[name] = paired_difference(
-                [s.outcome is outcome for s in sa], [s.outcome is outcome for s in sb]
-            )
-        return out
+        return paired_outcomes([s.outcome for s in sa], [s.outcome for s in sb])
+
+    def sweep_json(self, scenario: Scenario, axes: Axes, wall_seconds: float) -> SweepJson:
+        """The document `errorflow sweep --json` prints (and its tables read)."""
+        return {
+            "group_id": self.group_id,
+            "scenario": scenario.name,
+            "seed": scenario.seed,
+            "trials": scenario.trials,
+            "axes": [{"name": name, "values": list(values)} for name, values in axes],
+            "cells": {a.label: a.to_json() for a in self.arms},
+            "reference": reference_json(scenario.reference),
+            "wall_seconds": round(wall_seconds, 3),
+        }
 
 
 OnArm = Callable[[str, Scenario], None]
@@ -89,7 +140,7 @@ async def run_arms(
 ) -> ExperimentResult:
     group_id = group_id or f"{arms[0].scenario.name}-{uuid.uuid4().hex[:6]}"
     results: list[ArmResult] = []
-    cache: dict[str, dict[str, float]] = {}
+    cache: dict[str, PerTrialCosts] = {}
     async with contextlib.AsyncExitStack() as stack:
         if options.bus is None and options.broker is None:
             broker = EmbeddedBroker()
@@ -131,16 +182,22 @@ def propagation_arms(scenario: Scenario) -> list[Arm]:
     return [Arm(p, apply(scenario, {"propagation": p})) for p in ("explicit", "implicit")]
 
 
-def sweep_arms(scenario: Scenario, axes: list[tuple[str, dict[str, dict[str, Any]]]]) -> list[Arm]:
+def sweep_arms(scenario: Scenario, axes: Axes) -> list[Arm]:
     """One arm per cell of the axes' product, labelled `row/col`."""
     arms = []
     for combo in itertools.product(*(list(values.items()) for _, values in axes)):
         label = "/".join(lbl for lbl, _ in combo)
-        overrides: dict[str, Any] = {}
+        overrides: dict[str, object] = {}
         for _, ov in combo:
             overrides.update(ov)
         arms.append(Arm(label, apply(scenario, overrides)))
     return arms
+
+
+def reference_json(reference: Reference | None) -> ReferenceJson | None:
+    if reference is None:
+        return None
+    return {"source": reference.source, "note": reference.note, "cells": reference.cells}
 
 
 def _slug(label: str) -> str:

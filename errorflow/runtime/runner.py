@@ -4,23 +4,24 @@ per trial, collects the final results, scores them and stores everything.
 Order of a run: recorder subscribed → agents subscribed and present (roll call and
 hello on the control topics) → tasks published, at most `max_in_flight` trials at
 once → each trial ends when every terminal agent's result and everything it was
-derived from has arrived (or is marked `bus_fault` on timeout) → stop, end, flush.
+derived from has arrived (the `TrialTracker` rule; `bus_fault` on timeout) → stop, end,
+flush.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from errorflow.agents.agent import Agent
+import aiosqlite
+
+from errorflow.agents.agent import Agent, OnTrace
 from errorflow.agents.backends import check_backends
 from errorflow.bus import topics
 from errorflow.bus.broker import EmbeddedBroker
@@ -29,21 +30,27 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
+from errorflow.core.control import End, Hello, RollCall, Stop, parse_control
+from errorflow.core.events import LabelEvent, TrialOutcomeEvent
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.store import (
     DEFAULT_DB,
+    LabelRow,
+    MessageRow,
     StoreError,
+    TrialRow,
     create_run,
     finish_run,
     load_scores,
     open_db,
     resume_run,
 )
+from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
 from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
-from errorflow.scoring.summary import summarize
+from errorflow.scoring.summary import RunJson, RunSummary, summarize
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +72,7 @@ class RunOptions:
     group_id: str | None = None  # several runs of one comparison or sweep
     label: str | None = None  # this run's arm or cell within its group
     on_trial: Callable[[TrialScore], None] | None = None
-    on_trace: Callable[[str, int, list[dict[str, Any]]], None] | None = None
+    on_trace: OnTrace | None = None
 
 
 @dataclass
@@ -77,7 +84,7 @@ class RunResult:
     propagation: str
     broker: str
     scores: list[TrialScore]
-    summary: dict[str, Any]
+    summary: RunSummary
     rejects: dict[str, int] = field(default_factory=dict)
     messages: dict[int, list[Envelope]] = field(default_factory=dict)
 
@@ -85,7 +92,7 @@ class RunResult:
     def outcomes(self) -> dict[str, int]:
         return dict(self.summary["outcomes"])
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RunJson:
         return {
             "run_id": self.run_id,
             "scenario": self.scenario,
@@ -115,41 +122,17 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
     api_key = check_backends(scenario)
     run_id = options.run_id or new_run_id(scenario.name)
     async with contextlib.AsyncExitStack() as stack:
-        if options.bus is not None:
-            bus = options.bus
-        else:
-            url = options.broker
-            description = str(url) if url else ""
-            if url is None:
-                broker = EmbeddedBroker()
-                url = await broker.start()
-                stack.push_async_callback(broker.stop)
-                description = f"embedded amqtt at {url}"
-            bus = MqttBus(url, description=description)
-            stack.push_async_callback(bus.close)
+        bus = options.bus if options.bus is not None else await _start_bus(stack, options)
         db = await open_db(options.db_path)
         stack.push_async_callback(db.close)
         if options.resume:
             await resume_run(db, run_id)
         else:
-            await create_run(
-                db,
-                run_id=run_id,
-                scenario=scenario.name,
-                scenario_json=identity.public_json(scenario),
-                scenario_sha=identity.sha(scenario),
-                scenario_exact=identity.is_exact(scenario),
-                seed=scenario.seed,
-                trials=scenario.trials,
-                propagation=scenario.propagation,
-                broker=bus.description,
-                group_id=options.group_id,
-                label=options.label,
-            )
+            await _register(db, run_id, scenario, bus, options)
         runner = _Runner(scenario, run_id, bus, db, options, api_key)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
-            runner.scores.update(load_scores(options.db_path, run_id))
+            runner.resume_from(load_scores(options.db_path, run_id))
         status = "interrupted"
         try:
             result = await runner.run()
@@ -169,13 +152,49 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         return result
 
 
+async def _start_bus(stack: contextlib.AsyncExitStack, options: RunOptions) -> Bus:
+    """An MQTT bus on the broker the options name, or on an embedded one started here."""
+    url = options.broker
+    description = str(url) if url else ""
+    if url is None:
+        broker = EmbeddedBroker()
+        url = await broker.start()
+        stack.push_async_callback(broker.stop)
+        description = f"embedded amqtt at {url}"
+    bus = MqttBus(url, description=description)
+    stack.push_async_callback(bus.close)
+    return bus
+
+
+async def _register(
+    db: aiosqlite.Connection, run_id: str, scenario: Scenario, bus: Bus, options: RunOptions
+) -> None:
+    await create_run(
+        db,
+        run_id=run_id,
+        scenario=scenario.name,
+        scenario_json=identity.public_json(scenario),
+        scenario_sha=identity.sha(scenario),
+        scenario_exact=identity.is_exact(scenario),
+        seed=scenario.seed,
+        trials=scenario.trials,
+        propagation=scenario.propagation,
+        broker=bus.description,
+        group_id=options.group_id,
+        label=options.label,
+    )
+
+
 class _Runner:
+    """The run's async driver. When a trial is over is the tracker's rule; the runner
+    keeps one future per trial in flight and resolves it when the tracker says done."""
+
     def __init__(
         self,
         scenario: Scenario,
         run_id: str,
         bus: Bus,
-        db: Any,
+        db: aiosqlite.Connection,
         options: RunOptions,
         api_key: str | None,
     ) -> None:
@@ -183,18 +202,21 @@ class _Runner:
         self.options, self.api_key = options, api_key
         self.members = set(scenario.agents) | {topics.RUNNER}
         self.truth = Truth(scenario)
-        self.terminals = set(scenario.terminal_agents())
-        self.messages: dict[int, list[Envelope]] = {}  # trials in flight
-        self.kept: dict[int, list[Envelope]] = {}  # scored trials (keep_messages)
-        self.finals: dict[int, set[str]] = {}
-        self.done: dict[int, asyncio.Future[None]] = {}
+        self.tracker = TrialTracker(scenario.terminal_agents())
+        self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
+        self.scores: dict[int, TrialScore] = {}
+        self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
         self.present: set[str] = set()
         self.present_all = asyncio.Event()
-        self.scores: dict[int, TrialScore] = {}
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.conns: list[Connection] = []  # closed when the run ends, whoever owns the bus
-        self.scenario_public = identity.public(scenario)
+
+    def resume_from(self, scores: dict[int, TrialScore]) -> None:
+        """Trials an interrupted run already scored: not run again, late copies ignored."""
+        self.scores.update(scores)
+        for trial in scores:
+            self.tracker.close(trial)
 
     async def run(self) -> RunResult:
         s = self.scenario
@@ -215,50 +237,13 @@ class _Runner:
         agents: list[asyncio.Task[None]] = []
         try:
             if not self.options.external_agents:
-                for name in s.agents:
-                    agent = Agent(
-                        name,
-                        s,
-                        self.run_id,
-                        await self._connect(f"{self.run_id}-{name}"),
-                        api_key=self.api_key,
-                        on_trace=self.options.on_trace,
-                    )
-                    agents.append(asyncio.create_task(agent.run(), name=f"agent-{name}"))
+                agents = await self._start_agents()
             await self._await_presence()
             gate = asyncio.Semaphore(s.max_in_flight)
             todo = [t for t in range(s.trials) if t not in self.scores]  # --resume skips
             await asyncio.gather(*(self._trial(t, gate) for t in todo))
         finally:
-            with contextlib.suppress(Exception):
-                await ep.send(
-                    kind=Kind.CONTROL,
-                    recipient="all",
-                    trial=0,
-                    trace_id=f"{self.run_id}-control",
-                    payload={"action": "stop"},
-                )
-            with contextlib.suppress(Exception):
-                await ep.send(
-                    kind=Kind.CONTROL,
-                    recipient="all",
-                    trial=0,
-                    trace_id=f"{self.run_id}-control",
-                    payload={"action": "end"},
-                )
-                await self.recorder.wait_ended(stall_s=10)
-            if agents:
-                _, waiting = await asyncio.wait(agents, timeout=5)
-                for task in waiting:
-                    task.cancel()
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-            await ep.close()
-            await self.recorder.flush()
-            for conn in self.conns:
-                await conn.close()
-        scores = [self.scores[t] for t in sorted(self.scores)]
+            await self._shut_down(ep, self.recorder, agents, reader)
         return RunResult(
             run_id=self.run_id,
             scenario=s.name,
@@ -266,11 +251,50 @@ class _Runner:
             trials=s.trials,
             propagation=s.propagation,
             broker=self.bus.description,
-            scores=scores,
+            scores=[self.scores[t] for t in sorted(self.scores)],
             summary=self.summary(),
             rejects=dict(self.recorder.rejects),
             messages=self.kept,
         )
+
+    async def _start_agents(self) -> list[asyncio.Task[None]]:
+        tasks = []
+        for name in self.scenario.agents:
+            agent = Agent(
+                name,
+                self.scenario,
+                self.run_id,
+                await self._connect(f"{self.run_id}-{name}"),
+                api_key=self.api_key,
+                on_trace=self.options.on_trace,
+            )
+            tasks.append(asyncio.create_task(agent.run(), name=f"agent-{name}"))
+        return tasks
+
+    async def _shut_down(
+        self,
+        ep: Endpoint,
+        recorder: Recorder,
+        agents: list[asyncio.Task[None]],
+        reader: asyncio.Task[None],
+    ) -> None:
+        """Stop (agents finish and say bye), end (the recorder's cue), then close."""
+        with contextlib.suppress(Exception):
+            await ep.control(Stop(), trace="control")
+        with contextlib.suppress(Exception):
+            await ep.control(End(), trace="control")
+            await recorder.wait_ended(stall_s=10)
+        if agents:
+            _, waiting = await asyncio.wait(agents, timeout=5)
+            for task in waiting:
+                task.cancel()
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        await ep.close()
+        await recorder.flush()
+        for conn in self.conns:
+            await conn.close()
 
     async def _connect(self, client_id: str) -> Connection:
         conn = await self.bus.connect(client_id)
@@ -281,15 +305,10 @@ class _Runner:
         assert self.endpoint is not None
         deadline = time.monotonic() + self.options.presence_timeout_s
         interval = 0.05  # agents started a moment ago may miss the first call: call again soon
+        # observers that attach (the TUI) learn the run's scenario from the roll call
+        roll_call = RollCall(scenario=identity.public(self.scenario))
         while not self.present_all.is_set():
-            await self.endpoint.send(
-                kind=Kind.CONTROL,
-                recipient="all",
-                trial=0,
-                trace_id=f"{self.run_id}-presence",
-                # observers that attach (the TUI) learn the run's scenario from it
-                payload={"action": "roll_call", "scenario": self.scenario_public},
-            )
+            await self.endpoint.control(roll_call, trace="presence")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.present_all.wait(), timeout=interval)
             interval = min(1.0, interval * 2)
@@ -304,8 +323,6 @@ class _Runner:
     async def _trial(self, trial: int, gate: asyncio.Semaphore) -> None:
         assert self.endpoint is not None
         async with gate:
-            self.messages.setdefault(trial, [])
-            self.finals.setdefault(trial, set())
             fut = self.done.setdefault(trial, asyncio.get_running_loop().create_future())
             trace_id = f"{self.run_id}-t{trial}"
             task = self.scenario.task
@@ -317,10 +334,11 @@ class _Runner:
                     trace_id=trace_id,
                     payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
                 )
-                self.messages[trial].append(env)
+                self.tracker.add(env)
             try:
                 await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
-                score = score_trial(self.scenario, self.truth, trial, self.messages[trial])
+                messages = self.tracker.messages(trial)
+                score = score_trial(self.scenario, self.truth, trial, messages)
             except TimeoutError:
                 score = TrialScore(
                     trial,
@@ -328,115 +346,74 @@ class _Runner:
                     0,
                     reason=f"no final result within {self.options.trial_timeout_s:g}s",
                 )
-            self.scores[trial] = score
-            self._store_trial(score)
-            self._backfill(trial)
-            # A finished trial's state goes: memory stays flat over long runs.
-            self.finals.pop(trial, None)
-            self.done.pop(trial, None)
-            if self.options.keep_messages:
-                self.kept[trial] = self.messages.pop(trial, [])
-            else:
-                self.messages.pop(trial, None)
+            self._finish(score)
             with contextlib.suppress(ConnectionError):
                 await self._publish_labels(score)
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
 
+    def _finish(self, score: TrialScore) -> None:
+        """A scored trial: its rows go to the store, its state goes (memory stays flat
+        over long runs), and later copies of its messages are ignored."""
+        assert self.recorder is not None
+        trial = score.trial
+        self.scores[trial] = score
+        messages = self.tracker.close(trial).messages
+        self.done.pop(trial, None)
+        self.recorder.add_trial(
+            TrialRow.from_score(self.run_id, score),
+            [LabelRow.from_label(self.run_id, trial, lb) for lb in score.labels],
+        )
+        self._backfill(messages)
+        if self.options.keep_messages:
+            self.kept[trial] = messages
+
     async def _read(self) -> None:
         assert self.endpoint is not None
         async for env in self.endpoint.receive():
             if env.kind is Kind.CONTROL:
-                if env.payload.get("action") == "hello" and env.sender in self.scenario.agents:
-                    self.present.add(env.sender)
-                    if self.present >= set(self.scenario.agents):
-                        self.present_all.set()
+                self._control(env)
                 continue
             if env.kind is not Kind.RESULT and not (
                 env.kind is Kind.TASK and env.sender != topics.RUNNER
             ):
-                continue  # the runner's own tasks are recorded when it sends them
-            if env.trial in self.scores:
-                continue  # a late copy for a trial already scored
-            self.messages.setdefault(env.trial, []).append(env)
-            if env.recipient == topics.RUNNER:
-                self.finals.setdefault(env.trial, set()).add(env.sender)
-            self._check_done(env.trial)
+                continue  # the runner's own tasks are filed when it sends them
+            if self.tracker.add(env):
+                fut = self.done.get(env.trial)
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
 
-    def _check_done(self, trial: int) -> None:
-        fut = self.done.get(trial)
-        if fut is None or fut.done() or not self.terminals <= self.finals.get(trial, set()):
-            return
-        have = {m.id for m in self.messages[trial]}
-        if all(d in have for m in self.messages[trial] for d in m.derived_from):
-            fut.set_result(None)
+    def _control(self, env: Envelope) -> None:
+        if isinstance(parse_control(env.payload), Hello) and env.sender in self.scenario.agents:
+            self.present.add(env.sender)
+            if self.present >= set(self.scenario.agents):
+                self.present_all.set()
 
     async def _publish_labels(self, score: TrialScore) -> None:
         """Labels and the outcome of a trial, as events, as soon as it is scored."""
         assert self.endpoint is not None
         trace_id = f"{self.run_id}-t{score.trial}"
         for lb in score.labels:
-            await self.endpoint.event(
-                score.trial,
-                trace_id,
-                "label",
-                {
-                    "message_id": lb.message_id,
-                    "agent": lb.sender,
-                    "label": lb.label.value,
-                    "reason": lb.reason,
-                },
+            label = LabelEvent(
+                message_id=lb.message_id, agent=lb.sender, label=lb.label.value, reason=lb.reason
             )
-        await self.endpoint.event(
-            score.trial,
-            trace_id,
-            "trial_outcome",
-            {
-                "outcome": score.outcome.value,
-                "depth": score.depth,
-                "reason": score.reason,
-            },
+            await self.endpoint.publish_event(score.trial, trace_id, label)
+        outcome = TrialOutcomeEvent(
+            outcome=score.outcome.value, depth=score.depth, reason=score.reason
         )
+        await self.endpoint.publish_event(score.trial, trace_id, outcome)
 
-    def _store_trial(self, score: TrialScore) -> None:
-        assert self.recorder is not None
-        self.recorder.add_trial(
-            (
-                self.run_id,
-                score.trial,
-                score.outcome.value,
-                score.depth,
-                score.reason,
-                json.dumps(score.costs),
-            ),
-            [
-                (self.run_id, score.trial, lb.message_id, lb.sender, lb.label.value, lb.reason)
-                for lb in score.labels
-            ],
-        )
-
-    def _backfill(self, trial: int) -> None:
+    def _backfill(self, messages: list[Envelope]) -> None:
         """Every task and result the runner holds reaches the store, even if the recorder
         missed it during a broker outage (INSERT OR IGNORE: nothing twice)."""
         assert self.recorder is not None
         now = time.time()
         self.recorder.add_messages(
             [
-                (
-                    self.run_id,
-                    m.id,
-                    m.trial,
-                    m.seq,
-                    m.sender,
-                    m.recipient,
-                    m.kind.value,
-                    m.status.value,
-                    m.confidence,
-                    topics.for_message(self.run_id, m.kind, m.sender, m.recipient),
-                    m.model_dump_json(),
-                    now,
+                MessageRow.from_envelope(
+                    m, topics.for_message(self.run_id, m.kind, m.sender, m.recipient), now
                 )
-                for m in self.messages.get(trial, [])
+                for m in messages
             ]
         )
 
@@ -444,5 +421,5 @@ class _Runner:
         if self.recorder is not None:
             await self.recorder.drain()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RunSummary:
         return summarize([self.scores[t] for t in sorted(self.scores)])

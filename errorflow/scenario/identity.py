@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
+
+from pydantic import JsonValue
 
 from errorflow.policies.redact import redact_obj
 from errorflow.scenario.model import Scenario
 
 
-def public(scenario: Scenario) -> dict[str, Any]:
-    result: dict[str, Any] = redact_obj(scenario.model_dump(mode="json"))
+def public(scenario: Scenario) -> dict[str, JsonValue]:
+    result: dict[str, JsonValue] = redact_obj(scenario.model_dump(mode="json"))
     return result
 
 
@@ -34,7 +36,7 @@ def is_exact(scenario: Scenario) -> bool:
 RUNNER_ONLY = frozenset({"trials", "max_in_flight", "sweep", "reference", "description"})
 
 
-def agent_view(data: dict[str, Any]) -> dict[str, Any]:
+def agent_view(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The part of a (public) scenario an agent's behaviour depends on."""
     return {k: v for k, v in data.items() if k not in RUNNER_ONLY}
 

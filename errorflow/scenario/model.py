@@ -1,27 +1,32 @@
-"""Scenario files: the pydantic model of a scenario and the YAML loader.
+"""Scenario files: the pydantic model of a scenario.
 
 A scenario names the agents (role, model, tools, policy, who they send to), the tools
 (their kind, schema and injected faults), the world of facts the tools serve, and the
-task. `load_scenario` validates everything a run needs before anything starts.
+task. The loader (errorflow.scenario.loader) validates everything a run needs before
+anything starts, and words every problem for the person who wrote the file.
 See scenarios/FORMAT.md for the reference.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from errorflow.scenario.agent_policy import AgentPolicy
+from errorflow.scenario.catalog import BATCH_KINDS, ToolKind
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 #: Documented limits (scenarios/FORMAT.md "Limits"); the loader refuses anything beyond
 #: them. MAX_TOOLS, MAX_STEPS, MAX_DOCUMENT_BYTES and MAX_FINDINGS_BYTES are checked by
-#: errorflow.scenario.loader (they need the policy presets or the bus limit).
+#: the loader's second pass (errorflow.scenario.checks): a scenario built from data, an
+#: override or a stored run may exceed them.
 MAX_TRIALS = 100_000
 #: Names the bus uses for itself: the runner, broadcasts and event observers.
 RESERVED_NAMES = frozenset({"runner", "all", "observers"})
@@ -49,8 +54,6 @@ FaultKind = Literal[
     "partial",
     "malformed_call",
 ]
-ToolKind = Literal["metric_store", "paper_search", "batch_fetch", "report_sink"]
-BATCH_KINDS: frozenset[str] = frozenset({"batch_fetch"})
 
 
 class Strict(BaseModel):
@@ -90,7 +93,9 @@ class ToolSpec(Strict):
 class ModelSpec(Strict):
     backend: Literal["simulated", "anthropic"] = "simulated"
     profile: str = "small-local"
-    params: dict[str, Any] = Field(default_factory=dict, description="behaviour overrides")
+    #: Behaviour overrides of the profile, as written (checked against the profile's
+    #: fields by the loader: errorflow.scenario.profiles).
+    params: dict[str, object] = Field(default_factory=dict, description="behaviour overrides")
     model: str | None = None
     base_url: str | None = None
     max_tokens: int = Field(default=1024, ge=1, le=200_000)
@@ -101,7 +106,8 @@ class AgentSpec(Strict):
     role: Literal["researcher", "writer", "reviewer"]
     model: ModelSpec = Field(default_factory=ModelSpec)
     tools: list[Ident] = Field(default_factory=list, max_length=32)
-    policy: dict[str, Any] = Field(default_factory=lambda: {"strategy": "resilient"})
+    #: The preset and overrides as written, and the PolicyConfig they build.
+    policy: AgentPolicy = Field(default_factory=AgentPolicy.default)
     sends_to: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
     returns_to: Ident | None = Field(
         default=None,
@@ -143,7 +149,7 @@ class SweepAxis(Strict):
     """One axis of a sweep: a label per value, each a set of dotted-path overrides."""
 
     name: str = Field(min_length=1, max_length=64)
-    values: dict[str, dict[str, Any]] = Field(min_length=1, max_length=64)
+    values: dict[str, dict[str, object]] = Field(min_length=1, max_length=64)
 
 
 class SweepSpec(Strict):
@@ -156,6 +162,27 @@ class Reference(Strict):
     source: str
     note: str = ""
     cells: dict[str, dict[str, float | int | str]] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """One cross-reference problem: where, what is wrong, and the value found there."""
+
+    loc: tuple[str | int, ...]
+    message: str
+    found: object
+
+    def details(self) -> InitErrorDetails:
+        error = PydanticCustomError("reference", self.message)
+        return InitErrorDetails(type=error, loc=self.loc, input=self.found)
+
+
+def _unknown(what: str, name: str, known: Iterable[str]) -> str:
+    names = list(known)
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return f"unknown {what} {name!r}; did you mean {close[0]!r}?"
+    return f"unknown {what} {name!r}; expected one of: {', '.join(names) or '(none)'}"
 
 
 class Scenario(Strict):
@@ -177,87 +204,14 @@ class Scenario(Strict):
     def _references(self) -> Scenario:
         """Cross-references, each reported at the path that names it (so the loader can
         point at the line): every problem at once, as one ValidationError."""
-
-        def _unknown(what: str, name: str, known: Iterable[str]) -> str:
-            names = list(known)
-            close = difflib.get_close_matches(name, names, n=1)
-            if close:
-                return f"unknown {what} {name!r}; did you mean {close[0]!r}?"
-            return f"unknown {what} {name!r}; expected one of: {', '.join(names) or '(none)'}"
-
-        problems: list[tuple[tuple[str | int, ...], str, Any]] = []
-        for name, agent in self.agents.items():
-            if name in RESERVED_NAMES:
-                problems.append(
-                    (
-                        ("agents", name),
-                        f"{name!r} is reserved for the bus "
-                        f"({', '.join(sorted(RESERVED_NAMES))}); rename the agent",
-                        name,
-                    )
-                )
-            for i, target in enumerate(agent.sends_to):
-                loc = ("agents", name, "sends_to", i)
-                if target == name:
-                    problems.append((loc, f"agent {name!r} sends to itself", target))
-                elif target not in self.agents:
-                    problems.append((loc, _unknown("agent", target, self.agents), target))
-                elif target in agent.sends_to[:i]:
-                    problems.append((loc, f"agent {target!r} is named twice", target))
-            if agent.returns_to is not None and agent.returns_to not in self.upstream_of(name):
-                rloc: tuple[str | int, ...] = ("agents", name, "returns_to")
-                msg = (
-                    f"returns_to must name an agent that sends to {name!r} "
-                    f"({', '.join(self.upstream_of(name)) or 'none does'})"
-                )
-                problems.append((rloc, msg, agent.returns_to))
-            for i, tool_name in enumerate(agent.tools):
-                loc = ("agents", name, "tools", i)
-                if tool_name not in self.tools:
-                    msg = _unknown("tool", tool_name, self.tools) + " (define it under tools:)"
-                    problems.append((loc, msg, tool_name))
-        for tname, tool in self.tools.items():
-            for i, fault in enumerate(tool.faults):
-                if fault.kind == "partial" and tool.kind not in BATCH_KINDS:
-                    problems.append(
-                        (
-                            ("tools", tname, "faults", i, "kind"),
-                            f"fault 'partial' cannot apply to tool {tname!r}: expected a batch "
-                            f"tool (kind: {', '.join(sorted(BATCH_KINDS))}), found kind "
-                            f"{tool.kind!r}",
-                            fault.kind,
-                        )
-                    )
-                if fault.item_p is not None and fault.kind != "partial":
-                    problems.append(
-                        (
-                            ("tools", tname, "faults", i, "item_p"),
-                            f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
-                            fault.item_p,
-                        )
-                    )
-        seen: dict[str, int] = {}
-        for i, need in enumerate(self.task.needs):
-            if need.id in seen:
-                problems.append(
-                    (
-                        ("task", "needs", i, "id"),
-                        f"duplicate need id {need.id!r} (first at task.needs.{seen[need.id]})",
-                        need.id,
-                    )
-                )
-            seen.setdefault(need.id, i)
-            if need.tool not in self.tools:
-                problems.append(
-                    (
-                        ("task", "needs", i, "tool"),
-                        _unknown("tool", need.tool, self.tools) + " (define it under tools:)",
-                        need.tool,
-                    )
-                )
+        problems = [
+            *self._agent_problems(),
+            *self._fault_problems(),
+            *self._need_problems(),
+        ]
         if not problems and not self.entry_agents():
             problems.append(
-                (
+                _Reference(
                     ("agents",),
                     "no entry agent: every agent receives from another (sends_to forms a "
                     "cycle); expected at least one agent that nobody sends to",
@@ -266,15 +220,76 @@ class Scenario(Strict):
             )
         if problems:
             raise ValidationError.from_exception_data(
-                "Scenario",
-                [
-                    InitErrorDetails(
-                        type=PydanticCustomError("reference", msg), loc=loc, input=value
-                    )
-                    for loc, msg, value in problems
-                ],
+                "Scenario", [problem.details() for problem in problems]
             )
         return self
+
+    def _agent_problems(self) -> Iterator[_Reference]:
+        for name, agent in self.agents.items():
+            if name in RESERVED_NAMES:
+                yield _Reference(
+                    ("agents", name),
+                    f"{name!r} is reserved for the bus "
+                    f"({', '.join(sorted(RESERVED_NAMES))}); rename the agent",
+                    name,
+                )
+            yield from self._sends_to_problems(name, agent)
+            upstream = self.upstream_of(name)
+            if agent.returns_to is not None and agent.returns_to not in upstream:
+                msg = (
+                    f"returns_to must name an agent that sends to {name!r} "
+                    f"({', '.join(upstream) or 'none does'})"
+                )
+                yield _Reference(("agents", name, "returns_to"), msg, agent.returns_to)
+            for i, tool_name in enumerate(agent.tools):
+                if tool_name not in self.tools:
+                    msg = _unknown("tool", tool_name, self.tools) + " (define it under tools:)"
+                    yield _Reference(("agents", name, "tools", i), msg, tool_name)
+
+    def _sends_to_problems(self, name: str, agent: AgentSpec) -> Iterator[_Reference]:
+        for i, target in enumerate(agent.sends_to):
+            loc = ("agents", name, "sends_to", i)
+            if target == name:
+                yield _Reference(loc, f"agent {name!r} sends to itself", target)
+            elif target not in self.agents:
+                yield _Reference(loc, _unknown("agent", target, self.agents), target)
+            elif target in agent.sends_to[:i]:
+                yield _Reference(loc, f"agent {target!r} is named twice", target)
+
+    def _fault_problems(self) -> Iterator[_Reference]:
+        for tname, tool in self.tools.items():
+            for i, fault in enumerate(tool.faults):
+                if fault.kind == "partial" and tool.kind not in BATCH_KINDS:
+                    yield _Reference(
+                        ("tools", tname, "faults", i, "kind"),
+                        f"fault 'partial' cannot apply to tool {tname!r}: expected a batch "
+                        f"tool (kind: {', '.join(sorted(BATCH_KINDS))}), found kind "
+                        f"{tool.kind!r}",
+                        fault.kind,
+                    )
+                if fault.item_p is not None and fault.kind != "partial":
+                    yield _Reference(
+                        ("tools", tname, "faults", i, "item_p"),
+                        f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
+                        fault.item_p,
+                    )
+
+    def _need_problems(self) -> Iterator[_Reference]:
+        seen: dict[str, int] = {}
+        for i, need in enumerate(self.task.needs):
+            if need.id in seen:
+                yield _Reference(
+                    ("task", "needs", i, "id"),
+                    f"duplicate need id {need.id!r} (first at task.needs.{seen[need.id]})",
+                    need.id,
+                )
+            seen.setdefault(need.id, i)
+            if need.tool not in self.tools:
+                yield _Reference(
+                    ("task", "needs", i, "tool"),
+                    _unknown("tool", need.tool, self.tools) + " (define it under tools:)",
+                    need.tool,
+                )
 
     # -- topology -------------------------------------------------------------
     def upstream_of(self, agent: str) -> list[str]:
@@ -287,9 +302,3 @@ class Scenario(Strict):
     def terminal_agents(self) -> list[str]:
         """Agents whose results go to the runner."""
         return [n for n, a in self.agents.items() if not a.sends_to]
-
-
-def load_scenario(path: str | Path) -> Scenario:
-    from errorflow.scenario.loader import load
-
-    return load(Path(path))

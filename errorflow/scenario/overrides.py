@@ -20,7 +20,7 @@ class OverrideError(ValueError):
     pass
 
 
-def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+def set_path(data: dict[str, object], path: str, value: object) -> None:
     parts = path.split(".")
     node: Any = data
     for i, part in enumerate(parts[:-1]):
@@ -60,7 +60,7 @@ def _index(part: str, node: list[Any], path: str) -> int:
     return index
 
 
-def apply(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:
+def apply(scenario: Scenario, overrides: Mapping[str, object]) -> Scenario:
     data = copy.deepcopy(scenario.model_dump(mode="json", exclude_none=True))
     for path, value in overrides.items():
         set_path(data, path, value)
@@ -72,10 +72,11 @@ def apply(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:
         ) from None
 
 
-def parse_value(text: str) -> Any:
+def parse_value(text: str) -> object:
     """A value as YAML reads it: `3` is an int, `0.5` a float, `[a, b]` a list."""
     try:
-        return yaml.safe_load(text)
+        value: object = yaml.safe_load(text)
+        return value
     except yaml.YAMLError:
         return text
 

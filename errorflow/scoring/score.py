@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+
+from pydantic import JsonValue
 
 from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.world import truth
 from errorflow.bus.envelope import Envelope, Kind, Status
+from errorflow.core.costs import Costs
 from errorflow.policies.redact import redact_obj
 from errorflow.scenario.model import Scenario
 
@@ -55,25 +57,15 @@ class TrialScore:
     outcome: Outcome
     depth: int
     labels: list[MessageLabel] = field(default_factory=list)
-    costs: dict[str, float] = field(default_factory=dict)
+    costs: Costs = field(default_factory=Costs)
     reason: str = ""
-
-
-COST_KEYS = (
-    "backend_calls",
-    "model_calls",
-    "input_tokens",
-    "output_tokens",
-    "retries",
-    "sim_seconds",
-)
 
 
 class Truth:
     """Ground truth of a scenario's task, by need id."""
 
     def __init__(self, scenario: Scenario) -> None:
-        self.values: dict[str, Any] = {}
+        self.values: dict[str, JsonValue] = {}
         for n in scenario.task.needs:
             # The model only ever sees tool results through redaction; a correct claim
             # is one that matches what it could have seen.
@@ -84,7 +76,7 @@ class Truth:
             else:
                 self.values[n.id] = value
 
-    def is_true(self, key: str, value: Any) -> bool:
+    def is_true(self, key: str, value: object) -> bool:
         if key not in self.values:
             return False
         expected = self.values[key]
@@ -147,11 +139,10 @@ def score_trial(
 
     labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
     finals = [m for m in results if m.recipient == "runner"]
-    costs = {k: 0.0 for k in COST_KEYS}
-    for m in by_id.values():
-        for k, v in (m.payload.get("trace", {}).get("costs") or {}).items():
-            if k in costs and isinstance(v, int | float):
-                costs[k] += float(v)
+    # Each message carries what its sender spent on it; by id, a message counts once.
+    costs = Costs.total(
+        Costs.from_wire(m.payload.get("trace", {}).get("costs")) for m in by_id.values()
+    )
     score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs)
     if not finals:
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"

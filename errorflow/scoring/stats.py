@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypedDict
 
 Z95 = 1.959963984540054
 
@@ -21,7 +22,16 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     return (low, high)
 
 
-def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> dict[str, float]:
+class PairedDifference(TypedDict):
+    diff: float  # share of trials where only a holds, minus where only b does
+    low: float  # 95 % interval of diff
+    high: float
+    only_a: int  # discordant trials (McNemar's counts)
+    only_b: int
+    n: int
+
+
+def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> PairedDifference:
     """Difference of two paired proportions (same trials, two arms), with a 95 % interval
     (Wald on the paired differences) and the discordant counts McNemar's test uses."""
     if len(a) != len(b):

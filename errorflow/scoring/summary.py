@@ -1,30 +1,93 @@
 """Summaries over trials: outcome counts and rates with 95 % Wilson intervals, costs
-per trial (over the trials that delivered their messages)."""
+per trial (over the trials that delivered their messages), amplification against a
+fault-free baseline.
+
+The shapes are TypedDicts, not classes: a summary is stored as JSON (`runs.summary_json`)
+and printed by `--json` exactly as built here, and readers index it like the dict it is.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import NotRequired, TypedDict
 
-from errorflow.scoring.score import COST_KEYS, Outcome, TrialScore
-from errorflow.scoring.stats import pass_at_k, wilson
+from errorflow.core.costs import Costs
+from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.stats import PairedDifference, paired_difference, pass_at_k, wilson
 
 
-def summarize(scores: list[TrialScore]) -> dict[str, Any]:
+class Rate(TypedDict):
+    rate: float
+    ci95: list[float]  # [low, high], rounded to 4 places
+
+
+#: Count of trials by outcome value, every outcome present (0 when none).
+OutcomeCounts = dict[str, int]
+
+#: Mean cost per trial by cost field (`Costs.to_wire` keys), rounded to 4 places.
+PerTrialCosts = dict[str, float]
+
+# Functional syntax: "pass^3" is not an identifier.
+Metrics = TypedDict(
+    "Metrics",
+    {
+        "rates": dict[str, Rate],  # by outcome value
+        "success_rate": float,
+        "contamination_rate": float,
+        "mean_depth": float,
+        "max_depth": int,
+        "per_trial": PerTrialCosts,
+        "pass^3": float | None,  # None below 3 trials
+    },
+)
+
+
+class RunSummary(TypedDict):
+    trials: int
+    outcomes: OutcomeCounts
+    metrics: Metrics
+
+
+class Amplification(TypedDict):
+    """Cost per trial divided by the fault-free baseline's, on the two axes of seed 000
+    (None: no baseline, or the baseline spent nothing on that axis)."""
+
+    backend_calls: float | None
+    model_calls: float | None
+
+
+#: Paired differences of two arms on the same trials, by outcome value (success and
+#: contaminated).
+PairedOutcomes = dict[str, PairedDifference]
+
+
+class RunJson(TypedDict):
+    """One run as `errorflow run --json` prints it: its identity and its summary."""
+
+    run_id: str
+    scenario: str
+    seed: int
+    trials: int
+    propagation: str
+    broker: str
+    outcomes: OutcomeCounts
+    metrics: Metrics
+    rejects: dict[str, int]  # rejected bus messages by reason
+    amplification: NotRequired[Amplification]  # a run measured against a baseline
+
+
+def summarize(scores: list[TrialScore]) -> RunSummary:
     n = len(scores)
     counts = Counter(s.outcome.value for s in scores)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
-    rates = {}
+    rates: dict[str, Rate] = {}
     for o, k in outcomes.items():
         low, high = wilson(k, n)
         rates[o] = {"rate": k / n if n else 0.0, "ci95": [round(low, 4), round(high, 4)]}
     # Costs are known only for trials whose messages arrived: a bus fault has none, and
     # counting it as zero would make every other trial look cheaper.
-    costed = [s for s in scores if s.outcome is not Outcome.BUS_FAULT]
-    costs = {
-        k: (sum(s.costs.get(k, 0.0) for s in costed) / len(costed) if costed else 0.0)
-        for k in COST_KEYS
-    }
+    costs = Costs.mean(s.costs for s in scores if s.outcome is not Outcome.BUS_FAULT)
     depths = [s.depth for s in scores if s.outcome is Outcome.CONTAMINATED]
     success = [s.outcome is Outcome.SUCCESS for s in scores]
     return {
@@ -32,11 +95,32 @@ def summarize(scores: list[TrialScore]) -> dict[str, Any]:
         "outcomes": outcomes,
         "metrics": {
             "rates": rates,
-            "success_rate": rates.get("success", {}).get("rate", 0.0),
-            "contamination_rate": rates.get("contaminated", {}).get("rate", 0.0),
+            "success_rate": rates[Outcome.SUCCESS]["rate"],
+            "contamination_rate": rates[Outcome.CONTAMINATED]["rate"],
             "mean_depth": sum(depths) / len(depths) if depths else 0.0,
             "max_depth": max(depths, default=0),
-            "per_trial": {k: round(v, 4) for k, v in costs.items()},
+            "per_trial": {k: round(v, 4) for k, v in costs.to_wire().items()},
             "pass^3": pass_at_k(success, 3) if n >= 3 else None,
         },
+    }
+
+
+def amplification(
+    per_trial: Mapping[str, float], baseline: Mapping[str, float] | None
+) -> Amplification:
+    """Backend and model calls per trial against the fault-free baseline's (same seeds)."""
+
+    def ratio(key: str) -> float | None:
+        base = (baseline or {}).get(key)
+        return round(per_trial[key] / base, 4) if base else None
+
+    return {"backend_calls": ratio("backend_calls"), "model_calls": ratio("model_calls")}
+
+
+def paired_outcomes(a: Sequence[str], b: Sequence[str]) -> PairedOutcomes:
+    """Paired differences a − b (outcome values of the same trials, in trial order), for
+    success and for contamination."""
+    return {
+        o.value: paired_difference([x == o for x in a], [y == o for y in b])
+        for o in (Outcome.SUCCESS, Outcome.CONTAMINATED)
     }

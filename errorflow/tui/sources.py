@@ -20,10 +20,11 @@ from typing import Protocol
 from errorflow.bus import topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.bus.envelope import Envelope
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
+from errorflow.runtime.recorder import is_run_end
 from errorflow.runtime.runner import RunOptions, configure, new_run_id, run_scenario
 from errorflow.runtime.store import connect_ro
 from errorflow.scenario.model import Scenario
@@ -76,14 +77,6 @@ class BusHolder:
             self._embedded = None
 
 
-def is_end(env: Envelope) -> bool:
-    return (
-        env.kind is Kind.CONTROL
-        and env.sender == topics.RUNNER
-        and env.payload.get("action") == "end"
-    )
-
-
 async def _subscribe(bus: Bus, run_id: str) -> Connection:
     conn = await bus.connect(f"{run_id}-tui-{id(bus) & 0xFFFF:x}")
     await conn.subscribe(topics.run_filter(run_id))
@@ -94,7 +87,7 @@ async def _pump(conn: Connection, run_id: str, members: set[str] | None, sink: S
     # Endpoint.check drops invalid messages, other runs' and duplicates (QoS 1 resends).
     async for env in Endpoint(conn, run_id, "tui", members).receive():
         sink(env)
-        if is_end(env):
+        if is_run_end(env):
             return
 
 

@@ -9,11 +9,13 @@ Theory of operation
   trial: a message's "touched" bit depends only on its own trace and on the messages it
   was derived from, which arrived before it. That is what lets contamination travel
   along the graph's arrows live.
-* A trial is scored locally (`score_trial`) as soon as every terminal agent has sent
-  its final result and every message those were derived from is in, the same rule the
-  runner uses. The runner's own `label` / `trial_outcome` events (published at the end
-  of the run) override the local verdicts: they are the authority, and the only
-  source when no scenario is known (attaching to a run we cannot score).
+* A trial is scored locally (`score_trial`) as soon as the `TrialTracker` says it is
+  done (every terminal's final result and its provenance in): the runner's own rule,
+  from the same module. The runner's own `label` / `trial_outcome` events (published
+  as each trial is scored) override the local verdicts: they are the authority, and
+  the only source when no scenario is known (attaching to a run we cannot score).
+* Events and control messages are read through their typed contracts (`parse_event`,
+  `parse_control`); an event payload no known kind parses is counted, never applied.
 * Without a scenario the topology is learnt from the result messages seen.
 """
 
@@ -23,11 +25,27 @@ import contextlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from errorflow.bus import topics
 from errorflow.bus.envelope import Envelope, Kind
+from errorflow.core.control import ControlAction, End, RollCall, parse_control
+from errorflow.core.events import (
+    AgentStart,
+    BreakerChange,
+    Event,
+    GuardBlock,
+    LabelEvent,
+    LoopStop,
+    ModelCall,
+    ModelError,
+    RetriesExhausted,
+    RetryScheduled,
+    ToolCallEvent,
+    TrialOutcomeEvent,
+    parse_event,
+)
 from errorflow.policies.breaker import BreakerState
+from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import Label, Outcome, Truth, label_message, score_trial
 from errorflow.scoring.stats import wilson
@@ -103,8 +121,8 @@ class FeedItem:
 
 @dataclass
 class TrialView:
-    messages: list[Envelope] = field(default_factory=list)
-    finals: set[str] = field(default_factory=set)
+    """A trial's verdict (its messages are the tracker's)."""
+
     outcome: Outcome | None = None
     depth: int = 0
     authoritative: bool = False  # decided by the runner's trial_outcome event
@@ -138,7 +156,7 @@ class RunModel:
         self.propagation = propagation or (scenario.propagation if scenario else "?")
         self.total = trials if trials is not None else (scenario.trials if scenario else None)
         self.truth = Truth(scenario) if scenario else None
-        self.terminals = set(scenario.terminal_agents()) if scenario else set()
+        self.tracker = TrialTracker(scenario.terminal_agents() if scenario else ())
         self.agents: dict[str, AgentView] = {}
         self.edges: dict[tuple[str, str], EdgeView] = {}
         if scenario is not None:
@@ -160,6 +178,7 @@ class RunModel:
         self.finished_order: list[int] = []
         self.contamination_history: list[float] = []
         self.events = 0
+        self.unknown_events = 0  # event payloads no known kind parses
         self.batch = 0
         self.ended = False
         self.last_event = ""
@@ -209,18 +228,21 @@ class RunModel:
         if env.kind is Kind.EVENT:
             self._event(env)
         elif env.kind is Kind.CONTROL:
-            if env.payload.get("action") == "end" and env.sender == topics.RUNNER:
-                self.ended = True
-                self.last_event = "runner: end of run"
-            elif (
-                env.payload.get("action") == "roll_call"
-                and env.sender == topics.RUNNER
-                and self.scenario is None
-                and isinstance(env.payload.get("scenario"), dict)
-            ):
-                self._adopt(env.payload["scenario"])
+            self._control(env)
         else:
             self._message(env)
+
+    def _control(self, env: Envelope) -> None:
+        # Only the runner's end and roll call matter here; acks, most of the control
+        # traffic, are skipped before parsing (as Endpoint.receive does).
+        if env.sender != topics.RUNNER or env.payload.get("action") == ControlAction.ACK:
+            return
+        action = parse_control(env.payload)
+        if isinstance(action, End):
+            self.ended = True
+            self.last_event = "runner: end of run"
+        elif isinstance(action, RollCall) and self.scenario is None:
+            self._adopt(action.scenario)
 
     def _adopt(self, data: dict[str, object]) -> None:
         """An attached run names its scenario in the roll call: score it like our own."""
@@ -232,7 +254,7 @@ class RunModel:
         self.propagation = scenario.propagation
         self.total = scenario.trials
         self.truth = Truth(scenario)
-        self.terminals = set(scenario.terminal_agents())
+        self.tracker.terminals = frozenset(scenario.terminal_agents())
         for name, spec in scenario.agents.items():
             view = self._agent(name)
             view.tools = list(spec.tools)
@@ -252,8 +274,8 @@ class RunModel:
 
     def _message(self, env: Envelope) -> None:
         self._remember(env)
-        trial = self.trials.setdefault(env.trial, TrialView())
-        trial.messages.append(env)
+        self.trials.setdefault(env.trial, TrialView())
+        done = self.tracker.add(env)
         item = FeedItem(env)
         self._feed_items[env.id] = item
         self.last_event = f"{env.sender} → {env.recipient}: {env.kind.value} {env.status.value}"
@@ -268,11 +290,7 @@ class RunModel:
             sender.confidence = env.confidence
             if env.errors:
                 sender.last_error = env.errors[0].code.value
-        if env.recipient == topics.RUNNER:
-            trial.finals.add(env.sender)
-            if self.scenario is None:
-                self.terminals.add(env.sender)
-        else:
+        if env.recipient != topics.RUNNER:
             self._agent(env.recipient).working.add(env.trial)
             edge = self.edges.get((env.sender, env.recipient))
             if edge is None:
@@ -288,7 +306,8 @@ class RunModel:
             self._touched[env.id] = touched
             self._set_label(env, label_message(env, self.truth, touched).label)
         self.feed.append(item)
-        self._check_done(env.trial)
+        if done:
+            self._score(env.trial)
 
     def _set_label(self, env: Envelope, label: Label) -> None:
         previous = self.labels.get(env.id)
@@ -316,17 +335,14 @@ class RunModel:
             self._feed_items.pop(old, None)
             self._touched.pop(old, None)
 
-    def _check_done(self, trial_no: int) -> None:
-        trial = self.trials[trial_no]
-        if trial.outcome is not None or not self.terminals or self.scenario is None:
-            return
-        if not self.terminals <= trial.finals:
-            return
-        have = {m.id for m in trial.messages}
-        if not all(d in have for m in trial.messages for d in m.derived_from):
+    def _score(self, trial_no: int) -> None:
+        """The local verdict of a trial the tracker says is done (once; the runner's
+        verdict, when it comes, overrides it)."""
+        if self.trials[trial_no].outcome is not None or self.scenario is None:
             return
         assert self.truth is not None
-        score = score_trial(self.scenario, self.truth, trial_no, trial.messages)
+        messages = self.tracker.messages(trial_no)
+        score = score_trial(self.scenario, self.truth, trial_no, messages)
         for lb in score.labels:
             env = self.messages.get(lb.message_id)
             if env is not None:
@@ -351,53 +367,67 @@ class RunModel:
             self.contamination_history[-1] = rate  # a correction, not a new trial
 
     def _event(self, env: Envelope) -> None:
-        p: dict[str, Any] = env.payload
-        kind = str(p.get("type", ""))
-        if env.sender == topics.RUNNER:
-            if kind == "label":
-                target = self.messages.get(str(p.get("message_id")))
-                try:
-                    label = Label(str(p.get("label")))
-                except ValueError:
-                    return
-                if target is not None:
-                    self._set_label(target, label)
-            elif kind == "trial_outcome":
-                try:
-                    outcome = Outcome(str(p.get("outcome")))
-                except ValueError:
-                    return
-                self._finish(env.trial, outcome, int(p.get("depth") or 0), authoritative=True)
+        event = parse_event(env.payload)
+        if event is None:
+            self.unknown_events += 1
             return
-        agent = self._agent(str(p.get("agent", env.sender)))
-        self.last_event = _describe(agent.name, kind, p)
-        if kind == "agent_start":
-            agent.working.add(env.trial)
-        elif kind == "model_call":
-            agent.steps += 1
-        elif kind == "retry":
-            agent.retries += 1
-        elif kind == "model_error":
-            agent.last_error = str(p.get("code"))
-            if p.get("retry"):
+        if env.sender == topics.RUNNER:
+            self._verdict(env.trial, event)
+            return
+        name = env.sender if isinstance(event, TrialOutcomeEvent) else event.agent
+        agent = self._agent(name)
+        self.last_event = describe(agent.name, event)
+        match event:
+            case AgentStart():
+                agent.working.add(env.trial)
+            case ModelCall():
+                agent.steps += 1
+            case RetryScheduled():
                 agent.retries += 1
-        elif kind == "tool_call":
-            if not p.get("ok") and p.get("code"):
-                agent.last_error = str(p.get("code"))
-        elif kind in ("retries_exhausted", "guard", "loop_stop"):
-            if p.get("code"):
-                agent.last_error = str(p.get("code"))
-        elif kind == "breaker":
-            with contextlib.suppress(ValueError):
-                agent.breakers[str(p.get("tool"))] = BreakerState(str(p.get("to")))
+            case ModelError(code=code, retry=retry):
+                agent.last_error = str(code)
+                if retry:
+                    agent.retries += 1
+            case ToolCallEvent(ok=False, code=code) if code:
+                agent.last_error = str(code)
+            case RetriesExhausted(code=code) | GuardBlock(code=code) | LoopStop(code=code):
+                if code:
+                    agent.last_error = str(code)
+            case BreakerChange(tool=tool, to=to):
+                with contextlib.suppress(ValueError):
+                    agent.breakers[tool] = BreakerState(to)
+
+    def _verdict(self, trial_no: int, event: Event) -> None:
+        """The runner's labels and outcomes: the authority over local verdicts."""
+        if isinstance(event, LabelEvent):
+            target = self.messages.get(event.message_id)
+            try:
+                label = Label(event.label)
+            except ValueError:
+                return
+            if target is not None:
+                self._set_label(target, label)
+        elif isinstance(event, TrialOutcomeEvent):
+            try:
+                outcome = Outcome(event.outcome)
+            except ValueError:
+                return
+            self._finish(trial_no, outcome, event.depth, authoritative=True)
 
 
-def _describe(agent: str, kind: str, p: dict[str, Any]) -> str:
-    if kind == "tool_call":
-        ok = "ok" if p.get("ok") else f"failed {p.get('code')}"
-        return f"{agent}: tool {p.get('tool')} {ok}"
-    if kind == "breaker":
-        return f"{agent}: breaker {p.get('tool')} {p.get('from')} → {p.get('to')}"
-    if kind in ("retry", "retries_exhausted", "guard", "loop_stop", "model_error"):
-        return f"{agent}: {kind} {p.get('tool') or ''} {p.get('code') or ''}".rstrip()
-    return f"{agent}: {kind}"
+def describe(agent: str, event: Event) -> str:
+    """The status line's words for one agent event."""
+    match event:
+        case ToolCallEvent(ok=ok, code=code, tool=tool):
+            return f"{agent}: tool {tool} {'ok' if ok else f'failed {code}'}"
+        case BreakerChange(tool=tool, frm=frm, to=to):
+            return f"{agent}: breaker {tool} {frm} → {to}"
+        case (
+            RetryScheduled(tool=tool, code=code)
+            | RetriesExhausted(tool=tool, code=code)
+            | GuardBlock(tool=tool, code=code)
+        ):
+            return f"{agent}: {event.type} {tool or ''} {code or ''}".rstrip()
+        case LoopStop(code=code) | ModelError(code=code):
+            return f"{agent}: {event.type}  {code or ''}".rstrip()
+    return f"{agent}: {event.type}"

@@ -1,9 +1,11 @@
 """Behaviour profiles of the simulated model: named LLM tendencies, never outcomes.
 
-Each parameter describes what a model does when it meets a situation (a transient
-error, a wrong argument with or without the valid options, an empty result, an
-upstream agent that reports a failure). Scenario outcomes emerge from these and the
-mechanism; nothing here names a scenario or a success rate.
+A scenario names a profile (`model: {profile: small-local, params: {...}}`); the loader
+checks the name and the overrides, and the simulated model (errorflow.agents.simulated)
+acts on the result. Each parameter describes what a model does when it meets a
+situation (a transient error, a wrong argument with or without the valid options, an
+empty result, an upstream agent that reports a failure). Scenario outcomes emerge from
+these and the mechanism; nothing here names a scenario or a success rate.
 
 `small-local` is calibrated to seed 000 (Ollama qwen2.5:7b-instruct, T=0.7, 20 runs a
 cell); parameters without a measurement are marked as assumptions. `frontier` is an
@@ -12,7 +14,7 @@ explicitly labelled assumption of a stronger model, not a measurement.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,48 +52,53 @@ class Behaviour(BaseModel):
     output_tokens_per_call: int = Field(default=40, ge=0)
 
 
-PROFILES: dict[str, dict[str, Any]] = {
-    "small-local": {
+PROFILES: dict[str, Behaviour] = {
+    "small-local": Behaviour(
         # seed 000 §2: transient + tell-model was 0/20: the model never retried itself.
-        "p_self_retry_transient": 0.0,
+        p_self_retry_transient=0.0,
         # seed 000 §3: the first name passed was the task wording '2024年营收' 20/20.
-        "p_use_task_wording": 1.0,
+        p_use_task_wording=1.0,
         # seed 000 §3: a right first guess was 0/20.
-        "p_guess_identifier": 0.0,
+        p_guess_identifier=0.0,
         # seed 000 §3: with the options listed 17/20 and 15/20 repaired → 32/40.
-        "p_repair_with_options": 0.8,
+        p_repair_with_options=0.8,
         # seed 000 §3: raw ENOENT without options, 0/20 in both rounds.
-        "p_repair_without_options": 0.0,
+        p_repair_without_options=0.0,
         # assumption: no measurement; set equal to the options case.
-        "p_repair_missing_arg": 0.8,
+        p_repair_missing_arg=0.8,
         # seed 000 §3 round 2: 2/20 calls had no `name` at all → 2/40 over both rounds.
-        "p_drop_required_arg": 0.05,
+        p_drop_required_arg=0.05,
         # assumption (seed 003 narrative: "no papers found" is taken as a fact).
-        "p_flag_empty": 0.0,
+        p_flag_empty=0.0,
         # assumption (seed 003 narrative: the writer writes a confident report anyway).
-        "p_fabricate_on_empty": 0.9,
-        "p_fabricate_on_missing": 0.5,
+        p_fabricate_on_empty=0.9,
+        p_fabricate_on_missing=0.5,
         # assumption: a 7B model following "do not write when upstream reports errors".
-        "p_heed_upstream": 0.85,
-    },
-    "frontier": {
+        p_heed_upstream=0.85,
+    ),
+    "frontier": Behaviour(
         # ASSUMPTION, not a measurement: a stronger model, for comparison only.
-        "p_self_retry_transient": 0.6,
-        "p_use_task_wording": 0.5,
-        "p_guess_identifier": 0.05,
-        "p_repair_with_options": 0.97,
-        "p_repair_without_options": 0.1,
-        "p_repair_missing_arg": 0.98,
-        "p_drop_required_arg": 0.005,
-        "p_flag_empty": 0.5,
-        "p_fabricate_on_empty": 0.3,
-        "p_fabricate_on_missing": 0.2,
-        "p_heed_upstream": 0.98,
-    },
+        p_self_retry_transient=0.6,
+        p_use_task_wording=0.5,
+        p_guess_identifier=0.05,
+        p_repair_with_options=0.97,
+        p_repair_without_options=0.1,
+        p_repair_missing_arg=0.98,
+        p_drop_required_arg=0.005,
+        p_flag_empty=0.5,
+        p_fabricate_on_empty=0.3,
+        p_fabricate_on_missing=0.2,
+        p_heed_upstream=0.98,
+    ),
 }
 
 
-def behaviour(profile: str, overrides: dict[str, Any] | None = None) -> Behaviour:
+def profile_with(profile: str, overrides: Mapping[str, object]) -> dict[str, object]:
+    """The fields `behaviour` validates: the profile's, with `overrides` on top."""
+    return {**PROFILES[profile].model_dump(), **overrides}
+
+
+def behaviour(profile: str, overrides: Mapping[str, object] | None = None) -> Behaviour:
     if profile not in PROFILES:
         raise ValueError(f"unknown model profile {profile!r}; known: {', '.join(PROFILES)}")
-    return Behaviour.model_validate({**PROFILES[profile], **(overrides or {})})
+    return Behaviour.model_validate(profile_with(profile, overrides or {}))

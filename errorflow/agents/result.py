@@ -1,0 +1,64 @@
+"""An agent's result message: its payload, and where it goes.
+
+The payload carries the answer and, under `trace`, simulator bookkeeping for the scorer
+and the reports (costs, the codes of the reported failures) that a model never sees. A
+result goes to every agent the agent `sends_to` (or to the runner); a reviewer that
+finds claims wrong sends the work back to its author instead, as a task for the next
+round, while rounds are left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pydantic import JsonValue
+
+from errorflow.agents.answers import answer_to_wire
+from errorflow.agents.model import FinalAnswer
+from errorflow.agents.stop import StopReason
+from errorflow.bus import topics
+from errorflow.bus.envelope import JsonObject, Kind
+from errorflow.core.costs import Costs
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.scenario.model import AgentSpec
+
+
+@dataclass(frozen=True)
+class ResultPayload:
+    role: str
+    round: int
+    answer: FinalAnswer
+    stopped: StopReason | None
+    #: None: nothing to report (a crash, or a copy whose costs another recipient's
+    #: copy already carries); on the wire `{}`.
+    costs: Costs | None
+    failures: list[ErrorCode]
+
+    def without_costs(self) -> ResultPayload:
+        return replace(self, costs=None)
+
+    def to_wire(self) -> JsonObject:
+        costs: dict[str, JsonValue] = {}
+        if self.costs is not None:
+            costs.update(self.costs.to_wire())
+        return {
+            "role": self.role,
+            "round": self.round,
+            "answer": answer_to_wire(self.answer),
+            "stopped": None if self.stopped is None else self.stopped.wire,
+            "trace": {"costs": costs, "failures": [code.value for code in self.failures]},
+        }
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: Kind
+    targets: list[str]
+    round: int  # the round the recipients work on
+
+
+def route(spec: AgentSpec, final: FinalAnswer, round_: int) -> Route:
+    """Pass the work on, or send it back for revision while rounds are left."""
+    if spec.returns_to and final.revise and round_ < spec.max_revisions:
+        return Route(Kind.TASK, [spec.returns_to], round_ + 1)
+    return Route(Kind.RESULT, spec.sends_to or [topics.RUNNER], round_)

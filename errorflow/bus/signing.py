@@ -1,0 +1,108 @@
+"""Authenticated envelopes: HMAC-SHA256 with a per-run key.
+
+Theory of operation. The runner creates a random 32-byte key per run. It never travels
+on the bus: in-process agents get it as an argument, `errorflow agent` processes from
+`ERRORFLOW_RUN_KEY` or a key file only its owner can read. The sender encodes the
+envelope without its signature (`body`, compact JSON ending in `}`) and appends the
+signature as the last member: `body[:-1] + ',"sig":"<64 hex>"}'`. A receiver cuts the
+member off again and recomputes the MAC over exactly the bytes that were signed, so the
+check needs no re-encoding and an agent in another language can do the same. The body
+holds the run id, trial, sender, recipient, kind and seq, so the signature binds them:
+a message of another run (another key), a forged sender or a rewritten field fails.
+Replays of a valid message inside the run are dropped by message id (`SeenSet`).
+
+What it does not protect: anything a participant holding the key sends (a compromised
+agent process is inside the trust boundary), and confidentiality (use TLS for that).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from pathlib import Path
+
+KEY_BYTES = 32
+SIG_HEX = 64
+KEY_ENV = "ERRORFLOW_RUN_KEY"
+_MEMBER = b',"sig":"'
+_TAIL = len(_MEMBER) + SIG_HEX + 2  # ,"sig":" + hex + "}
+
+
+class RunKeyError(ValueError):
+    """A run key that cannot be used (wrong length, unreadable or too open a file)."""
+
+
+def new_key() -> bytes:
+    return secrets.token_bytes(KEY_BYTES)
+
+
+def sign(key: bytes, body: bytes) -> bytes:
+    """The wire bytes of an encoded envelope (`body`, a JSON object) with its signature."""
+    mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    return body[:-1] + _MEMBER + mac + b'"}'
+
+
+def split(raw: bytes) -> tuple[bytes, bytes] | None:
+    """(signed body, signature hex) of wire bytes; None if the last member is no
+    signature."""
+    if len(raw) <= _TAIL or not raw.endswith(b'"}'):
+        return None
+    cut = len(raw) - _TAIL
+    if raw[cut : cut + len(_MEMBER)] != _MEMBER:
+        return None
+    return raw[:cut] + b"}", raw[cut + len(_MEMBER) : -2]
+
+
+def verify(key: bytes, raw: bytes) -> str | None:
+    """None if `raw` carries a valid signature under `key`; else the rejection reason."""
+    parts = split(raw)
+    if parts is None:
+        return "unsigned"
+    body, sig = parts
+    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    return None if hmac.compare_digest(expected, sig) else "bad_signature"
+
+
+def key_to_text(key: bytes) -> str:
+    return key.hex()
+
+
+def key_from_text(text: str) -> bytes:
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        raise RunKeyError("a run key is 64 hexadecimal characters") from None
+    if len(key) != KEY_BYTES:
+        raise RunKeyError(
+            f"a run key is {KEY_BYTES * 2} hexadecimal characters, got {len(key) * 2}"
+        )
+    return key
+
+
+def write_key_file(path: Path, key: bytes) -> None:
+    """Write the key readable by its owner only (created 0600, never widened)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key_to_text(key) + "\n")
+    os.chmod(path, 0o600)
+
+
+def read_key_file(path: Path) -> bytes:
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text()
+    except OSError as exc:
+        raise RunKeyError(f"cannot read the run key file {path.name}: {exc.strerror}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise RunKeyError(
+            f"the run key file {path.name} is readable by others (chmod 600 {path.name})"
+        )
+    return key_from_text(text)
+
+
+def key_from_env() -> bytes | None:
+    text = os.environ.get(KEY_ENV)
+    return key_from_text(text) if text else None

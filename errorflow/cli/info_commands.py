@@ -1,0 +1,59 @@
+"""`errorflow validate`, `errorflow scenarios` and `errorflow schema`: commands that run
+nothing and say what a scenario or a message must be."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.table import Table
+
+from errorflow.agents.backends import check_backends
+from errorflow.bus.envelope import json_schema
+from errorflow.cli.args import EXIT_OK
+from errorflow.cli.console import out
+from errorflow.cli.run_commands import load_ref
+from errorflow.scenario.bundled import bundled, describe
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenario = load_ref(args.scenario)
+    check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
+    out.print(
+        f"[green]ok[/] {args.scenario}: scenario {scenario.name!r}, "
+        f"{len(scenario.agents)} agents, {len(scenario.tools)} tools, "
+        f"{scenario.trials} trials, propagation {scenario.propagation}"
+    )
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    table = Table(title="Bundled scenarios", title_justify="left")
+    table.add_column("name")
+    table.add_column("what it shows")
+    for name, path in bundled().items():
+        table.add_row(name, describe(path))
+    out.print(table)
+    out.print("run one with: errorflow run NAME   (or a path to your own YAML file)")
+    return EXIT_OK
+
+
+def add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    v = sub.add_parser("validate", help="check a scenario file and explain every problem")
+    v.add_argument("scenario")
+    v.set_defaults(func=cmd_validate)
+
+
+def add_schema(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("schema", help="print the message envelope's JSON Schema")
+    s.set_defaults(func=cmd_schema)
+
+
+def add_scenarios(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sc = sub.add_parser("scenarios", help="list the bundled scenarios")
+    sc.set_defaults(func=cmd_scenarios)

@@ -1,0 +1,55 @@
+"""HMAC envelope signatures: sign, split, verify, and the key's files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from errorflow.bus import signing
+
+
+def test_signed_bytes_are_json_with_a_sig_member_last() -> None:
+    key = signing.new_key()
+    wire = signing.sign(key, b'{"a":1,"b":"x"}')
+    data = json.loads(wire)
+    assert list(data) == ["a", "b", "sig"] and len(data["sig"]) == 64
+    assert signing.verify(key, wire) is None
+
+
+def test_other_key_or_changed_byte_is_a_bad_signature() -> None:
+    key = signing.new_key()
+    wire = signing.sign(key, b'{"sender":"writer","seq":3}')
+    assert signing.verify(signing.new_key(), wire) == "bad_signature"
+    assert signing.verify(key, wire.replace(b"writer", b"wr1ter")) == "bad_signature"
+    assert signing.verify(key, wire.replace(b":3", b":4")) == "bad_signature"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{}", b'{"a":1}', b'{"a":1,"sig":"abc"}', b'{"sig":"' + b"0" * 64 + b'"', b"[" * 99],
+)
+def test_unsigned_shapes(raw: bytes) -> None:
+    assert signing.verify(signing.new_key(), raw) == "unsigned"
+
+
+def test_key_file_is_private_and_round_trips(tmp_path: Path) -> None:
+    key = signing.new_key()
+    path = tmp_path / "run.key"
+    signing.write_key_file(path, key)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert signing.read_key_file(path) == key
+    os.chmod(path, 0o644)
+    with pytest.raises(signing.RunKeyError, match="readable by others"):
+        signing.read_key_file(path)
+
+
+def test_bad_key_texts_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(signing.RunKeyError):
+        signing.key_from_text("zz")
+    with pytest.raises(signing.RunKeyError, match="64 hexadecimal"):
+        signing.key_from_text("ab" * 8)
+    monkeypatch.setenv(signing.KEY_ENV, "cd" * 32)
+    assert signing.key_from_env() == bytes.fromhex("cd" * 32)

@@ -1,0 +1,107 @@
+"""Summaries over hand-made trial scores: the JSON shape stored and printed, the rates,
+costs over delivered trials only, amplification and paired differences."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from errorflow.core.costs import COST_KEYS, Costs
+from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.summary import amplification, paired_outcomes, summarize
+
+
+def trial(i: int, outcome: Outcome, depth: int = 0, **costs: float) -> TrialScore:
+    return TrialScore(i, outcome, depth, costs=Costs(**costs))
+
+
+SCORES = [
+    trial(0, Outcome.SUCCESS, backend_calls=1, model_calls=2, sim_seconds=0.1),
+    trial(1, Outcome.CONTAMINATED, 2, backend_calls=3, model_calls=2, retries=2),
+    trial(2, Outcome.CONTAINED, backend_calls=2, model_calls=2, input_tokens=100),
+    trial(3, Outcome.CONTAMINATED, 1, backend_calls=1, model_calls=1),
+    trial(4, Outcome.BUS_FAULT),  # no messages arrived: no costs known
+]
+
+
+def test_the_json_shape_is_the_stored_one() -> None:
+    summary = summarize(SCORES)
+    assert list(summary) == ["trials", "outcomes", "metrics"]
+    assert list(summary["metrics"]) == [
+        "rates",
+        "success_rate",
+        "contamination_rate",
+        "mean_depth",
+        "max_depth",
+        "per_trial",
+        "pass^3",
+    ]
+    assert list(summary["outcomes"]) == [o.value for o in Outcome]
+    assert list(summary["metrics"]["per_trial"]) == list(COST_KEYS)
+    assert json.loads(json.dumps(summary)) == summary
+
+
+def test_counts_rates_and_depths() -> None:
+    summary = summarize(SCORES)
+    m = summary["metrics"]
+    assert summary["trials"] == 5
+    assert summary["outcomes"] == {
+        "success": 1,
+        "contained": 1,
+        "contaminated": 2,
+        "bus_fault": 1,
+    }
+    assert m["rates"]["contaminated"]["rate"] == m["contamination_rate"] == 0.4
+    assert m["success_rate"] == 0.2
+    low, high = m["rates"]["success"]["ci95"]
+    assert low < 0.2 < high and round(low, 4) == low
+    assert (m["mean_depth"], m["max_depth"]) == (1.5, 2)
+    assert m["pass^3"] == 0.0  # one group of three; trial 1 failed
+
+
+def test_costs_are_averaged_over_delivered_trials_only() -> None:
+    per = summarize(SCORES)["metrics"]["per_trial"]
+    # four trials delivered their messages; the bus fault would make each look cheaper
+    assert per["backend_calls"] == 7 / 4
+    assert per["model_calls"] == 7 / 4
+    assert per["input_tokens"] == 25.0
+    assert per["sim_seconds"] == round(0.1 / 4, 4)
+
+
+def test_empty_and_short_runs() -> None:
+    summary = summarize([])
+    assert summary["trials"] == 0
+    assert summary["metrics"]["rates"]["success"] == {"rate": 0.0, "ci95": [0.0, 1.0]}
+    assert summary["metrics"]["per_trial"] == {k: 0.0 for k in COST_KEYS}
+    assert summary["metrics"]["pass^3"] is None
+    only_faults = summarize([trial(0, Outcome.BUS_FAULT)])
+    assert only_faults["metrics"]["per_trial"]["backend_calls"] == 0.0
+
+
+def test_amplification_against_the_baseline() -> None:
+    per = {"backend_calls": 3.0, "model_calls": 2.0}
+    assert amplification(per, {"backend_calls": 2.0, "model_calls": 2.0}) == {
+        "backend_calls": 1.5,
+        "model_calls": 1.0,
+    }
+    assert amplification({"backend_calls": 1.0, "model_calls": 2.0}, {"backend_calls": 3.0})[
+        "backend_calls"
+    ] == pytest.approx(0.3333)
+    # no baseline, or a baseline that spent nothing on an axis: no ratio
+    assert amplification(per, None) == {"backend_calls": None, "model_calls": None}
+    assert amplification(per, {"backend_calls": 0.0, "model_calls": 4.0}) == {
+        "backend_calls": None,
+        "model_calls": 0.5,
+    }
+
+
+def test_paired_outcomes_take_enums_or_stored_strings() -> None:
+    a = [Outcome.SUCCESS, Outcome.CONTAINED, Outcome.SUCCESS]
+    b = ["contaminated", "contaminated", "success"]
+    paired = paired_outcomes(a, b)
+    assert list(paired) == ["success", "contaminated"]
+    assert (paired["success"]["only_a"], paired["success"]["only_b"]) == (1, 0)
+    assert (paired["contaminated"]["only_a"], paired["contaminated"]["only_b"]) == (0, 2)
+    assert paired["contaminated"]["diff"] == pytest.approx(-2 / 3)
+    assert paired == paired_outcomes([o.value for o in a], b)

@@ -1,0 +1,136 @@
+"""The terminal tables, on summaries built from hand-made trial scores."""
+
+from __future__ import annotations
+
+from rich.console import Console, RenderableType
+
+from errorflow.core.costs import Costs
+from errorflow.reports.tables import cost_line, paired_table, print_run, sweep_tables
+from errorflow.runtime.experiment import ArmJson, SweepJson
+from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.summary import Amplification, RunJson, paired_outcomes, summarize
+
+
+def run_json(outcomes: list[Outcome], backend: float = 1.0, model: float = 2.0) -> RunJson:
+    costs = Costs(backend_calls=backend, model_calls=model, input_tokens=300, output_tokens=50)
+    scores = [
+        TrialScore(i, o, 2 if o is Outcome.CONTAMINATED else 0, costs=costs)
+        for i, o in enumerate(outcomes)
+    ]
+    summary = summarize(scores)
+    return {
+        "run_id": "r-1",
+        "scenario": "contamination",
+        "seed": 3,
+        "trials": summary["trials"],
+        "propagation": "explicit",
+        "broker": "embedded",
+        "outcomes": summary["outcomes"],
+        "metrics": summary["metrics"],
+        "rejects": {},
+    }
+
+
+def arm_json(label: str, outcomes: list[Outcome], backend: float = 1.0) -> ArmJson:
+    amplification: Amplification = {"backend_calls": backend / 0.8, "model_calls": 1.0}
+    return {
+        **run_json(outcomes, backend),
+        "label": label,
+        "baseline_per_trial": {"backend_calls": 0.8, "model_calls": 2.0},
+        "amplification": amplification,
+    }
+
+
+def text(renderable: RenderableType) -> str:
+    console = Console(record=True, width=160)
+    console.print(renderable)
+    return console.export_text()
+
+
+EXPLICIT = [Outcome.SUCCESS, Outcome.CONTAINED, Outcome.CONTAINED, Outcome.CONTAMINATED]
+IMPLICIT = [Outcome.SUCCESS, Outcome.CONTAMINATED, Outcome.CONTAMINATED, Outcome.CONTAMINATED]
+
+
+def test_print_run_shows_outcomes_costs_and_depth() -> None:
+    console = Console(record=True, width=160)
+    data = run_json(EXPLICIT)
+    data["rejects"] = {"bad_version": 2}
+    print_run(console, data, wall=1.5)
+    out = console.export_text()
+    assert "contamination  run r-1  seed 3  trials 4  propagation explicit" in out
+    assert "│ contained    │      2 │  50% │" in out
+    assert "bus_fault" not in out  # none happened: no row
+    assert "per trial: backend calls 1.00, model calls 2.00, tokens 350," in out
+    assert "amplification" not in out  # no baseline
+    assert "contamination depth: mean 2.00, max 2 hops" in out
+    assert "rejected messages: {'bad_version': 2}" in out
+    assert "wall time 1.50s" in out
+
+
+def test_a_bus_fault_gets_a_row_and_no_depth_line_without_contamination() -> None:
+    console = Console(record=True, width=160)
+    print_run(console, run_json([Outcome.SUCCESS, Outcome.BUS_FAULT]))
+    out = console.export_text()
+    assert "│ bus_fault    │      1 │  50% │" in out
+    assert "contamination depth" not in out and "wall time" not in out
+
+
+def test_cost_line_with_amplification() -> None:
+    line = cost_line(arm_json("blind-retry", EXPLICIT, backend=1.2))
+    assert line.endswith("amplification vs fault-free baseline: backend 1.50×, model 1.00×")
+
+
+def test_paired_table() -> None:
+    arms = {"explicit": arm_json("explicit", EXPLICIT), "implicit": arm_json("implicit", IMPLICIT)}
+    paired = paired_outcomes(EXPLICIT, IMPLICIT)
+    out = text(paired_table(arms, paired))
+    assert "│ contaminated        │  1 (25%, 5%–70%) │ 3 (75%, 30%–95%) │" in out
+    assert "│ backend calls/trial │             1.00 │             1.00 │" in out
+    assert "│ mean depth          │             2.00 │             2.00 │" in out
+    assert "bus_fault" not in out
+    assert (
+        "contaminated: explicit − implicit = -50% (95% CI -99% to -1%; discordant trials "
+        "0 vs 2 of 4)" in out
+    )
+
+
+def sweep(axes: list[tuple[str, list[str]]], with_reference: bool) -> SweepJson:
+    labels = ["/".join(p) for p in _product([values for _, values in axes])]
+    return {
+        "group_id": "g",
+        "scenario": "amplification",
+        "seed": 0,
+        "trials": 4,
+        "axes": [{"name": name, "values": values} for name, values in axes],
+        "cells": {label: arm_json(label, EXPLICIT) for label in labels},
+        "reference": {
+            "source": "seed 000 §4",
+            "note": "",
+            "cells": {labels[0]: {"success": "19/20", "backend_amplification": 1.5}},
+        }
+        if with_reference
+        else None,
+        "wall_seconds": 0.5,
+    }
+
+
+def _product(lists: list[list[str]]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = [()]
+    for values in lists:
+        out = [(*p, v) for p in out for v in values]
+    return out
+
+
+def test_one_axis_sweep_prints_published_rows() -> None:
+    out = text(sweep_tables(sweep([("strategy", ["blind-retry", "classify"])], True)))
+    assert "│ blind-retry │     1/4 │     1/4 │ 1.00/2.00 │   1.25/1.00 │" in out
+    assert "│   published │   19/20 │         │           │       1.5/? │" in out
+    assert "published: seed 000 §4" in out
+
+
+def test_two_axis_sweep_is_a_matrix_per_metric() -> None:
+    data = sweep([("class", ["transient", "fatal"]), ("strategy", ["a", "b"])], False)
+    out = text(sweep_tables(data))
+    assert "amplification: success" in out and "amplification: contaminated" in out
+    assert "│ fatal            │ 1/4 │ 1/4 │" in out
+    assert "published" not in out
