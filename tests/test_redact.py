@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from errorflow.policies.redact import redact, redact_obj
+from errorflow.core.redact import redact, redact_obj
 
 LEAKS = [
     ("HTTP 401: key=sk-live-4f9a8b7c6d5e4f3a2b1c", "sk-live-4f9a8b7c6d5e4f3a2b1c"),

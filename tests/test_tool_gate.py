@@ -15,12 +15,12 @@ from errorflow.agents.model import ToolCall
 from errorflow.agents.tool_gate import GateOutcome, ToolGate
 from errorflow.agents.world import ToolClient
 from errorflow.core.events import AgentEvent
+from errorflow.core.redact import redact_obj
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.loop_guard import LoopGuard
-from errorflow.policies.redact import redact_obj
 from errorflow.policies.strategies import build_policy
 from errorflow.scenario.model import Scenario
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from errorflow.bus.envelope import Envelope, Kind
-from errorflow.policies.redact import redact
+from errorflow.core.redact import redact
 from errorflow.tui.state import RunModel
 from tests.conftest import scenario
 

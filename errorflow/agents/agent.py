@@ -40,6 +40,7 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import Connection
 from errorflow.core.costs import Costs
 from errorflow.core.events import AgentEvent, AgentStart
+from errorflow.core.redact import redact
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
@@ -47,7 +48,6 @@ from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
-from errorflow.policies.redact import redact
 from errorflow.scenario.catalog import DESCRIPTIONS, input_schema
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.policy import policy_for
@@ -76,6 +76,7 @@ class Agent:
         run_id: str,
         conn: Connection,
         *,
+        run_key: bytes,
         api_key: str | None = None,
         on_trace: OnTrace | None = None,
     ) -> None:
@@ -85,7 +86,7 @@ class Agent:
         self.policy = policy_for(scenario, name)
         self.mode = scenario.propagation
         members = set(scenario.agents) | {topics.RUNNER}
-        self.endpoint = Endpoint(conn, run_id, name, members)
+        self.endpoint = Endpoint(conn, run_id, name, members, key=run_key)
         self.run_id = run_id
         self.backends = BackendFactory(self.spec.model, scenario.seed, name, api_key)
         tools = [
@@ -122,11 +123,14 @@ class Agent:
         await self.endpoint.start()
         try:
             async for env in self.endpoint.receive():
-                if env.kind is Kind.CONTROL:
-                    if await self.presence.on_control(env.payload):
-                        break
-                elif env.kind in (Kind.TASK, Kind.RESULT) and env.recipient == self.name:
-                    self._accept(env)
+                try:
+                    if env.kind is Kind.CONTROL:
+                        if await self.presence.on_control(env.payload):
+                            break
+                    elif env.kind in (Kind.TASK, Kind.RESULT) and env.recipient == self.name:
+                        self._accept(env)
+                except Exception as exc:  # one message never stops the agent
+                    self.endpoint.handler_failed(env, exc)
         finally:
             for task in list(self._tasks):
                 task.cancel()

@@ -77,8 +77,8 @@ from errorflow.agents.model import (
     Usage,
 )
 from errorflow.bus.envelope import JsonObject
+from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.policies.redact import redact
 from errorflow.scenario.model import ModelSpec
 
 log = logging.getLogger(__name__)

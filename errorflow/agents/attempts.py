@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from errorflow.core.events import BreakerChange, Emit
+from errorflow.core.redact import redact
 from errorflow.core.simclock import SimClock
 from errorflow.policies.breaker import BreakerBank, BreakerDecision, Transition
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import RetryConfig
-from errorflow.policies.redact import redact
 from errorflow.policies.retry import RetryDecision, decide_retry
 
 T = TypeVar("T")

@@ -29,11 +29,11 @@ from errorflow.agents.model import (
 from errorflow.agents.stop import StopReason
 from errorflow.agents.tool_gate import GateOutcome
 from errorflow.core.events import Emit, LoopStop
+from errorflow.core.redact import redact
 from errorflow.core.taxonomy import UNRECOVERABLE, ErrorCode
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
-from errorflow.policies.redact import redact
 
 
 class ModelCaller(Protocol):

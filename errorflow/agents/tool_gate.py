@@ -28,6 +28,7 @@ from errorflow.agents.attempts import (
 from errorflow.agents.model import ToolCall
 from errorflow.agents.world import ToolClient, empty_of
 from errorflow.core.events import Emit, GuardBlock, RetriesExhausted, RetryScheduled, ToolCallEvent
+from errorflow.core.redact import redact, redact_obj
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import SOFT, ErrorCode
 from errorflow.core.tool_errors import CallTimeout, ToolException
@@ -37,7 +38,6 @@ from errorflow.policies.classify import Failure, classify_body, classify_excepti
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.loop_guard import LoopGuard, canonical_args
 from errorflow.policies.observation import observe_failure, observe_success
-from errorflow.policies.redact import redact, redact_obj
 from errorflow.policies.retry import RetryDecision
 
 #: Arguments as they reached the tool: a mapping, or the text of an unparseable call.

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
-from errorflow.bus import topics
+from errorflow.bus import signing, topics
 from errorflow.bus.envelope import (
     Envelope,
     JsonObject,
@@ -39,6 +39,7 @@ from errorflow.bus.outbox import GiveUp, Outbox, Resend
 from errorflow.bus.transport import Connection
 from errorflow.core.control import Ack, Control, ControlAction, parse_control
 from errorflow.core.events import Event
+from errorflow.core.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +86,15 @@ class Endpoint:
         *,
         ack_timeout_s: float = ACK_TIMEOUT_S,
         max_resends: int = MAX_RESENDS,
+        key: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.conn = conn
+        # The run key: everything we send is signed and everything we accept must carry a
+        # valid signature. None only for a read-only observer that cannot verify (it
+        # neither signs nor checks, and says so: `verified` is False).
+        self.key = key
         self.run_id = run_id
         self.name = name
         self.members = set(members) if members is not None else None
@@ -99,6 +105,10 @@ class Endpoint:
         self._clock = clock
         self._sleep = sleep
         self._resender: asyncio.Task[None] | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.key is not None
 
     @property
     def pending(self) -> int:
@@ -149,7 +159,7 @@ class Endpoint:
             derived_from=derived_from,
         )
         topic = topics.for_message(self.run_id, kind, self.name, recipient)
-        raw = env.encode()
+        raw = env.encode(self.key)
         if kind in RELIABLE_KINDS and self._resender is not None:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
         await self.conn.publish(topic, raw)
@@ -221,6 +231,8 @@ class Endpoint:
             self.rejects[exc.reason] += 1
             return None, None
         reason = rejection_reason(env, self.run_id, self.members)
+        if reason is None and self.key is not None:
+            reason = signing.verify(self.key, raw)  # before anything acts on it, acks too
         if reason is not None:
             self.rejects[reason] += 1
             return None, None
@@ -245,6 +257,18 @@ class Endpoint:
                 continue
             yield env
 
+    def handler_failed(self, env: Envelope, exc: Exception) -> None:
+        """A receiver's code failed on one accepted message: counted and logged, and the
+        receive loop goes on (no single message stops it)."""
+        self.rejects["handler_error"] += 1
+        log.error(
+            "%s: message %s from %s could not be handled: %s",
+            self.name,
+            env.id,
+            env.sender,
+            redact(f"{type(exc).__name__}: {exc}")[:300],
+        )
+
     async def _ack(self, env: Envelope) -> None:
         ack = self._envelope(
             kind=Kind.CONTROL,
@@ -254,7 +278,7 @@ class Endpoint:
             payload=Ack(id=env.id).to_payload(),
         )
         with contextlib.suppress(ConnectionError):
-            await self.conn.publish(topics.acks(self.run_id, env.sender), ack.encode())
+            await self.conn.publish(topics.acks(self.run_id, env.sender), ack.encode(self.key))
 
     async def _resend_loop(self) -> None:
         """The driver: sleep until the next deadline, then do what the outbox decided."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from errorflow.core.redact import redact, redact_obj
 from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 from errorflow.policies.classify import ArgumentProblem, Failure
-from errorflow.policies.redact import redact, redact_obj
 
 MAX_OPTIONS = 20
 

@@ -16,6 +16,7 @@ async def run_agent_process(
     run_id: str,
     url: BrokerURL,
     *,
+    run_key: bytes,
     propagation: str | None = None,
     seed: int | None = None,
 ) -> None:
@@ -24,7 +25,7 @@ async def run_agent_process(
     bus = MqttBus(url)
     try:
         conn = await bus.connect(f"{run_id}-{name}")
-        agent = Agent(name, scenario, run_id, conn, api_key=api_key)
+        agent = Agent(name, scenario, run_id, conn, run_key=run_key, api_key=api_key)
         await agent.run()
         if agent.mismatch:
             raise ConfigurationError(agent.mismatch)

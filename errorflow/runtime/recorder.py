@@ -16,12 +16,12 @@ from collections import Counter
 
 import aiosqlite
 
-from errorflow.bus import topics
+from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import SeenSet, rejection_reason
 from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
 from errorflow.bus.transport import Connection
 from errorflow.core.control import Bye, ControlAction, End, parse_control
-from errorflow.policies.redact import redact
+from errorflow.core.redact import redact
 from errorflow.runtime.store import (
     EventRow,
     LabelRow,
@@ -53,8 +53,10 @@ class Recorder:
         run_id: str,
         members: set[str],
         agents: set[str] | None = None,
+        key: bytes | None = None,
     ) -> None:
         self.db, self.conn, self.run_id, self.members = db, conn, run_id, members
+        self.key = key  # the run key: unsigned or forged messages are rejects, not rows
         self.seen = SeenSet()
         self.rejects: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
@@ -105,6 +107,14 @@ class Recorder:
             await self.flush()
 
     def handle(self, topic: str, raw: bytes) -> None:
+        """File one message; whatever it holds, it never stops the recorder."""
+        try:
+            self._handle(topic, raw)
+        except Exception as exc:
+            log.error("recorder: message on %s not filed: %s", topic, redact(repr(exc))[:300])
+            self._reject(topic, "handler_error", type(exc).__name__, raw, time.time())
+
+    def _handle(self, topic: str, raw: bytes) -> None:
         self.handled += 1
         now = time.time()
         try:
@@ -113,6 +123,8 @@ class Recorder:
             self._reject(topic, exc.reason, exc.detail, raw, now)
             return
         reason = rejection_reason(env, self.run_id, self.members)
+        if reason is None and self.key is not None:
+            reason = signing.verify(self.key, raw)
         if reason is None and not self.seen.add(env.id):
             reason = "duplicate"
         if reason is not None:

@@ -23,7 +23,7 @@ import aiosqlite
 
 from errorflow.agents.agent import Agent, OnTrace
 from errorflow.agents.backends import check_backends
-from errorflow.bus import topics
+from errorflow.bus import signing, topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind
@@ -73,6 +73,9 @@ class RunOptions:
     label: str | None = None  # this run's arm or cell within its group
     on_trial: Callable[[TrialScore], None] | None = None
     on_trace: OnTrace | None = None
+    # The run key that signs every envelope of the run (None: a fresh one). It never
+    # travels on the bus; `errorflow agent` processes get it from a file or the env.
+    run_key: bytes | None = None
 
 
 @dataclass
@@ -200,6 +203,7 @@ class _Runner:
     ) -> None:
         self.scenario, self.run_id, self.bus, self.db = scenario, run_id, bus, db
         self.options, self.api_key = options, api_key
+        self.key = options.run_key if options.run_key is not None else signing.new_key()
         self.members = set(scenario.agents) | {topics.RUNNER}
         self.truth = Truth(scenario)
         self.tracker = TrialTracker(scenario.terminal_agents())
@@ -226,10 +230,11 @@ class _Runner:
             self.run_id,
             self.members,
             agents=set(s.agents),
+            key=self.key,
         )
         await self.recorder.start()
         conn = await self._connect(f"{self.run_id}-runner")
-        self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members)
+        self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members, key=self.key)
         await conn.subscribe(f"{topics.ROOT}/{self.run_id}/inbox/+")
         await conn.subscribe(topics.control_filter(self.run_id))
         await ep.start()
@@ -265,6 +270,7 @@ class _Runner:
                 self.scenario,
                 self.run_id,
                 await self._connect(f"{self.run_id}-{name}"),
+                run_key=self.key,
                 api_key=self.api_key,
                 on_trace=self.options.on_trace,
             )
@@ -371,17 +377,23 @@ class _Runner:
     async def _read(self) -> None:
         assert self.endpoint is not None
         async for env in self.endpoint.receive():
-            if env.kind is Kind.CONTROL:
-                self._control(env)
-                continue
-            if env.kind is not Kind.RESULT and not (
-                env.kind is Kind.TASK and env.sender != topics.RUNNER
-            ):
-                continue  # the runner's own tasks are filed when it sends them
-            if self.tracker.add(env):
-                fut = self.done.get(env.trial)
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
+            try:
+                self._file(env)
+            except Exception as exc:  # one message never stops the runner
+                self.endpoint.handler_failed(env, exc)
+
+    def _file(self, env: Envelope) -> None:
+        if env.kind is Kind.CONTROL:
+            self._control(env)
+            return
+        if env.kind is not Kind.RESULT and not (
+            env.kind is Kind.TASK and env.sender != topics.RUNNER
+        ):
+            return  # the runner's own tasks are filed when it sends them
+        if self.tracker.add(env):
+            fut = self.done.get(env.trial)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
 
     def _control(self, env: Envelope) -> None:
         if isinstance(parse_control(env.payload), Hello) and env.sender in self.scenario.agents:

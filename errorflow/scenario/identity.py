@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-from errorflow.policies.redact import redact_obj
+from errorflow.core.redact import redact_obj
 from errorflow.scenario.model import Scenario
 
 

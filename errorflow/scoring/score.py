@@ -25,7 +25,7 @@ from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.world import truth
 from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.costs import Costs
-from errorflow.policies.redact import redact_obj
+from errorflow.core.redact import redact_obj
 from errorflow.scenario.model import Scenario
 
 

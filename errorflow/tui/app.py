@@ -215,6 +215,8 @@ class ErrorflowApp(App[int]):
         s = self.session
         if s.mode == "replay":
             return f"replay ×{s.speed:g}" if s.speed > 0 else "replay"
+        if s.mode == "attach" and s.run_key is None:
+            return "attach (unverified: no run key)"  # forged messages would show too
         return s.mode
 
     # -- feed selection ------------------------------------------------------------------

@@ -36,6 +36,8 @@ class Session:
     target: str | None = None  # the run to attach to or replay
     speed: float = 1.0
     stored: StoredRun | None = None  # replay: the stored run
+    # attach: the run's key, to verify what it shows (None: shown as unverified)
+    run_key: bytes | None = None
 
     def first(self) -> Source:
         if self.mode == "replay":
@@ -43,7 +45,7 @@ class Session:
             return Replay(self.db_path, self.stored.run_id, self.speed, self.stored.scenario)
         if self.mode == "attach":
             assert self.target is not None
-            return Attach(self.target, self.holder, self.scenario)
+            return Attach(self.target, self.holder, self.scenario, key=self.run_key)
         return LiveRun(self._need_scenario(), self.holder, self.db_path)
 
     def rerun(self) -> Source:

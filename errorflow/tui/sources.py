@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from errorflow.bus import topics
+from errorflow.bus import signing, topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope
@@ -83,10 +83,17 @@ async def _subscribe(bus: Bus, run_id: str) -> Connection:
     return conn
 
 
-async def _pump(conn: Connection, run_id: str, members: set[str] | None, sink: Sink) -> None:
-    # Endpoint.check drops invalid messages, other runs' and duplicates (QoS 1 resends).
-    async for env in Endpoint(conn, run_id, "tui", members).receive():
-        sink(env)
+async def _pump(
+    conn: Connection, run_id: str, members: set[str] | None, sink: Sink, key: bytes | None
+) -> None:
+    # The endpoint drops invalid messages, other runs', duplicates (QoS 1 resends) and,
+    # with the run key, unsigned or forged ones.
+    endpoint = Endpoint(conn, run_id, "tui", members, key=key)
+    async for env in endpoint.receive():
+        try:
+            sink(env)
+        except Exception as exc:  # one message never stops the view
+            endpoint.handler_failed(env, exc)
         if is_run_end(env):
             return
 
@@ -99,6 +106,7 @@ class LiveRun:
     holder: BusHolder
     db_path: Path
     run_id: str = ""
+    key: bytes = field(default_factory=signing.new_key, repr=False)  # we run it: we verify
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or new_run_id(self.scenario.name)
@@ -107,9 +115,11 @@ class LiveRun:
         bus = await self.holder.get()
         conn = await _subscribe(bus, self.run_id)
         members = set(self.scenario.agents) | {topics.RUNNER}
-        reader = asyncio.create_task(_pump(conn, self.run_id, members, sink))
+        reader = asyncio.create_task(_pump(conn, self.run_id, members, sink, self.key))
         try:
-            options = RunOptions(bus=bus, run_id=self.run_id, db_path=self.db_path)
+            options = RunOptions(
+                bus=bus, run_id=self.run_id, db_path=self.db_path, run_key=self.key
+            )
             await run_scenario(self.scenario, options)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(reader), END_GRACE_S)
@@ -127,12 +137,13 @@ class Attach:
     run_id: str
     holder: BusHolder
     scenario: Scenario | None = None
+    key: bytes | None = field(default=None, repr=False)  # None: nothing can be verified
 
     async def run(self, sink: Sink) -> None:
         conn = await _subscribe(await self.holder.get(), self.run_id)
         members = set(self.scenario.agents) | {topics.RUNNER} if self.scenario else None
         try:
-            await _pump(conn, self.run_id, members, sink)
+            await _pump(conn, self.run_id, members, sink, self.key)
         finally:
             await conn.close()
 
