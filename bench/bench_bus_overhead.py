@@ -2,7 +2,8 @@
 
 errorflow path, per message: build an `Envelope` (pydantic validation), `encode()`,
 `MqttConnection.publish` (QoS 1), the connection's reader task and queue, then
-`Endpoint.check` (decode: json + pydantic validation, run/sender/duplicate checks).
+`Endpoint.check` (decode: json + pydantic validation, run/sender/duplicate checks and
+the HMAC-SHA256 signature every run's envelopes carry: `encode(KEY)` / `key=KEY`).
 raw path: `aiomqtt.Client.publish` of ready bytes of the same size (QoS 1) and
 `async for message in client.messages` on a second client.
 
@@ -36,7 +37,7 @@ from typing import Any
 import aiomqtt
 from _util import broker, no_delay, parse_args, row, run, verdict
 
-from errorflow.bus import topics
+from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind, Status, WireError, decode
 from errorflow.bus.mqtt import MqttConnection
@@ -45,6 +46,7 @@ from errorflow.core.taxonomy import ErrorCode
 
 TARGET = 1.15
 RUN_ID = "bench-bus"
+KEY = signing.new_key()  # a run key: runs sign and verify every envelope
 TOPIC = f"errorflow/{RUN_ID}/inbox/writer"
 
 # A researcher's result message as the contamination scenario sends it (about 720 B).
@@ -155,7 +157,7 @@ async def errorflow_round(
     await pub.start()
     try:
         await sub.subscribe(TOPIC)
-        receiver = Endpoint(sub, RUN_ID, "writer", {"researcher", "runner", "writer"})
+        receiver = Endpoint(sub, RUN_ID, "writer", {"researcher", "runner", "writer"}, key=KEY)
         got = 0
         done = asyncio.Event()
 
@@ -176,7 +178,7 @@ async def errorflow_round(
 
         async def send(i: int) -> None:
             # The same work as Endpoint.send: build (validate), encode, publish.
-            await pub.publish(TOPIC, build(i).encode() if envelopes else SAMPLE)
+            await pub.publish(TOPIC, build(i).encode(KEY) if envelopes else SAMPLE)
 
         await _publish_all(n, window, send)
         await asyncio.wait_for(done.wait(), 120)
@@ -196,8 +198,8 @@ async def acked_round(url: BrokerURL, n: int, window: int) -> float:
     await sub.start()
     await pub.start()
     members = {"researcher", "writer"}
-    receiver = Endpoint(sub, RUN_ID, "writer", members)
-    sender = Endpoint(pub, RUN_ID, "researcher", members)
+    receiver = Endpoint(sub, RUN_ID, "writer", members, key=KEY)
+    sender = Endpoint(pub, RUN_ID, "researcher", members, key=KEY)
     tasks: list[asyncio.Task[None]] = []
     try:
         await sub.subscribe(topics.inbox(RUN_ID, "writer"))
@@ -246,9 +248,9 @@ async def acked_round(url: BrokerURL, n: int, window: int) -> float:
 
 def cpu_costs(n: int = 5000) -> dict[str, float]:
     """Microseconds per message of the envelope work alone (no I/O)."""
-    ep = Endpoint(None, RUN_ID, "writer", {"researcher"})  # type: ignore[arg-type]
+    ep = Endpoint(None, RUN_ID, "writer", {"researcher"}, key=KEY)  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    blobs = [build(i).encode() for i in range(n)]
+    blobs = [build(i).encode(KEY) for i in range(n)]
     t1 = time.perf_counter()
     for b in blobs:
         decode(b)
@@ -256,8 +258,12 @@ def cpu_costs(n: int = 5000) -> dict[str, float]:
     for b in blobs:
         ep.check(TOPIC, b)
     t3 = time.perf_counter()
-    return {"build+encode": (t1 - t0) / n * 1e6, "decode": (t2 - t1) / n * 1e6,
-            "check": (t3 - t2) / n * 1e6}
+    for b in blobs:
+        signing.sign(KEY, b)
+        signing.verify(KEY, b)
+    t4 = time.perf_counter()
+    return {"build+encode+sign": (t1 - t0) / n * 1e6, "decode": (t2 - t1) / n * 1e6,
+            "check (decode+verify)": (t3 - t2) / n * 1e6, "sign+verify": (t4 - t3) / n * 1e6}
 
 
 async def bench_broker(kind: str, n: int, rounds: int) -> dict[str, Any]:
