@@ -97,6 +97,7 @@ SAMPLE = build(10**6).encode()  # the raw path sends bytes of this size
 
 def _client(url: BrokerURL, cid: str) -> aiomqtt.Client:
     return aiomqtt.Client(url.host, url.port, identifier=cid,
+                          username=url.username, password=url.password,
                           protocol=aiomqtt.ProtocolVersion.V311, keepalive=15, timeout=10,
                           clean_session=True)
 

@@ -3,13 +3,23 @@
 A real HTTP server (stdlib ThreadingHTTPServer on port 0, in a background thread)
 answers each request with the next scripted reply and records what it received, so
 tests drive the real SDK over a real socket.
+
+It also serves `GET /v1/models/{id}` (the check a run makes before its first trial,
+recorded in `lookups`, not `received`) and can misbehave as a broken infrastructure
+would: `api_key=` refuses every other key (401), `models=` knows only those models (404
+for the rest, on lookups and messages alike), and `stop_after=` stops listening after
+that many messages were answered (connection refused from then on), and
+`serves_models=False` plays a proxy without the models endpoint. `unused_url()` is a
+server nobody listens on.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -63,12 +73,50 @@ def error_body(err_type: str, msg: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": err_type, "message": msg}}
 
 
+def model_info(model: str) -> dict[str, Any]:
+    """What `GET /v1/models/{id}` answers for a model the server has."""
+    return {
+        "type": "model",
+        "id": model,
+        "display_name": model,
+        "created_at": "2025-01-01T00:00:00Z",
+    }
+
+
+def unused_url() -> str:
+    """The base_url of a port nobody listens on (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _credential(headers: dict[str, str]) -> str:
+    if "x-api-key" in headers:
+        return headers["x-api-key"]
+    return headers.get("authorization", "").removeprefix("Bearer ")
+
+
 class FakeAnthropic:
     """Use as a context manager; `url` is the base_url to give the SDK."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        models: Collection[str] | None = None,
+        stop_after: int | None = None,
+        serves_models: bool = True,
+    ) -> None:
         self.replies: list[Reply] = []
         self.received: list[Received] = []
+        self.lookups: list[Received] = []  # GET /v1/models/{id}
+        self.api_key = api_key  # None: any key is accepted
+        self.models = None if models is None else set(models)  # None: every model exists
+        self.stop_after = stop_after  # messages answered before the server goes away
+        self.answered = 0
+        self.serves_models = serves_models  # False: a proxy without the models endpoint
+        self.stopped = threading.Event()
         self._lock = threading.Lock()
         fake = self
 
@@ -76,29 +124,53 @@ class FakeAnthropic:
             def log_message(self, format: str, *args: Any) -> None:  # silence stderr
                 pass
 
-            def do_POST(self) -> None:
+            def _received(self, method: str) -> Received:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
                     body: Any = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                return Received(method=method, path=self.path, headers=headers, body=body)
+
+            def do_GET(self) -> None:
+                if fake.stopped.is_set():  # going away: drop the connection unanswered
+                    return
+                got = self._received("GET")
                 with fake._lock:
-                    fake.received.append(
-                        Received(
-                            method="POST",
-                            path=self.path,
-                            headers={k.lower(): v for k, v in self.headers.items()},
-                            body=body,
+                    fake.lookups.append(got)
+                model = self.path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+                reply = fake._refusal(got, model) or Reply(200, model_info(model))
+                if not fake.serves_models:
+                    reply = Reply(404, error_body("not_found_error", f"no route {self.path}"))
+                self._send(reply)
+
+            def do_POST(self) -> None:
+                if fake.stopped.is_set():  # going away: drop the connection unanswered
+                    return
+                got = self._received("POST")
+                model = got.body.get("model") if isinstance(got.body, dict) else None
+                with fake._lock:
+                    fake.received.append(got)
+                    reply = fake._refusal(got, model)
+                    if reply is None:
+                        reply = (
+                            fake.replies.pop(0)
+                            if fake.replies
+                            else Reply(500, error_body("api_error", "no scripted reply left"))
                         )
-                    )
-                    reply = (
-                        fake.replies.pop(0)
-                        if fake.replies
-                        else Reply(500, error_body("api_error", "no scripted reply left"))
-                    )
+                    fake.answered += 1
+                    last = fake.answered == fake.stop_after
+                    if last:  # set before answering: the next request finds it gone
+                        fake.stopped.set()
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                self._send(reply)
+                if last:
+                    threading.Thread(target=fake._go_away, daemon=True).start()
+
+            def _send(self, reply: Reply) -> None:
                 payload = (
                     reply.body.encode()
                     if isinstance(reply.body, str)
@@ -118,13 +190,27 @@ class FakeAnthropic:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        self._address = self._server.server_address[:2]
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
+    def _refusal(self, got: Received, model: object) -> Reply | None:
+        """The answer of a server whose infrastructure is wrong for this request."""
+        if self.api_key is not None and _credential(got.headers) != self.api_key:
+            return Reply(401, error_body("authentication_error", "invalid x-api-key"))
+        if self.models is not None and model not in self.models:
+            return Reply(404, error_body("not_found_error", f"model: {model}"))
+        return None
+
+    def _go_away(self) -> None:
+        """Stop listening: every later connection is refused."""
+        self._server.shutdown()
+        self._server.server_close()
+
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._address
         return f"http://{host!s}:{port}"
 
     def script(self, *replies: Reply) -> None:
@@ -136,6 +222,8 @@ class FakeAnthropic:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        if not self.stopped.is_set():
+            self.stopped.set()
+            self._go_away()
         self._thread.join(timeout=5)
+        self._server.server_close()  # again: a no-op unless the stop raced the exit

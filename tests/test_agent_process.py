@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -10,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.bus import signing
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
 from tests.conftest import Mosquitto, scenario
 from tests.test_runner import normalised
+
+#: The run key the runner and the agent processes share (handed over in the environment).
+KEY = signing.new_key()
+KEY_ENV = {**os.environ, signing.KEY_ENV: signing.key_to_text(KEY)}
 
 
 def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
@@ -33,6 +39,7 @@ def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=KEY_ENV,
     )
 
 
@@ -53,6 +60,7 @@ async def test_two_agent_processes_give_the_same_outcomes(
                 db_path=tmp_path / "a.db",
                 run_id=run_id,
                 external_agents=True,
+                run_key=KEY,
                 presence_timeout_s=60,
             ),
         )
@@ -161,6 +169,7 @@ async def test_an_agent_with_another_scenario_refuses_to_join(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=KEY_ENV,
     )
     s = scenario("contamination", trials=2)  # explicit
     try:
@@ -172,6 +181,7 @@ async def test_an_agent_with_another_scenario_refuses_to_join(
                     db_path=tmp_path / "m.db",
                     run_id="mismatch-run",
                     external_agents=True,
+                    run_key=KEY,
                     presence_timeout_s=3,
                 ),
             )

@@ -10,7 +10,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fake_anthropic import FakeAnthropic, Reply, error_body, message, text, tool_use
+from fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    error_body,
+    message,
+    text,
+    tool_use,
+    unused_url,
+)
 
 from errorflow.agents.anthropic_backend import (
     API_KEY_ENV,
@@ -26,6 +34,7 @@ from errorflow.agents.model import (
     AssistantTurn,
     Claim,
     FinalAnswer,
+    InfrastructureError,
     ModelCallError,
     ModelRequest,
     NeedView,
@@ -571,3 +580,132 @@ def test_assistant_turns_in_a_row_are_one_message_and_its_calls_get_results() ->
     (missing,) = msgs[2]["content"]
     assert missing["type"] == "tool_result" and missing["tool_use_id"] == "c1"
     assert missing["is_error"] is True
+
+
+# ------------------------------------------------------------------ infrastructure
+
+
+def where(url: str) -> str:
+    return url.removeprefix("http://")
+
+
+@pytest.mark.parametrize(
+    ("status", "err_type", "infrastructure"),
+    [
+        (401, "authentication_error", "the model server at {} refused the API key (401)"),
+        (403, "permission_error", "the model server at {} refused the API key (403)"),
+        (
+            404,
+            "not_found_error",
+            "model claude-test does not exist on the model server at {} (404)",
+        ),
+        (429, "rate_limit_error", None),  # load is part of the experiment
+        (529, "overloaded_error", None),
+        (500, "api_error", None),
+        (400, "invalid_request_error", None),
+    ],
+)
+async def test_infrastructure_statuses_name_the_server(
+    fake: FakeAnthropic,
+    backend: AnthropicBackend,
+    status: int,
+    err_type: str,
+    infrastructure: str | None,
+) -> None:
+    fake.script(Reply(status, error_body(err_type, f"echoing {KEY}")))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    expected = None if infrastructure is None else infrastructure.format(where(fake.url))
+    assert info.value.infrastructure == expected
+    assert KEY not in str(info.value.infrastructure)
+
+
+async def test_connection_refused_is_infrastructure_and_says_so() -> None:
+    url = unused_url()
+    b = AnthropicBackend(ModelSpec(base_url=url), KEY, timeout_s=2.0)
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    reason = f"cannot reach the model server at {where(url)} (connection refused)"
+    assert info.value.code is ErrorCode.TRANSIENT  # still retried by the policy layer
+    assert info.value.infrastructure == str(info.value) == reason
+
+
+def test_the_server_is_host_and_port_without_credentials() -> None:
+    spec = ModelSpec(base_url="https://user:hunter2@proxy.example:8443/anthropic")
+    assert AnthropicBackend(spec, KEY).server == "proxy.example:8443"
+    assert AnthropicBackend(ModelSpec(), KEY).server == "api.anthropic.com:443"
+    assert AnthropicBackend(ModelSpec(base_url="http://[::1]"), KEY).server == "[::1]:80"
+
+
+async def check(url: str, model: str = "claude-test", key: str = KEY) -> InfrastructureError:
+    b = AnthropicBackend(ModelSpec(model=model, base_url=url), key, timeout_s=5.0)
+    try:
+        with pytest.raises(InfrastructureError) as info:
+            await b.check()
+    finally:
+        await b.aclose()
+    assert KEY not in str(info.value) and "SECRETKEY" not in str(info.value)
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    return info.value
+
+
+async def test_check_asks_for_the_model_once_and_sends_no_message() -> None:
+    with FakeAnthropic(api_key=KEY, models={"claude-test"}) as fake:
+        b = AnthropicBackend(ModelSpec(model="claude-test", base_url=fake.url), KEY)
+        await b.check()
+        await b.aclose()
+    assert [r.path for r in fake.lookups] == ["/v1/models/claude-test"]
+    assert fake.received == []
+    assert auth_value(fake.lookups[0].headers) == KEY
+
+
+async def test_check_of_an_unreachable_server() -> None:
+    url = unused_url()
+    err = await check(url)
+    assert str(err) == f"cannot reach the model server at {where(url)} (connection refused)"
+
+
+async def test_check_of_a_refused_key() -> None:
+    with FakeAnthropic(api_key="sk-ant-the-right-one-0000000") as fake:
+        err = await check(fake.url)
+    assert str(err) == f"the model server at {where(fake.url)} refused the API key (401)"
+
+
+async def test_check_of_a_missing_model_confirms_with_one_token() -> None:
+    with FakeAnthropic(models={"claude-real"}) as fake:
+        err = await check(fake.url, model="claude-x")
+    assert (
+        str(err) == f"model claude-x does not exist on the model server at {where(fake.url)} (404)"
+    )
+    assert len(fake.received) == 1 and fake.received[0].body["max_tokens"] == 1
+
+
+async def test_check_passes_a_server_without_the_models_endpoint() -> None:
+    with FakeAnthropic(serves_models=False) as fake:
+        fake.script(Reply(body=message([text("p")], "max_tokens", output_tokens=1)))
+        b = AnthropicBackend(ModelSpec(model="claude-test", base_url=fake.url), KEY)
+        await b.check()
+        await b.aclose()
+    assert len(fake.lookups) == 1 and len(fake.received) == 1
+
+
+async def test_check_lets_load_through() -> None:
+    with FakeAnthropic(serves_models=False) as fake:
+        fake.script(Reply(529, error_body("overloaded_error", "busy")))
+        b = AnthropicBackend(ModelSpec(model="claude-test", base_url=fake.url), KEY)
+        await b.check()  # an overloaded server is what the run measures
+        await b.aclose()
+
+
+async def test_check_of_a_server_that_never_answers() -> None:
+    with FakeAnthropic() as fake:
+        b = AnthropicBackend(ModelSpec(base_url=fake.url), KEY, timeout_s=0.3)
+        fake.serves_models = False
+        fake.script(Reply(body=message([text("late")]), delay_s=2.0))
+        # the lookup 404s (no endpoint), the one-token message times out
+        with pytest.raises(InfrastructureError, match=r"did not answer in 0.3s"):
+            await b.check()
+        await b.aclose()

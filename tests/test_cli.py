@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import signal
+import sqlite3
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from errorflow.bus.signing import KEY_ENV, new_key
+from errorflow.cli.errors import UsageError
 from errorflow.cli.main import build_parser, main
-from errorflow.cli.run_commands import configured
+from errorflow.cli.run_keys import agent_key, runner_key
+from errorflow.cli.run_options import scenario_of as configured
+from errorflow.cli.store_commands import runs_lines
+from errorflow.runtime.store import (
+    create_run,
+    finish_run,
+    get_run,
+    list_runs,
+    open_db,
+    trial_rows,
+)
+from errorflow.scoring.summary import summarize
+from tests.conftest import Mosquitto
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -141,7 +160,9 @@ def test_set_overrides_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         "--db",
         str(tmp_path / "s.db"),
     )
-    assert code == 2 and "invalid scenario" in err
+    assert code == 2 and "Traceback" not in err
+    where = "--set agents.writer.sends_to=[nobody]: agents.writer.sends_to.0"
+    assert f"invalid scenario: {where}: unknown agent 'nobody'" in err
 
 
 def test_parser_has_one_builder_per_command_in_help_order() -> None:
@@ -151,6 +172,7 @@ def test_parser_has_one_builder_per_command_in_help_order() -> None:
         "sweep",
         "report",
         "agent",
+        "broker-config",
         "validate",
         "schema",
         "scenarios",
@@ -204,3 +226,217 @@ def test_sweep_trials_and_seed_win_over_a_cell(
     assert code == 0
     cells = json.loads(out)["cells"]
     assert [cells[label]["trials"] for label in ("2", "3")] == [1, 1]
+
+
+# -- readable commands ---------------------------------------------------------------------
+
+LONG_IDS = [
+    "strategy-matrix-7370b2-transient_tell-model-baseline",
+    "strategy-matrix-7370b2-transient_tell-model",
+]
+
+
+async def _store(db: Path) -> None:
+    conn = await open_db(db)
+    try:
+        for run_id, group in [(LONG_IDS[0], "strategy-matrix-7370b2"),
+                              (LONG_IDS[1], "strategy-matrix-7370b2"),
+                              ("contamination-1a2b3c4d", None)]:  # fmt: skip
+            await create_run(
+                conn, run_id=run_id, scenario=run_id.split("-7")[0].split("-1")[0],
+                scenario_json="{}", seed=0, trials=20, propagation="explicit",
+                broker="embedded", group_id=group, label=run_id[23:] if group else None,
+            )  # fmt: skip
+            await finish_run(conn, run_id, "finished", summarize([]))
+    finally:
+        await conn.close()
+
+
+def test_runs_fit_80_columns_with_whole_ids_and_a_group_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.db"
+    asyncio.run(_store(db))
+    code, out, _ = run_cli(capsys, "runs", "--db", str(db))
+    assert code == 0
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for run_id in [*LONG_IDS, "contamination-1a2b3c4d"]:
+        assert run_id in lines  # whole, on a line of its own
+    assert any("group" in line and "started" in line for line in lines[:4])
+    wide = runs_lines(list_runs(db), 200)  # room enough: one line a run
+    assert len(wide) == 5 and all(len(line) <= 200 for line in wide)
+    line = next(line for line in wide if line.startswith(LONG_IDS[1]))
+    assert "  strategy-matrix-7370b2  strategy-matrix  explicit" in line
+
+
+def test_show_a_run_and_a_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    asyncio.run(_store(db))
+    code, out, _ = run_cli(capsys, "show", "contamination-1a", "--db", str(db))
+    assert code == 0 and "{" not in out  # read as a person reads, not a Python dict
+    assert out.startswith("run contamination-1a2b3c4d  finished")
+    assert "seed 0 · 20 trials · propagation explicit" in out
+    code, out, _ = run_cli(capsys, "show", "strategy-matrix-73", "--db", str(db))
+    assert code == 0 and out.startswith("group strategy-matrix-7370b2: scenario")
+    assert all(run_id in out.splitlines() for run_id in LONG_IDS)
+    assert f"errorflow report strategy-matrix-7370b2 --db {db}" in out
+    code, out, _ = run_cli(capsys, "show", "strategy-matrix-7370b2", "--db", str(db), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["group_id"] == "strategy-matrix-7370b2"
+    assert [r["run_id"] for r in doc["runs"]] == LONG_IDS
+    code, out, _ = run_cli(capsys, "report", "contamination-1", "--db", str(db), "--format", "json")
+    assert code == 0 and json.loads(out)["arms"][0]["run_id"] == "contamination-1a2b3c4d"
+
+
+def test_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    asyncio.run(_store(db))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errorflow", "show", "contamination-1", "--db", str(db), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # `| head -0`: the reader is gone before the first write
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
+
+
+def test_verbose_shows_errorflow_logs_not_the_drivers(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "errorflow", "-v", "run", "contamination", "--trials", "1",
+         "--db", str(tmp_path / "v.db"), "-q"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "DEBUG errorflow.cli.run_commands: run contamination-" in proc.stderr
+    assert "aiosqlite" not in proc.stderr and "asyncio" not in proc.stderr
+    assert all(line.split()[1].startswith("errorflow") for line in proc.stderr.splitlines())
+
+
+def _has_trials(db: Path, run_id: str) -> bool:
+    try:
+        return bool(trial_rows(db, run_id))
+    except (FileNotFoundError, sqlite3.Error):  # not created yet
+        return False
+
+
+def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "100000",
+         "--run-id", "long-1", "--db", str(db), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not _has_trials(db, "long-1"):  # the run is under way
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    resume = f"errorflow run --resume long-1 --db {db}"
+    assert err.strip() == f"error: interrupted; resume with: {resume}"
+    run = get_run(db, "long-1")
+    assert run is not None and run["status"] == "interrupted"
+
+
+def test_resume_alone_runs_a_bundled_scenario_with_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.db"
+    code, out, _ = run_cli(
+        capsys, "run", "contamination", "--trials", "3", "--run-id", "cut-1", "--db", str(db),
+        "--json",
+    )  # fmt: skip
+    done = json.loads(out)["outcomes"]
+    with sqlite3.connect(db) as conn:  # as a run killed after its second trial leaves it
+        conn.execute("UPDATE runs SET status = 'interrupted', summary_json = NULL")
+        conn.execute("DELETE FROM trials WHERE trial = 2")
+    conn.close()
+    run = get_run(db, "cut-1")
+    assert run is not None and run["scenario_exact"] == 0  # the stored copy is redacted
+    code, out, err = run_cli(capsys, "run", "--resume", "cut", "--db", str(db), "--json")
+    assert code == 0, err
+    assert json.loads(out)["run_id"] == "cut-1" and json.loads(out)["outcomes"] == done
+
+
+def test_baseline_amplification_is_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "b.db")
+    code, out, _ = run_cli(capsys, "run", "amplification", "--trials", "4", "--baseline", "--db",
+                           db)  # fmt: skip
+    assert code == 0 and "amplification vs fault-free baseline: backend" in out
+    code, out, _ = run_cli(
+        capsys, "run", "contamination", "--trials", "2", "--propagation", "both", "--baseline",
+        "--db", db,
+    )  # fmt: skip
+    assert code == 0
+    assert "amplification vs fault-free baseline (backend × / model ×): explicit 1.00/" in out
+
+
+def test_sweep_shows_cell_k_of_n_and_amplification_per_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(
+        capsys, "sweep", "strategy-matrix", "--trials", "1", "--db", str(tmp_path / "s.db")
+    )
+    assert code == 0
+    assert "cell 1 of 9: transient/blind-retry: 1 trials" in err
+    assert "cell 3 of 9: transient/classify (fault-free baseline)" in err
+    assert "cell 9 of 9: fatal/classify: 1 trials" in err
+    assert "strategy-matrix: amplification b×/m× vs fault-free baseline" in out
+    table = out.split("amplification b×/m× vs fault-free baseline")[1]
+    assert table.count("/1.00") + table.count("/0.50") >= 9  # a figure in every cell
+
+
+# -- the agent and the run key ------------------------------------------------------------
+
+
+def test_agent_takes_the_run_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = build_parser().parse_args(
+        ["agent", "contamination", "--name", "writer", "--broker", "mqtt://h:1", "--run", "r",
+         "--set", "agents.writer.model.params={p_heed_upstream: 1.0}", "--trials", "5",
+         "--seed", "9", "--propagation", "implicit", "--wait-timeout", "2"]
+    )  # fmt: skip
+    s = configured(args)
+    assert (s.trials, s.seed, s.propagation) == (5, 9, "implicit")
+    assert s.agents["writer"].model.params == {"p_heed_upstream": 1.0}
+    assert args.wait_timeout == 2.0
+
+
+@pytest.mark.mosquitto
+def test_agent_says_what_it_waits_for_and_gives_up(
+    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(KEY_ENV, new_key().hex())
+    url = f"mqtt://127.0.0.1:{mosquitto.port}"
+    code = main(["agent", "contamination", "--name", "writer", "--broker", url,
+                 "--run", "no-such-run", "--wait-timeout", "1"])  # fmt: skip
+    lines = capfd.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert lines[0] == f"agent writer: waiting for run no-such-run on {url} (roll call)"
+    assert len(lines) == 2 and "no roll call of run no-such-run" in lines[1]
+    assert "after 1s" in lines[1] and "--wait-timeout" in lines[1]
+
+
+def test_run_key_file_is_made_owner_only_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    path = tmp_path / "run.key"
+    key = runner_key(str(path), external_agents=True)
+    assert key is not None and stat.S_IMODE(path.stat().st_mode) == 0o600
+    expected = f"run key in {path} (give it to each agent: --key-file {path} or {KEY_ENV})"
+    assert capfd.readouterr().err.strip() == expected
+    assert runner_key(str(path), external_agents=True) == key == agent_key(str(path))
+    assert runner_key(None, external_agents=False) is None  # the runner makes a fresh one
+    monkeypatch.setenv(KEY_ENV, key.hex())
+    assert runner_key(None, external_agents=True) == key == agent_key(None)
+    path.chmod(0o644)
+    with pytest.raises(UsageError, match="readable by others"):
+        agent_key(str(path))

@@ -67,7 +67,11 @@ async def test_connections_send_without_nagle_delay(embedded: BrokerURL) -> None
 async def test_retained_messages_for_other_topics_are_filtered(embedded: BrokerURL) -> None:
     # amqtt may hand a new session retained messages it never subscribed to.
     async with aiomqtt.Client(
-        embedded.host, embedded.port, protocol=aiomqtt.ProtocolVersion.V311
+        embedded.host,
+        embedded.port,
+        username=embedded.username,
+        password=embedded.password,
+        protocol=aiomqtt.ProtocolVersion.V311,
     ) as raw:
         await raw.publish("errorflow/old/inbox/x", b"stale", qos=1, retain=True)
     bus = MqttBus(embedded)

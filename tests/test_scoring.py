@@ -180,3 +180,37 @@ def test_costs_skip_unknown_keys_and_non_numbers() -> None:
     w.payload["trace"]["costs"] = {"model_calls": 2, "retries": "many", "wall_seconds": 9.0}
     costs = score_trial(S, TRUTH, 0, [r, w]).costs
     assert costs == Costs(backend_calls=1.0, model_calls=2.0)
+
+
+# -- infrastructure faults ------------------------------------------------------------
+
+
+def infra_researcher(reason: str) -> Envelope:
+    r = msg("researcher", "writer", failures=["infra_fault"], abstained=True)
+    r.payload["answer"]["text"] = reason
+    return r
+
+
+def test_a_message_reporting_an_infra_fault_makes_the_trial_one_without_labels() -> None:
+    reason = "infra_fault at researcher: cannot reach the model server at 127.0.0.1:9"
+    r = infra_researcher(reason)
+    # the writer passed it on; whatever its claims, the trial measured nothing
+    w = msg("writer", "runner", claims=[{"key": "papers", "value": ["x"]}], derived=[r])
+    w.payload["trace"]["failures"] = ["infra_fault"]
+    score = score_trial(S, TRUTH, 0, [r, w])
+    assert score.outcome is Outcome.INFRA_FAULT
+    assert score.reason == reason
+    assert score.labels == [] and score.depth == 0
+    assert score.costs.backend_calls == 2.0  # known, though summaries leave them out
+
+
+def test_an_infra_fault_upstream_counts_even_without_a_final_result() -> None:
+    r = infra_researcher("infra_fault at researcher: the model server refused the API key")
+    assert score_trial(S, TRUTH, 0, [r]).outcome is Outcome.INFRA_FAULT
+
+
+def test_other_model_failures_are_still_scored() -> None:
+    # a rate limit that outlasted the retries is part of the experiment
+    r = msg("researcher", "writer", failures=["rate_limit"], unresolved=["papers"])
+    w = msg("writer", "runner", claims=[{"key": "papers", "value": ["x"]}], derived=[r])
+    assert score_trial(S, TRUTH, 0, [r, w]).outcome is Outcome.CONTAMINATED

@@ -179,7 +179,7 @@ async def test_message_event_and_reject_rows_round_trip(tmp_path: Path) -> None:
     assert messages == [tuple(row)]
     assert messages[0][6:9] == ("result", "partial_failure", 0.4)
     assert Envelope.model_validate_json(messages[0][10]) == result
-    assert events == [("run-1", "e1", 3, 7, "writer", "model_call", event.model_dump_json(), 12.75)]
+    assert events == [("run-1", "e1", 3, 7, "writer", "model_call", event.encode().decode(), 12.75)]
     assert rejects == [tuple(reject)]
     counts = get_run(db_path, "run-1")
     assert counts is not None

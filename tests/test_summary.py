@@ -51,6 +51,7 @@ def test_counts_rates_and_depths() -> None:
         "contained": 1,
         "contaminated": 2,
         "bus_fault": 1,
+        "infra_fault": 0,
     }
     assert m["rates"]["contaminated"]["rate"] == m["contamination_rate"] == 0.4
     assert m["success_rate"] == 0.2
@@ -105,3 +106,46 @@ def test_paired_outcomes_take_enums_or_stored_strings() -> None:
     assert (paired["contaminated"]["only_a"], paired["contaminated"]["only_b"]) == (0, 2)
     assert paired["contaminated"]["diff"] == pytest.approx(-2 / 3)
     assert paired == paired_outcomes([o.value for o in a], b)
+
+
+# -- infrastructure faults: counted, never rated ---------------------------------------
+
+INFRA = [
+    trial(5, Outcome.INFRA_FAULT, backend_calls=9, model_calls=9),
+    trial(6, Outcome.INFRA_FAULT),
+]
+
+
+def test_infra_faults_are_counted_and_left_out_of_every_rate_and_cost() -> None:
+    plain, with_infra = summarize(SCORES), summarize(SCORES + INFRA)
+    assert with_infra["trials"] == 7
+    assert with_infra["outcomes"]["infra_fault"] == 2
+    assert with_infra["outcomes"] == {**plain["outcomes"], "infra_fault": 2}
+    # rates, intervals, depths, costs and pass^3 are the ones of the measured trials
+    assert with_infra["metrics"] == plain["metrics"]
+    assert "infra_fault" not in with_infra["metrics"]["rates"]
+    assert sum(r["rate"] for r in with_infra["metrics"]["rates"].values()) == pytest.approx(1.0)
+
+
+def test_infra_faults_shuffled_in_do_not_change_pass_at_k() -> None:
+    ok = [trial(i, Outcome.SUCCESS) for i in range(3)]
+    mixed = [ok[0], trial(9, Outcome.INFRA_FAULT), ok[1], ok[2]]
+    assert summarize(mixed)["metrics"]["pass^3"] == summarize(ok)["metrics"]["pass^3"] == 1.0
+    assert summarize([trial(0, Outcome.INFRA_FAULT)] * 3)["metrics"]["pass^3"] is None
+
+
+def test_only_infra_faults_rate_nothing() -> None:
+    summary = summarize(INFRA)
+    assert summary["outcomes"]["infra_fault"] == 2
+    assert summary["metrics"]["rates"]["success"] == {"rate": 0.0, "ci95": [0.0, 1.0]}
+    assert summary["metrics"]["per_trial"]["model_calls"] == 0.0
+
+
+def test_paired_outcomes_leave_out_pairs_with_an_infra_fault() -> None:
+    a = ["success", "infra_fault", "success", "contaminated"]
+    b = ["contaminated", "success", "infra_fault", "contaminated"]
+    paired = paired_outcomes(a, b)
+    assert paired == paired_outcomes(["success", "contaminated"], ["contaminated", "contaminated"])
+    assert paired["success"]["n"] == 2
+    with pytest.raises(ValueError, match="same number"):
+        paired_outcomes(a, b[:3])

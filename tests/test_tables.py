@@ -134,3 +134,37 @@ def test_two_axis_sweep_is_a_matrix_per_metric() -> None:
     assert "amplification: success" in out and "amplification: contaminated" in out
     assert "│ fatal            │ 1/4 │ 1/4 │" in out
     assert "published" not in out
+
+
+def test_infra_faults_get_a_row_without_a_rate_and_a_warning() -> None:
+    console = Console(record=True, width=200)
+    print_run(console, run_json([Outcome.SUCCESS, Outcome.CONTAMINATED, Outcome.INFRA_FAULT]))
+    out = console.export_text()
+    assert "│ infra_fault  │      1 │    – │ not scored │" in out
+    assert "│ success      │      1 │  50% │" in out  # over the 2 trials that measured
+    assert "infrastructure faults: 1 of 3 trials measured nothing" in out
+    assert "every rate is over the other 2" in out
+
+
+def test_no_infra_row_or_warning_without_infra_faults() -> None:
+    console = Console(record=True, width=200)
+    print_run(console, run_json(EXPLICIT))
+    out = console.export_text()
+    assert "infra" not in out
+
+
+def test_paired_table_and_sweep_show_infra_faults_and_measure_without_them() -> None:
+    with_infra = [*EXPLICIT, Outcome.INFRA_FAULT]
+    arms = {
+        "explicit": arm_json("explicit", with_infra),
+        "implicit": arm_json("implicit", IMPLICIT),
+    }
+    out = text(paired_table(arms, paired_outcomes(with_infra, [*IMPLICIT, Outcome.SUCCESS])))
+    assert "│ infra_fault         │   1 (not scored) │                0 │" in out
+    assert "│ contaminated        │  1 (25%, 5%–70%) │ 3 (75%, 30%–95%) │" in out
+    assert "0 vs 2 of 4)" in out  # the pair with an infra fault is left out
+    data = sweep([("strategy", ["blind-retry", "classify"])], False)
+    data["cells"]["classify"] = arm_json("classify", with_infra)
+    out = text(sweep_tables(data))
+    assert "│ classify    │     1/4 │     1/4 │" in out
+    assert "infrastructure faults (not scored, out of the counts): classify 1" in out

@@ -24,7 +24,12 @@ from errorflow.agents.model import FinalAnswer, NeedView, TaskTurn, ToolDef, Ups
 from errorflow.agents.model_gate import ModelGate
 from errorflow.agents.presence import Presence
 from errorflow.agents.propagation import (
+    INFRA_STOP,
     fallback_answer,
+    infra_answer,
+    infra_failure,
+    infra_reason,
+    infra_text,
     open_tools,
     own_needs,
     propagate,
@@ -165,6 +170,10 @@ class Agent:
     # -- one trial ------------------------------------------------------------------
     async def process(self, trial: int, inputs: list[Envelope], round_: int = 0) -> None:
         trace_id = inputs[0].trace_id
+        carried = infra_reason(inputs)
+        if carried is not None:  # nothing left to measure: pass it on, call no model
+            await self._pass_infra_fault(trial, trace_id, inputs, carried, round_)
+            return
         seed = self.scenario.seed
         # A revision round is a new attempt: its own draws (round 0 keeps the plain name).
         owner = self.name if round_ == 0 else f"{self.name}@r{round_}"
@@ -208,7 +217,7 @@ class Agent:
         await _settle(pending)
         if self.on_trace is not None:
             self.on_trace(self.name, trial, gate.trace)
-        final, reported = self._conclude(out)
+        final, reported, stopped = self._conclude(out)
         costs = Costs(
             backend_calls=float(budget.backend_calls),
             model_calls=float(model.calls),
@@ -217,19 +226,40 @@ class Agent:
             retries=float(gate.retries + model.retries),
             sim_seconds=round(clock.now, 6),
         )
-        await self._publish_result(
-            trial, trace_id, inputs, final, reported, out.stopped, costs, round_
-        )
+        await self._publish_result(trial, trace_id, inputs, final, reported, stopped, costs, round_)
         await _settle(pending)
 
-    def _conclude(self, out: LoopOutcome) -> tuple[FinalAnswer, list[Failure]]:
-        """The final answer (a fallback when the loop was stopped) and the failures it
-        must report."""
+    def _conclude(self, out: LoopOutcome) -> tuple[FinalAnswer, list[Failure], StopReason | None]:
+        """The final answer (a fallback when the loop was stopped), the failures it must
+        report and why the loop stopped. A model call the infrastructure failed makes
+        the answer an infra fault's: the trial measured nothing."""
         needs = out.task.needs
         own = own_needs(self.spec.role, self.spec.tools, needs)
-        final = out.final or fallback_answer(self.mode, own, out.stopped)
+        infra = infra_failure(out.failures)
+        if infra is not None:
+            final = infra_answer(infra_text(self.name, infra), own)
+        else:
+            final = out.final or fallback_answer(self.mode, own, out.stopped)
         reported = unrecovered(out.failures, out.succeeded_tools, open_tools(needs, own, final))
-        return final, reported
+        return final, reported, (INFRA_STOP if infra is not None else out.stopped)
+
+    async def _pass_infra_fault(
+        self, trial: int, trace_id: str, inputs: list[Envelope], reason: str, round_: int
+    ) -> None:
+        """An input reports an infrastructure fault: this agent's result says so too, so
+        the trial ends at once (and no real model is called for a trial not scored)."""
+        own = own_needs(self.spec.role, self.spec.tools, self._task_turn(trial).needs)
+        failure = Failure(ErrorCode.INFRA_FAULT, "upstream", reason)
+        await self._publish_result(
+            trial,
+            trace_id,
+            inputs,
+            infra_answer(reason, own),
+            [failure],
+            INFRA_STOP,
+            Costs(),
+            round_,
+        )
 
     def _task_turn(self, trial: int) -> TaskTurn:
         task = self.scenario.task

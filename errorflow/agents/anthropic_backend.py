@@ -8,18 +8,26 @@ rather than as prose that would have to be parsed.
 Failures become `ModelCallError` with a taxonomy code, decided from the exception
 type and the HTTP status only, never from message text:
 
-====================================  =====================  ==========
-what happened                         code                   retryable
-====================================  =====================  ==========
+====================================  =====================  ==========  =====
+what happened                         code                   retryable   infra
+====================================  =====================  ==========  =====
 429                                   rate_limit (+ Retry-After)  yes
 408                                   timeout                yes
 409, 5xx, 529 (overloaded)            transient              yes
 client timeout (APITimeoutError)      timeout                yes
-connection failure                    transient              yes
-401, 402, 403                         permission_denied      no
-400, 404, 413, 422, other 4xx         model_error            no
+connection failure                    transient              yes         yes
+401, 403                              permission_denied      no          yes
+402                                   permission_denied      no
+404 (no such model)                   model_error            no          yes
+400, 413, 422, other 4xx              model_error            no
 unusable reply (max_tokens, ...)      model_error            no
-====================================  =====================  ==========
+====================================  =====================  ==========  =====
+
+"infra" failures are errorflow's infrastructure, not the experiment: the error also
+carries one line naming the server (`ModelCallError.infrastructure`), and a call that
+fails for good that way makes its trial an infra fault (never an outcome). Rate limits
+and overload stay part of the experiment. `check` asks the server once before the
+first trial (reachable, key accepted, model exists) and raises `InfrastructureError`.
 
 The SDK client is built with ``max_retries=0``: retries, backoff and Retry-After are
 owned by our policy layer (errorflow.policies.retry), which must see every failure.
@@ -40,8 +48,9 @@ import logging
 import math
 import os
 import re
+import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Literal, TypedDict
@@ -65,6 +74,7 @@ from errorflow.agents.model import (
     AssistantTurn,
     Claim,
     FinalAnswer,
+    InfrastructureError,
     ModelCallError,
     ModelRequest,
     ModelResponse,
@@ -161,6 +171,23 @@ author), and mark what you could not check as uncertain."""
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_MESSAGE = 500
+
+#: How long the check before the first trial waits for the server (a run's calls wait
+#: their own `timeout_s`).
+CHECK_TIMEOUT_S = 10.0
+
+#: Statuses that say the infrastructure is wrong, not the experiment: the key refused,
+#: no such model. (429 and 529 are load: part of what a run measures.)
+_KEY_REFUSED = frozenset({401, 403})
+_NO_MODEL = 404
+
+#: What a connection failure's cause says, in words (searched along the cause chain).
+_CONNECTION_CAUSES: tuple[tuple[type[BaseException], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (socket.gaierror, "host name not resolved"),
+    (ConnectionAbortedError, "connection aborted"),
+)
 
 
 def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
@@ -605,6 +632,28 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def connection_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words: the first known cause along the exception's
+    chain (`ConnectionRefusedError` → "connection refused"), else the first cause's
+    class name."""
+    chain: list[BaseException] = []
+    link = exc.__cause__ or exc.__context__
+    while link is not None and link not in chain and len(chain) < 16:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    for cause in chain:
+        for kind, words in _CONNECTION_CAUSES:
+            if isinstance(cause, kind):
+                return words
+    return type(chain[0]).__name__ if chain else "unknown cause"
+
+
+def server_address(host: str, port: int | None, scheme: str) -> str:
+    """`host:port` of a model server (the scheme's default port when none is given)."""
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 literal
+    return f"{shown}:{port or (443 if scheme == 'https' else 80)}"
+
+
 def classify_status(status: int) -> ErrorCode:
     if status == 429:
         return ErrorCode.RATE_LIMIT
@@ -651,6 +700,9 @@ class AnthropicBackend:
             max_retries=0,
             timeout=timeout_s,
         )
+        url = self._client.base_url
+        #: `host:port` of the server, for messages (never the URL's user or password).
+        self.server = server_address(url.host, url.port, url.scheme)
 
     def __repr__(self) -> str:
         where = f", base_url={redact(self.base_url)!r}" if self.base_url else ""
@@ -697,25 +749,12 @@ class AnthropicBackend:
                 ErrorCode.TIMEOUT, f"Anthropic API request timed out after {self.timeout_s:g}s"
             )
         if isinstance(exc, anthropic.APIConnectionError):
-            cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "unknown"
-            return ModelCallError(
-                ErrorCode.TRANSIENT, self._scrub(f"could not reach the Anthropic API ({cause})")
+            reason = self._scrub(
+                f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
             )
+            return ModelCallError(ErrorCode.TRANSIENT, reason, infrastructure=reason)
         if isinstance(exc, anthropic.APIStatusError):
-            status = exc.status_code
-            err_type = getattr(exc, "type", None)
-            api_message = getattr(exc, "api_message", None)
-            detail = f"HTTP {status}"
-            if isinstance(err_type, str) and err_type:
-                detail += f" {err_type}"
-            if isinstance(api_message, str) and api_message:
-                detail += f": {api_message}"
-            return ModelCallError(
-                classify_status(status),
-                self._scrub(f"Anthropic API error {detail}"),
-                status=status,
-                retry_after_s=parse_retry_after(exc.response.headers),
-            )
+            return self._status_error(exc)
         if isinstance(exc, anthropic.AnthropicError):  # e.g. a reply that fails validation
             return ModelCallError(
                 ErrorCode.MODEL_ERROR, self._scrub(f"Anthropic SDK error ({type(exc).__name__})")
@@ -723,6 +762,74 @@ class AnthropicBackend:
         return ModelCallError(
             ErrorCode.INTERNAL_ERROR, self._scrub(f"model call failed ({type(exc).__name__})")
         )
+
+    def _status_error(self, exc: anthropic.APIStatusError) -> ModelCallError:
+        status = exc.status_code
+        err_type = getattr(exc, "type", None)
+        api_message = getattr(exc, "api_message", None)
+        detail = f"HTTP {status}"
+        if isinstance(err_type, str) and err_type:
+            detail += f" {err_type}"
+        if isinstance(api_message, str) and api_message:
+            detail += f": {api_message}"
+        return ModelCallError(
+            classify_status(status),
+            self._scrub(f"Anthropic API error {detail}"),
+            status=status,
+            retry_after_s=parse_retry_after(exc.response.headers),
+            infrastructure=self._infrastructure(status),
+        )
+
+    def _infrastructure(self, status: int) -> str | None:
+        """The one line an infrastructure status gets (None: the experiment's)."""
+        if status in _KEY_REFUSED:
+            return self._scrub(f"the model server at {self.server} refused the API key ({status})")
+        if status == _NO_MODEL:
+            reason = f"model {self.model} does not exist on the model server at {self.server}"
+            return self._scrub(f"{reason} ({status})")
+        return None
+
+    async def check(self) -> None:
+        """One cheap request before the first trial: the server answers, accepts the key
+        and has the model (`models.retrieve`; a server without that endpoint answers 404,
+        so a 404 is confirmed by a one-token message). Raises `InfrastructureError`; a
+        rate limit or an overload is not a reason to refuse the run."""
+        failure = await self._try(self._lookup_model)
+        if failure is not None and failure.status == _NO_MODEL:
+            failure = await self._try(self._ping)
+        if failure is None:
+            return
+        reason = failure.infrastructure
+        if failure.code is ErrorCode.TIMEOUT:
+            reason = f"the model server at {self.server} did not answer in {self._check_s:g}s"
+        if reason is not None:
+            log.debug("anthropic check failed model=%s server=%s", self.model, self.server)
+            raise InfrastructureError(reason)
+
+    @property
+    def _check_s(self) -> float:
+        return min(self.timeout_s, CHECK_TIMEOUT_S)
+
+    async def _lookup_model(self) -> None:
+        await self._client.with_options(timeout=self._check_s).models.retrieve(self.model)
+
+    async def _ping(self) -> None:
+        await self._client.with_options(timeout=self._check_s).messages.create(
+            model=self.model,
+            max_tokens=1,
+            messages=[{"role": "user", "content": "ping"}],
+        )
+
+    async def _try(self, request: Callable[[], Awaitable[None]]) -> ModelCallError | None:
+        """A request's failure as a ModelCallError (None: it succeeded). Returned, not
+        raised, so that nothing raised later keeps the SDK exception (and the request
+        with its auth header) as its context."""
+        err: ModelCallError | None = None
+        try:
+            await request()
+        except Exception as exc:
+            err = self._wrap(exc)
+        return err
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         call, name_map = self._build(request)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
+from errorflow.agents.model import InfrastructureError as InfrastructureError
 from errorflow.agents.model import ModelBackend
 from errorflow.agents.simulated import SimulatedModel
 from errorflow.core.seeding import stream
@@ -16,6 +18,18 @@ class ConfigurationError(Exception):
     """A run cannot start as configured (said in one line, before any trial runs)."""
 
 
+if TYPE_CHECKING:
+    from errorflow.agents.anthropic_backend import AnthropicBackend
+
+
+def _anthropic(spec: ModelSpec, api_key: str) -> AnthropicBackend:
+    # Imported here, not at the top: the SDK and its HTTP stack load only for a run that
+    # calls a real model (a simulated sweep never pays for them).
+    from errorflow.agents.anthropic_backend import AnthropicBackend
+
+    return AnthropicBackend(spec, api_key)
+
+
 class BackendFactory:
     """Makes the backend an agent uses for one trial."""
 
@@ -25,13 +39,9 @@ class BackendFactory:
         if spec.backend == "simulated":
             self._behaviour = behaviour(spec.profile, spec.params)
         else:
-            # Imported here, not at the top: the SDK and its HTTP stack load only for a
-            # run that calls a real model (a simulated sweep never pays for them).
-            from errorflow.agents.anthropic_backend import AnthropicBackend
-
             if not api_key:
                 raise ConfigurationError("anthropic backend needs an API key")
-            self._shared = AnthropicBackend(spec, api_key)
+            self._shared = _anthropic(spec, api_key)
 
     def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
         if self._shared is not None:
@@ -69,3 +79,31 @@ def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> 
             "is not set (for Ollama any value works, e.g. ANTHROPIC_API_KEY=ollama)"
         )
     return key
+
+
+async def check_servers(
+    scenario: Scenario, api_key: str | None, only: Collection[str] | None = None
+) -> None:
+    """Ask every real model server the agents (or the agents `only` names) call, once
+    per (server, model), before the first trial: reachable, key accepted, model present.
+    A failure raises `InfrastructureError` naming the agents and the server; a simulated
+    model needs no check. `api_key` is what `check_backends` returned."""
+    users: dict[tuple[str | None, str | None], list[str]] = {}
+    specs: dict[tuple[str | None, str | None], ModelSpec] = {}
+    for name, agent in scenario.agents.items():
+        if agent.model.backend == "simulated" or (only is not None and name not in only):
+            continue
+        where = (agent.model.base_url, agent.model.model)
+        users.setdefault(where, []).append(name)
+        specs.setdefault(where, agent.model)
+    for where, names in users.items():
+        if not api_key:
+            raise ConfigurationError("anthropic backend needs an API key")
+        backend = _anthropic(specs[where], api_key)
+        try:
+            await backend.check()
+        except InfrastructureError as exc:
+            agents = ", ".join(f"agents.{n}.model" for n in names)
+            raise InfrastructureError(f"{agents}: {exc}") from None
+        finally:
+            await backend.aclose()

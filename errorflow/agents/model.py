@@ -127,7 +127,12 @@ class ModelResponse:
 
 
 class ModelCallError(Exception):
-    """A model call that failed (429, 529, 5xx, timeout, or an unusable answer)."""
+    """A model call that failed (429, 529, 5xx, timeout, or an unusable answer).
+
+    `infrastructure` is set when the failure is errorflow's infrastructure rather than
+    the experiment (the server cannot be reached, refuses the key, has no such model):
+    one line naming the server and what failed. The code still decides retries; only a
+    call that fails for good this way makes the trial an infra fault."""
 
     def __init__(
         self,
@@ -136,11 +141,19 @@ class ModelCallError(Exception):
         *,
         status: int | None = None,
         retry_after_s: float | None = None,
+        infrastructure: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.status = status
         self.retry_after_s = retry_after_s
+        self.infrastructure = infrastructure
+
+
+class InfrastructureError(Exception):
+    """A real model backend failed its check before the first trial (unreachable, key
+    refused, no such model): the run cannot measure anything and does not start. The
+    message is one line naming the server; it never holds the API key."""
 
 
 class ModelBackend(Protocol):

@@ -2,7 +2,12 @@
 same attempt loop, pure retry and breaker machinery as a tool call
 (`errorflow.agents.attempts`). Unlike a tool call, the breaker is asked before every
 attempt, every failed attempt is a `model_error` event, and a call that fails for good
-raises its `ModelCallError` to the agent."""
+raises its `ModelCallError` to the agent.
+
+A call that fails for good because of the infrastructure (its last attempt could not
+reach the server, had the key refused or found no such model; or the circuit those
+attempts opened refused it) is raised as an `infra_fault`: the experiment did not
+happen, and the agent's trial is not scored. Retries still follow the attempt's code."""
 
 from __future__ import annotations
 
@@ -59,11 +64,18 @@ class ModelGate:
         return self._loop.retries
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        outcome = await self._loop.run(
-            _Completion(self, request), terms=self._terms, breaker=self.breaker
-        )
+        completion = _Completion(self, request)
+        outcome = await self._loop.run(completion, terms=self._terms, breaker=self.breaker)
         if isinstance(outcome.result, Failed):
             failed = outcome.result
+            if completion.infrastructure is not None:
+                reason = completion.infrastructure
+                raise ModelCallError(
+                    ErrorCode.INFRA_FAULT,
+                    reason,
+                    status=failed.failure.http_status,
+                    infrastructure=reason,
+                )
             if failed.cause is not None:
                 raise failed.cause
             raise ModelCallError(failed.failure.code, failed.failure.raw)
@@ -90,6 +102,8 @@ class _Completion:
 
     def __init__(self, gate: ModelGate, request: ModelRequest) -> None:
         self.gate, self.request = gate, request
+        #: Set when the last failed attempt failed because of the infrastructure.
+        self.infrastructure: str | None = None
 
     def refusal(self, attempts_made: int) -> Failed | None:
         # Before every attempt: a retry may find the circuit opened by another call.
@@ -103,6 +117,7 @@ class _Completion:
         try:
             response = await self.gate.backend.complete(self.request)
         except ModelCallError as exc:
+            self.infrastructure = exc.infrastructure
             failure = Failure(
                 exc.code, MODEL, str(exc), http_status=exc.status, retry_after_s=exc.retry_after_s
             )

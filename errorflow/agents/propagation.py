@@ -12,18 +12,24 @@ inputs said, decide the result's status, confidence and the errors that travel o
 Which failures count at all is decided here too: a failure is recovered (not reported)
 when the same tool also succeeded in the trial and every need that tool serves ended
 with a certain claim; model failures are never recovered.
+
+An infrastructure fault (the agent's real model server gone, its key refused, its
+model missing) is not the experiment: the agent's result says so (failure code
+`infra_fault`, the reason as the answer's text) and every agent downstream passes it on
+without calling its model, so the trial ends at once and the scorer leaves it out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.model import Claim, FinalAnswer, NeedView
 from errorflow.agents.stop import StopReason
 from errorflow.bus.envelope import Status, WireError
-from errorflow.core.taxonomy import RETRYABLE
+from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 from errorflow.policies.classify import Failure
 
 Propagation = Literal["explicit", "implicit"]
@@ -179,3 +185,46 @@ def fallback_answer(
     else:
         answer.unresolved = [n.id for n in own]
     return answer
+
+
+# -- infrastructure faults ------------------------------------------------------------
+
+#: Why a result carries an infrastructure fault (its `stopped`).
+INFRA_STOP = StopReason(ErrorCode.INFRA_FAULT)
+
+
+class CarriesPayload(Protocol):
+    """A message as far as its payload goes (an `Envelope` is one)."""
+
+    @property
+    def sender(self) -> str: ...
+
+    @property
+    def payload(self) -> Mapping[str, object]: ...
+
+
+def infra_failure(failures: Sequence[Failure]) -> Failure | None:
+    """The model failure that was the infrastructure's, if the loop had one."""
+    return next((f for f in failures if f.code is ErrorCode.INFRA_FAULT), None)
+
+
+def infra_reason(messages: Iterable[CarriesPayload]) -> str | None:
+    """The reason the first message reporting an infrastructure fault gives (its
+    answer's text), or None when no message reports one."""
+    for m in messages:
+        trace = m.payload.get("trace")
+        failures = trace.get("failures") if isinstance(trace, dict) else None
+        if isinstance(failures, list) and ErrorCode.INFRA_FAULT.value in failures:
+            text = answer_from_wire(m.payload.get("answer")).text
+            return text or f"infrastructure fault at {m.sender}"
+    return None
+
+
+def infra_answer(reason: str, needs: Sequence[NeedView]) -> FinalAnswer:
+    """The answer of an agent whose trial the infrastructure ended: nothing claimed,
+    and the reason (which names the server, and never reaches a model)."""
+    return FinalAnswer(abstained=True, unresolved=[n.id for n in needs], text=reason)
+
+
+def infra_text(agent: str, failure: Failure) -> str:
+    return f"infra_fault at {agent}: {failure.raw}"

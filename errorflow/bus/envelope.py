@@ -101,8 +101,11 @@ class Envelope(BaseModel):
     )
 
     def encode(self, key: bytes | None = None) -> bytes:
-        """The wire bytes: signed (the `sig` member appended) when a run key is given."""
+        """The wire bytes: signed (the `sig` member appended) when a run key is given;
+        without a key, as received (a received envelope keeps its signature, last)."""
         if key is None:
+            if self.sig is not None:
+                return self.model_dump_json().encode()
             return self.model_dump_json(exclude={"sig"}).encode()
         return signing.sign(key, self.model_dump_json(exclude={"sig"}).encode())
 

@@ -6,6 +6,10 @@ exponential backoff and subscribes again to everything it had. A publish during 
 outage waits for the reconnect and is then sent (at least once; receivers drop
 duplicates by sender and seq). Messages on topics we did not subscribe to are
 dropped: amqtt may deliver retained messages for filters a client never asked for.
+
+Client ids get a random suffix: a broker disconnects a session when another client
+connects with its id, and amqtt does that before it checks the newcomer's credentials,
+so an id anyone could guess (`{run}-{agent}`) would let any client knock an agent off.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -34,6 +39,7 @@ PUBLISH_OUTAGE_LIMIT_S = 60.0
 #: Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed ACKs
 #: (~40 ms on Linux). Measured: 2.4x sweep throughput on Mosquitto.
 NO_DELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+CLIENT_ID_SUFFIX_BYTES = 6
 
 
 def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
@@ -48,6 +54,10 @@ def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
     )
 
 
+def unguessable(client_id: str) -> str:
+    return f"{client_id}-{secrets.token_hex(CLIENT_ID_SUFFIX_BYTES)}"
+
+
 class MqttBus:
     def __init__(self, url: BrokerURL, *, description: str | None = None) -> None:
         self.url = url
@@ -55,7 +65,8 @@ class MqttBus:
         self._conns: list[MqttConnection] = []
 
     async def connect(self, client_id: str) -> MqttConnection:
-        conn = MqttConnection(self.url, client_id)
+        """A new session; its MQTT client id is `client_id` and a random suffix."""
+        conn = MqttConnection(self.url, unguessable(client_id))
         await conn.start()
         self._conns.append(conn)
         return conn

@@ -5,11 +5,26 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-out = Console()
-err = Console(stderr=True)
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (`| head`): stop writing, and let the command line end
+        quietly as for any other closed pipe (rich would exit with code 1 here)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+out = _Console()
+err = _Console(stderr=True)
 
 
 def fail(message: str, code: int) -> int:
     """One plain message on stderr (user text is never read as rich markup)."""
     err.print(Text("error", style="red") + Text(f": {message}"), highlight=False, soft_wrap=True)
     return code
+
+
+def say(message: str) -> None:
+    """One plain line of progress or advice on stderr (never wrapped: it may hold a
+    command or a path to copy)."""
+    err.print(Text(message), highlight=False, soft_wrap=True)

@@ -10,9 +10,9 @@ from rich.table import Table
 
 from errorflow.agents.backends import check_backends
 from errorflow.bus.envelope import json_schema
-from errorflow.cli.args import EXIT_OK
 from errorflow.cli.console import out
-from errorflow.cli.run_commands import load_ref
+from errorflow.cli.errors import EXIT_OK
+from errorflow.cli.scenario_input import load_ref
 from errorflow.scenario.bundled import bundled, describe
 
 

@@ -1,29 +1,37 @@
 """The `errorflow` command line: the parser, one builder per command, and the exit codes
-every command shares (0 ok, 1 a runtime failure, 2 bad input, with one line on stderr)."""
+every command shares (0 ok, 1 a runtime failure, 2 bad input, with one line on stderr;
+errorflow/cli/errors.py is the one place failures are turned into text)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from errorflow import __version__
-from errorflow.agents.backends import ConfigurationError
-from errorflow.bus.url import BrokerURLError
-from errorflow.cli import info_commands, run_commands, store_commands, sweep_command, tui_commands
-from errorflow.cli.args import EXIT_FAILURE, EXIT_USAGE, UsageError
+from errorflow.cli import (
+    agent_command,
+    broker_command,
+    info_commands,
+    run_commands,
+    store_commands,
+    sweep_command,
+    tui_commands,
+)
+from errorflow.cli.args import Parser
 from errorflow.cli.console import fail
-from errorflow.runtime.store import StoreError
-from errorflow.scenario.loader import ScenarioError
-from errorflow.scenario.overrides import OverrideError
+from errorflow.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, explain
 
 #: Every command's parser builder, in the order `errorflow --help` lists them.
 COMMANDS = (
     run_commands.add_run,
     sweep_command.add_sweep,
     store_commands.add_report,
-    run_commands.add_agent,
+    agent_command.add_agent,
+    broker_command.add_broker_config_command,
     info_commands.add_validate,
     info_commands.add_schema,
     info_commands.add_scenarios,
@@ -33,8 +41,8 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    p = Parser(
         prog="errorflow",
         description="Simulate multi-agent LLM systems over MQTT, inject tool faults and "
         "measure whether failures are contained or contaminate downstream agents.",
@@ -42,31 +50,59 @@ def build_parser() -> argparse.ArgumentParser:
         "(see `errorflow scenarios`).",
     )
     p.add_argument("--version", action="version", version=f"errorflow {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help="log debug output to stderr")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="log errorflow's debug output to stderr"
+    )
+    # The subcommands' parsers are `Parser`s too; the builders only add arguments to them.
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        p.add_subparsers(dest="command", metavar="COMMAND", required=True),
+    )
     for add in COMMANDS:
         add(sub)
     return p
 
 
+def configure_logging(verbose: bool) -> None:
+    """Warnings of everything; with -v, errorflow's own debug lines too (the drivers'
+    debug output, aiosqlite's and the MQTT clients', would bury them)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("errorflow").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
     try:
-        return int(args.func(args))
-    except ScenarioError as exc:
-        return fail(f"invalid scenario\n{exc}", EXIT_USAGE)
-    except (UsageError, BrokerURLError, ConfigurationError, OverrideError) as exc:
-        return fail(str(exc), EXIT_USAGE)
-    except FileNotFoundError as exc:
-        return fail(str(exc), EXIT_USAGE)
-    except (ConnectionError, TimeoutError, StoreError) as exc:
-        return fail(str(exc), EXIT_FAILURE)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version
+            return exc.code if isinstance(exc.code, int) else 0
+        configure_logging(args.verbose)
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe fails here, where it is caught
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        return fail("interrupted", 130)
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:
+        known = explain(exc)
+        if known is None:
+            raise  # a bug: keep its traceback
+        code, text = known
+        return fail(text, code)
+
+
+def _quiet_stdout() -> None:
+    """The reader went away (`| head`): nothing more to say, and nothing to say it to.
+    Point stdout at /dev/null so the interpreter's last flush does not fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return  # not a file (a test's capture): nothing will flush to a pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

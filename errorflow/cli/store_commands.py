@@ -1,4 +1,9 @@
-"""`errorflow report`, `errorflow runs` and `errorflow show`: what the store holds."""
+"""`errorflow report`, `errorflow runs` and `errorflow show`: what the store holds.
+
+Ids are what a user types: a whole run or group id, or a prefix only one of them has
+(an ambiguous prefix lists what it could be). Tables fit 80 columns without ever
+cutting an id: the ids are what `show`, `report` and `tui --replay` need.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +11,83 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from rich.table import Table
+from rich.text import Text
 
-from errorflow.cli.args import EXIT_OK, UsageError, db_arg
-from errorflow.cli.console import err, out
+from errorflow.cli.args import db_arg
+from errorflow.cli.columns import columns
+from errorflow.cli.console import out, say
+from errorflow.cli.errors import EXIT_OK, UsageError, db_option, id_problem
+from errorflow.cli.resume import resume_command
 from errorflow.reports.report import ReportError, render
 from errorflow.reports.tables import print_run
-from errorflow.runtime.store import get_run, list_runs
+from errorflow.runtime.store import (
+    IdLookupError,
+    RunListing,
+    StoredId,
+    StoredRun,
+    get_run,
+    group_runs,
+    list_runs,
+    resolve_id,
+)
 from errorflow.scoring.summary import RunJson
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def stored_id(db: str, ident: str, *, groups: bool = True) -> StoredId:
+    """The run or group a user's id or prefix names, or a `UsageError` that says why not."""
     try:
-        text = render(Path(args.db), args.id, args.format)
+        return resolve_id(Path(db), ident, groups=groups)
+    except IdLookupError as exc:
+        runs = list_runs(Path(db))
+        known = {r["run_id"] for r in runs}
+        if groups:
+            known |= {r["group_id"] for r in runs if r["group_id"]}
+        raise id_problem(exc, db, "run or group" if groups else "run", known=known) from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    found = stored_id(args.db, args.id)
+    try:
+        text = render(Path(args.db), found.id, args.format)
     except ReportError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), where=args.id) from None
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        err.print(f"wrote {args.output}")
+        say(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+# -- runs ---------------------------------------------------------------------------------
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
+
+
+RUN_COLUMNS = ("run id", "group", "scenario", "propagation", "trials", "seed", "status", "started")
+
+
+def runs_lines(rows: list[RunListing], width: int) -> list[str]:
+    """The listing of `errorflow runs`, fitted to `width` (ids whole, on one line)."""
+    cells = [
+        [
+            r["run_id"],
+            r["group_id"] or "–",
+            r["scenario"],
+            r["propagation"],
+            str(r["trials"]),
+            str(r["seed"]),
+            r["status"],
+            _when(r["started"]),
+        ]
+        for r in rows
+    ]
+    started = len("2026-12-01")  # wraps at the space between date and time
+    return columns(RUN_COLUMNS, cells, width, right=frozenset({4, 5}), floors={7: started})
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -38,54 +95,102 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
-    table = Table(title=f"Runs in {args.db}", title_justify="left")
-    for col in ("run id", "scenario", "seed", "trials", "propagation", "status", "started"):
-        table.add_column(col)
-    for r in rows:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started"]))
-        table.add_row(
-            r["run_id"],
-            r["scenario"],
-            str(r["seed"]),
-            str(r["trials"]),
-            r["propagation"],
-            r["status"],
-            started,
-        )
-    out.print(table)
+    out.print(Text(f"Runs in {args.db} (newest first)", style="bold"), highlight=False)
+    for line in runs_lines(rows, out.width):
+        out.print(Text(line), highlight=False, soft_wrap=True)
     return EXIT_OK
+
+
+# -- show ---------------------------------------------------------------------------------
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    run = get_run(Path(args.db), args.run_id)
-    if run is None:
-        raise UsageError(f"no run {args.run_id!r} in {args.db} (see `errorflow runs`)")
-    if args.json:
-        print(json.dumps(run, indent=2, default=str))
+    found = stored_id(args.db, args.run_id)
+    if found.kind == "group":
+        runs = group_runs(Path(args.db), found.id)
+        if args.json:
+            print(json.dumps({"group_id": found.id, "runs": runs}, indent=2))
+        else:
+            for line in group_lines(found.id, runs, args.db, out.width):
+                out.print(Text(line), highlight=False, soft_wrap=True)
         return EXIT_OK
-    out.print(f"status: {run['status']}   stored: {run['counts']}")
-    if run.get("summary"):
-        print_run(out, _stored_run_json(run))
+    run = get_run(Path(args.db), found.id)
+    assert run is not None  # resolved just now
+    if args.json:
+        print(json.dumps(run, indent=2))
+        return EXIT_OK
+    for fact in run_lines(run, args.db):
+        out.print(fact, highlight=False)
+    if run["summary"]:
+        print_run(out, stored_run_json(run))
     return EXIT_OK
 
 
-def _stored_run_json(run: Mapping[str, Any]) -> RunJson:
+def run_lines(run: StoredRun, db: str) -> list[Text]:
+    """A stored run's identity, state and row counts, a fact a line."""
+    c = run["counts"]
+    took = f" ({run['finished'] - run['started']:.1f}s)" if run["finished"] else ""
+    lines = [
+        Text.assemble(("run ", "bold"), run["run_id"], "  ", _status(run["status"])),
+        Text(
+            f"scenario {run['scenario']} · seed {run['seed']} · {run['trials']} trials · "
+            f"propagation {run['propagation']}"
+        ),
+        Text(f"started {_when(run['started'])} · finished {_when(run['finished']) or '–'}{took}"),
+        Text(
+            f"stored: {c['messages']} messages, {c['events']} events, {c['rejects']} rejected, "
+            f"{c['trials']} trial outcomes"
+        ),
+    ]
+    if run["group_id"]:
+        lines.insert(2, Text(f"group {run['group_id']} (as {run['label'] or '–'})"))
+    if run["status"] == "interrupted":
+        lines.append(Text(f"interrupted; resume with: {resume_command(run['run_id'], db)}"))
+    return lines
+
+
+def _status(status: str) -> Text:
+    colour = {"finished": "green", "interrupted": "yellow", "running": "cyan"}.get(status, "")
+    return Text(status, style=colour)
+
+
+GROUP_COLUMNS = ("run id", "as", "status", "success", "contained", "contaminated")
+
+
+def group_lines(group_id: str, runs: list[StoredRun], db: str, width: int) -> list[str]:
+    """A group's runs, one each (outcome counts once finished), and how to report it."""
+    first = runs[0]
+    rows = []
+    for r in runs:
+        o = r["summary"]["outcomes"] if r["summary"] else {}
+        counts = [str(o[k]) if k in o else "–" for k in GROUP_COLUMNS[3:]]
+        rows.append([r["run_id"], r["label"] or "–", r["status"], *counts])
+    head = (
+        f"group {group_id}: scenario {first['scenario']} · seed {first['seed']} · "
+        f"{first['trials']} trials · {len(runs)} runs"
+    )
+    table = columns(GROUP_COLUMNS, rows, width, right=frozenset({3, 4, 5}))
+    return [head, *table, f"full report: errorflow report {group_id}{db_option(db)}"]
+
+
+def stored_run_json(run: StoredRun) -> RunJson:
     """A stored run as `errorflow run` printed it."""
     summary = run["summary"]
-    data = RunJson(
+    assert summary is not None
+    return RunJson(
         run_id=run["run_id"],
         scenario=run["scenario"],
         seed=run["seed"],
         trials=summary["trials"],
         propagation=run["propagation"],
-        broker=run["broker"],
+        broker=run["broker"] or "",
         outcomes=summary["outcomes"],
         metrics=summary["metrics"],
         rejects=run["rejects_by_reason"],
     )
-    if "amplification" in summary:
-        data["amplification"] = summary["amplification"]
-    return data
+
+
+# -- the parsers --------------------------------------------------------------------------
 
 
 def add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -96,7 +201,7 @@ def add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "`sweep`), from the SQLite store: outcomes with 95% Wilson intervals, costs, "
         "amplification against the fault-free baseline, paired differences.",
     )
-    rp.add_argument("id", help="run id or group id")
+    rp.add_argument("id", help="run id or group id (a unique prefix is enough)")
     rp.add_argument("--format", choices=["md", "json", "csv", "html"], default="md")
     rp.add_argument("-o", "--output", help="write to this file instead of stdout")
     db_arg(rp)
@@ -111,8 +216,8 @@ def add_runs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sh = sub.add_parser("show", help="print one stored run")
-    sh.add_argument("run_id", help="run id (a unique prefix is enough)")
-    sh.add_argument("--json", action="store_true")
+    sh = sub.add_parser("show", help="print one stored run, or a group of runs")
+    sh.add_argument("run_id", metavar="ID", help="run or group id (a unique prefix is enough)")
+    sh.add_argument("--json", action="store_true", help="print it as one JSON object")
     db_arg(sh)
     sh.set_defaults(func=cmd_show)

@@ -8,21 +8,19 @@ import json
 import time
 from collections.abc import Mapping
 
-from errorflow.cli.args import EXIT_OK, UsageError
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
 from errorflow.cli.console import out
-from errorflow.cli.run_commands import (
-    Bars,
-    configured,
-    progress_bars,
-    run_options,
-    scenario_options,
-)
+from errorflow.cli.errors import EXIT_OK, UsageError
+from errorflow.cli.preflight import broker_answers, broker_of, writable_db
+from errorflow.cli.progress import Bars, progress_bars, wanted
+from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
+from errorflow.cli.run_options import run_options, scenario_of, scenario_options
+from errorflow.cli.scenario_input import check_axis
 from errorflow.reports.tables import sweep_tables
-from errorflow.runtime.experiment import (
-    Arm,
-    run_arms,
-    sweep_arms,
-)
+from errorflow.runtime.experiment import Arm, ArmJson, SweepJson, run_arms, sweep_arms
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import parse_value, with_settings
 
@@ -31,7 +29,7 @@ Axis = tuple[str, Mapping[str, Mapping[str, object]]]
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    scenario = configured(args)
+    scenario = scenario_of(args)
     axes = _axes(args, scenario)
     # `--trials` and `--seed` win over a cell's own (`--vary trials=5,10 --trials 3` runs
     # 3 trials a cell), so they are applied again to every cell; `--propagation` is a
@@ -40,43 +38,84 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         Arm(a.label, with_settings(a.scenario, trials=args.trials, seed=args.seed))
         for a in sweep_arms(scenario, axes)
     ]
-    with progress_bars(args) as progress:
-        bars = Bars(progress)
+    writable_db(args.db)
+    broker_answers(broker_of(args.broker))
+    group_id = new_group_id(scenario)
+    with progress_bars(args) as progress, resume_on_failure(args.db, [], group_id):
+        bars = Bars(progress, [a.label for a in arms], unit="cell", log=wanted(args))
         started = time.perf_counter()
         result = asyncio.run(
             run_arms(
-                arms, run_options(args, bars), baseline=not args.no_baseline, on_arm=bars.start
+                arms,
+                run_options(args, bars),
+                baseline=not args.no_baseline,
+                group_id=group_id,
+                on_arm=bars.start,
             )
         )
         wall = time.perf_counter() - started
     data = result.sweep_json(scenario, axes, wall)
     if args.json:
         print(json.dumps(data, indent=2))
-    else:
-        out.print(sweep_tables(data))
-        out.print(
-            f"group {result.group_id}; wall time {wall:.2f}s; "
-            f"`errorflow report {result.group_id}` writes the full report",
-            highlight=False,
-        )
+        refuse_infra_faults(result.infra_faults, result.infra_reasons)
+        return EXIT_OK
+    out.print(sweep_tables(data))
+    if len(axes) == 2 and not args.no_baseline:
+        out.print(amplification_matrix(data))
+    out.print(
+        f"group {result.group_id}; wall time {wall:.2f}s; "
+        f"`errorflow report {result.group_id}` writes the full report",
+        highlight=False,
+    )
+    refuse_infra_faults(result.infra_faults, result.infra_reasons)
     return EXIT_OK
 
 
 def _axes(args: argparse.Namespace, scenario: Scenario) -> list[Axis]:
-    """The axes `--vary` gives, or else the scenario's `sweep:` block."""
+    """The axes `--vary` gives, or else the scenario's `sweep:` block; every value is
+    checked against the scenario (with its `--set` overrides) before anything runs."""
     axes: list[Axis] = []
     for spec in args.vary or []:
         path, sep, values = spec.partition("=")
-        if not sep or not values:
-            raise UsageError(f"--vary wants PATH=V1,V2,...; got {spec!r}")
+        if not sep or not values or not path:
+            raise UsageError(f"expected PATH=V1,V2,..., found {spec!r}", where="--vary")
         axes.append((path, {v: {path: parse_value(v)} for v in values.split(",")}))
+    where = "--vary"
     if not axes:
         if scenario.sweep is None:
-            raise UsageError(f"{args.scenario} has no sweep: block; give --vary PATH=V1,V2")
+            raise UsageError("has no sweep: block; expected --vary PATH=V1,V2", where=args.scenario)
         axes = [(a.name, a.values) for a in scenario.sweep.axes]
+        where = "sweep:"
     if len(axes) > 2:
-        raise UsageError("a sweep varies one or two fields")
+        raise UsageError(f"expected one or two fields to vary, found {len(axes)}", where=where)
+    for name, values in axes:
+        check_axis(scenario, f"{where} {name}", values)
     return axes
+
+
+def amplification_matrix(data: SweepJson) -> Group:
+    """Backend × / model × per cell against its fault-free baseline (two-axis sweeps; a
+    one-axis sweep's table has the column already)."""
+    rows, cols = data["axes"]
+    table = Table(
+        title=f"{data['scenario']}: amplification b×/m× vs fault-free baseline",
+        title_justify="left",
+    )
+    table.add_column(f"{rows['name']} \\ {cols['name']}")
+    for c in cols["values"]:
+        table.add_column(c, justify="right")
+    for r in rows["values"]:
+        table.add_row(r, *(_amp(data["cells"][f"{r}/{c}"]) for c in cols["values"]))
+    note = Text("b×/m×: backend and model calls per trial over the baseline's", style="dim")
+    return Group(table, note)
+
+
+def _amp(cell: ArmJson) -> str:
+    amp = cell.get("amplification")
+    if not amp:
+        return "–"
+    b, m = amp["backend_calls"], amp["model_calls"]
+    return f"{'–' if b is None else f'{b:.2f}'}/{'–' if m is None else f'{m:.2f}'}"
 
 
 def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,20 +11,21 @@ import shlex
 import sys
 from pathlib import Path
 
-from errorflow.bus.url import BrokerURLError, parse_broker_url
-from errorflow.cli.args import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, nonneg, nonneg_float, positive
+from errorflow.cli.args import nonneg, nonneg_float, port, positive
+from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
+from errorflow.cli.preflight import broker_of, free_port
+from errorflow.cli.run_keys import observer_key
+from errorflow.cli.scenario_input import RunSettings, scenario_from
+from errorflow.cli.store_commands import stored_id
 from errorflow.runtime.store import DEFAULT_DB
-from errorflow.scenario.bundled import resolve
-from errorflow.scenario.loader import ScenarioError, load
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.overrides import with_settings
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, find_run
 
 SERVE_HOST = "127.0.0.1"  # the browser UI can start runs: never on a public interface
 
 
-class BadInput(Exception):
+class BadInput(UsageError):
     """Exit code 2 with a one-line explanation."""
 
 
@@ -38,7 +39,16 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     t.add_argument("scenario", nargs="?", help="scenario file or bundled scenario name")
     _run_args(t)
     t.add_argument("--attach", metavar="RUN_ID", help="watch this run on --broker")
-    t.add_argument("--replay", metavar="RUN_ID", help="replay this stored run from --db")
+    t.add_argument(
+        "--replay",
+        metavar="RUN_ID",
+        help="replay this stored run from --db (a unique prefix is enough)",
+    )
+    t.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="--attach: the run key, to verify what is shown (default: $ERRORFLOW_RUN_KEY)",
+    )
     t.add_argument(
         "--speed", type=nonneg_float, default=1.0, metavar="X",
         help="replay speed: X times real time, 0 = at once (default: 1)",
@@ -53,7 +63,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     s.add_argument("scenario", help="scenario file or bundled scenario name")
     _run_args(s)
-    s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    s.add_argument("--port", type=port, default=8000, help="port (default: 8000)")
     s.set_defaults(func=cmd_serve)
 
 
@@ -70,12 +80,12 @@ def build_session(args: argparse.Namespace) -> Session:
     if args.attach and args.replay:
         raise BadInput("give --attach or --replay, not both")
     db = Path(args.db)
-    broker = parse_broker_url(args.broker) if args.broker else None
+    broker = broker_of(args.broker)
     holder = BusHolder(broker)
     if args.replay:
         if args.scenario:
             raise BadInput("--replay plays a stored run; it takes no SCENARIO")
-        stored = find_run(db, args.replay)
+        stored = find_run(db, stored_id(args.db, args.replay, groups=False).id)
         if stored is None:
             raise BadInput(f"no run {args.replay!r} in {db} (see `errorflow runs`)")
         return Session("replay", holder, db, stored.scenario, stored.run_id, args.speed, stored)
@@ -86,29 +96,22 @@ def build_session(args: argparse.Namespace) -> Session:
         if scenario is None and db.exists():
             stored = find_run(db, args.attach)  # the run may be recorded here already
             scenario = stored.scenario if stored else None
-        return Session("attach", holder, db, scenario, args.attach)
+        key = observer_key(getattr(args, "key_file", None))
+        return Session("attach", holder, db, scenario, args.attach, run_key=key)
     if not args.scenario:
         raise BadInput("give a SCENARIO to run, or --attach RUN_ID, or --replay RUN_ID")
     return Session("live", holder, db, _scenario(args))
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    scenario = load(resolve(args.scenario))
-    return with_settings(scenario, trials=args.trials, seed=args.seed, propagation=args.propagation)
+    settings = RunSettings(trials=args.trials, seed=args.seed, propagation=args.propagation)
+    return scenario_from(args.scenario, (), settings)
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    from errorflow.tui.app import ErrorflowApp
+    from errorflow.tui.app import ErrorflowApp  # Textual loads only for the TUI commands
 
-    try:
-        session = build_session(args)
-    except (BadInput, BrokerURLError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ScenarioError as exc:
-        print(f"error: invalid scenario\n{exc}", file=sys.stderr)
-        return EXIT_USAGE
-    app = ErrorflowApp(session)
+    app = ErrorflowApp(build_session(args))  # bad input raises: the CLI's one error path
     app.run()
     return app.return_code or EXIT_OK
 
@@ -128,21 +131,13 @@ def serve_command(args: argparse.Namespace) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        _scenario(args)  # fail here, not in every browser tab
-        if args.broker:
-            parse_broker_url(args.broker)
-    except (BrokerURLError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ScenarioError as exc:
-        print(f"error: invalid scenario\n{exc}", file=sys.stderr)
-        return EXIT_USAGE
+    _scenario(args)  # fail here, not in every browser tab
+    broker_of(args.broker)
+    free_port(SERVE_HOST, args.port)
     try:
         from textual_serve.server import Server
     except ImportError:
-        print("error: serving needs textual-serve: pip install 'errorflow[serve]'", file=sys.stderr)
-        return EXIT_FAILURE
+        raise RunFailure("serving needs textual-serve: pip install 'errorflow[serve]'") from None
 
     server = Server(serve_command(args), host=SERVE_HOST, port=args.port,
                     title=f"errorflow {args.scenario}")  # fmt: skip

@@ -35,6 +35,9 @@ class ErrorCode(StrEnum):
     UPSTREAM_FAILURE = "upstream_failure"
     INTERNAL_ERROR = "internal_error"
     BUS_FAULT = "bus_fault"
+    #: errorflow's own infrastructure failed (a real model server unreachable, a key it
+    #: refuses, a model it does not have): the trial measured nothing and is not scored.
+    INFRA_FAULT = "infra_fault"
 
 
 #: Classes that a retry can cure: the same call may succeed later.

@@ -3,6 +3,9 @@
 `errorflow report ID --format md|json|csv|html` reads only the store, so a report can
 be written long after the run, on another machine, from the SQLite file alone. The
 HTML report is one self-contained file with inline SVG charts (no scripts).
+
+Infra-fault trials (errorflow's infrastructure failed: nothing was measured) get their
+own column, count only, when a run has any; rates are over the other trials.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import COST_KEYS
-from errorflow.runtime.store import get_run, group_runs, load_scores, trial_rows
+from errorflow.runtime.store import StoredRun, get_run, group_runs, load_scores, trial_rows
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.summary import (
+    RATED,
     Amplification,
     Metrics,
     OutcomeCounts,
@@ -32,12 +36,16 @@ from errorflow.scoring.summary import (
     summarize,
 )
 
-OUTCOMES = [o.value for o in Outcome]
+#: Outcomes with a rate: a column each (count, rate, interval) in every report.
+OUTCOMES = [o.value for o in RATED]
+#: Counted, never rated: a count column when some run has any.
+INFRA_FAULT = Outcome.INFRA_FAULT.value
 COLOURS = {
     "success": "#2e7d32",
     "contained": "#f9a825",
     "contaminated": "#c62828",
     "bus_fault": "#616161",
+    "infra_fault": "#6a1b9a",
 }
 
 
@@ -80,11 +88,11 @@ def build(db: Path, ident: str) -> ReportJson:
         if run is None:
             raise ReportError(f"no run or group {ident!r} in {db} (see `errorflow runs`)")
         runs = [run]
-    baselines: dict[str, PerTrialCosts] = {
-        r["label"].removesuffix(":baseline"): r["summary"]["metrics"]["per_trial"]
-        for r in runs
-        if (r.get("label") or "").endswith(":baseline") and r.get("summary")
-    }
+    baselines: dict[str, PerTrialCosts] = {}
+    for r in runs:
+        label, summary = r["label"] or "", r["summary"]
+        if label.endswith(":baseline") and summary:
+            baselines[label.removesuffix(":baseline")] = summary["metrics"]["per_trial"]
     arms = []
     for r in runs:
         label = r.get("label") or r["run_id"]
@@ -99,7 +107,7 @@ def build(db: Path, ident: str) -> ReportJson:
     return data
 
 
-def _arm(db: Path, run: dict[str, Any], label: str, baseline: PerTrialCosts | None) -> ReportArm:
+def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -> ReportArm:
     # A run killed before it finished has no summary yet; its trials are stored.
     summary: RunSummary = run.get("summary") or summary_from_trials(db, run["run_id"])
     metrics = summary["metrics"]
@@ -165,7 +173,11 @@ class ArmRow:
     def tokens(self) -> float:
         return (self.costs["input_tokens"] or 0) + (self.costs["output_tokens"] or 0)
 
-    def csv(self) -> dict[str, Cell]:
+    @property
+    def infra_faults(self) -> int:
+        return self.arm["outcomes"].get(INFRA_FAULT, 0)
+
+    def csv(self, with_infra: bool = False) -> dict[str, Cell]:
         a = self.arm
         row: dict[str, Cell] = {
             "label": a["label"],
@@ -178,6 +190,8 @@ class ArmRow:
             row[o] = cells.count
             row[f"{o}_rate"] = cells.rate
             row[f"{o}_ci_low"], row[f"{o}_ci_high"] = cells.ci_low, cells.ci_high
+        if with_infra:
+            row[INFRA_FAULT] = self.infra_faults
         row.update(self.costs)
         row["backend_amplification"] = self.amplification["backend_calls"]
         row["model_amplification"] = self.amplification["model_calls"]
@@ -185,8 +199,13 @@ class ArmRow:
         return row
 
 
+def any_infra_faults(arms: list[ReportArm]) -> bool:
+    return any(a["outcomes"].get(INFRA_FAULT, 0) for a in arms)
+
+
 def to_csv(data: ReportJson) -> str:
-    rows = [ArmRow.of(a).csv() for a in data["arms"]]
+    with_infra = any_infra_faults(data["arms"])
+    rows = [ArmRow.of(a).csv(with_infra) for a in data["arms"]]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["label"])
     writer.writeheader()
@@ -213,8 +232,12 @@ def to_markdown(data: ReportJson) -> str:
         "",
         "## Outcomes",
         "",
-        "| run | success | contained | contaminated | bus fault | mean depth |",
-        "|---|---|---|---|---|---|",
+    ]
+    with_infra = any_infra_faults(arms)
+    infra_head = " infra fault (not scored) |" if with_infra else ""
+    lines += [
+        f"| run | success | contained | contaminated | bus fault |{infra_head} mean depth |",
+        "|---|---|---|---|---|" + ("---|" if with_infra else "") + "---|",
     ]
     rows = [ArmRow.of(a) for a in arms]
     for r in rows:
@@ -222,11 +245,19 @@ def to_markdown(data: ReportJson) -> str:
             f"{c.count} ({c.rate:.0%}, CI {c.ci_low:.0%}–{c.ci_high:.0%})"
             for c in r.outcomes.values()
         ]
+        if with_infra:
+            cells.append(str(r.infra_faults))
         depth = _fmt(r.arm["metrics"]["mean_depth"])
         lines.append(f"| {r.arm['label']} | " + " | ".join(cells) + f" | {depth} |")
     lines += [
         "",
-        "Rates with 95 % Wilson intervals.",
+        "Rates with 95 % Wilson intervals"
+        + (
+            ", over the trials that measured something (an infra fault is a model server "
+            "that failed: not scored)."
+            if with_infra
+            else "."
+        ),
         "",
         "## Costs per trial",
         "",
@@ -269,12 +300,13 @@ def _bars_svg(arms: list[ReportArm]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'role="img" aria-label="outcomes per run">'
     ]
+    shown = OUTCOMES + ([INFRA_FAULT] if any_infra_faults(arms) else [])
     for i, a in enumerate(arms):
         y = i * (bar_h + gap)
         parts.append(f'<text x="0" y="{y + 16}" font-size="13">{html.escape(a["label"])}</text>')
         x = float(left)
-        total = max(1, sum(a["outcomes"].get(o, 0) for o in OUTCOMES))
-        for o in OUTCOMES:
+        total = max(1, sum(a["outcomes"].get(o, 0) for o in shown))
+        for o in shown:
             w = (width - left - 10) * a["outcomes"].get(o, 0) / total
             if w > 0:
                 parts.append(
@@ -285,12 +317,13 @@ def _bars_svg(arms: list[ReportArm]) -> str:
             x += w
     y = len(arms) * (bar_h + gap) + 14
     x = left
-    for o in OUTCOMES:
+    step = min(110, (width - left) // len(shown))  # the legend stays inside the picture
+    for o in shown:
         parts.append(
             f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{COLOURS[o]}"/>'
             f'<text x="{x + 14}" y="{y}" font-size="12">{o}</text>'
         )
-        x += 110
+        x += step
     parts.append("</svg>")
     return "".join(parts)
 

@@ -1,4 +1,8 @@
-"""Rich tables for the terminal: one run, a paired comparison, a sweep matrix."""
+"""Rich tables for the terminal: one run, a paired comparison, a sweep matrix.
+
+Bus faults and infra faults get a row only when they happened; infra-fault trials are
+counted and never rated (the rates are over the trials that measured something).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,24 @@ from rich.text import Text
 
 from errorflow.runtime.experiment import ArmJson, RefCell, SweepJson
 from errorflow.scoring.summary import PairedOutcomes, PerTrialCosts, Rate, RunJson
+
+#: Outcomes shown only when some trial had them.
+SHOWN_WHEN_PRESENT = ("bus_fault", "infra_fault")
+
+#: The outcome that is counted but has no rate (errorflow's infrastructure failed).
+INFRA_FAULT = "infra_fault"
+
+#: What the rate columns say for infra-fault trials.
+NOT_SCORED = "not scored"
+
+
+def infra_faults(data: RunJson) -> int:
+    return data["outcomes"].get(INFRA_FAULT, 0)
+
+
+def measured_trials(data: RunJson) -> int:
+    """The trials a rate is over: the run's, without the infra faults."""
+    return data["trials"] - infra_faults(data)
 
 
 def pct(x: float) -> str:
@@ -33,10 +55,26 @@ def outcome_table(data: RunJson, title: str = "Outcomes") -> Table:
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     rates = data["metrics"]["rates"]
     for outcome, count in data["outcomes"].items():
-        if count == 0 and outcome == "bus_fault":
+        if count == 0 and outcome in SHOWN_WHEN_PRESENT:
             continue
-        table.add_row(outcome, str(count), pct(rates[outcome]["rate"]), ci(rates[outcome]))
+        rate = rates.get(outcome)
+        if rate is None:  # counted, never rated
+            table.add_row(outcome, str(count), "–", NOT_SCORED)
+        else:
+            table.add_row(outcome, str(count), pct(rate["rate"]), ci(rate))
     return table
+
+
+def infra_line(data: RunJson) -> str | None:
+    """What a run with infra-fault trials must say next to its rates (None: none)."""
+    n = infra_faults(data)
+    if not n:
+        return None
+    return (
+        f"infrastructure faults: {n} of {data['trials']} trials measured nothing (a model "
+        f"server failed); they are not scored and every rate is over the other "
+        f"{measured_trials(data)}"
+    )
 
 
 def cost_line(data: RunJson) -> str:
@@ -62,6 +100,9 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     )
     console.print(f"broker: {data['broker']}", highlight=False)
     console.print(outcome_table(data))
+    infra = infra_line(data)
+    if infra is not None:
+        console.print(f"[bold red]{infra}[/]", highlight=False)
     console.print(cost_line(data), highlight=False)
     m = data["metrics"]
     if m["max_depth"]:
@@ -78,17 +119,12 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
     table.add_column("")
     for name in names:
         table.add_column(name, justify="right")
-    for outcome in ("success", "contained", "contaminated", "bus_fault"):
-        if outcome == "bus_fault" and not any(a["outcomes"][outcome] for a in arms.values()):
+    for outcome in ("success", "contained", "contaminated", *SHOWN_WHEN_PRESENT):
+        if outcome in SHOWN_WHEN_PRESENT and not any(
+            a["outcomes"].get(outcome, 0) for a in arms.values()
+        ):
             continue
-        table.add_row(
-            outcome,
-            *(
-                f"{a['outcomes'][outcome]} ({pct(a['metrics']['rates'][outcome]['rate'])}, "
-                f"{ci(a['metrics']['rates'][outcome])})"
-                for a in arms.values()
-            ),
-        )
+        table.add_row(outcome, *(_arm_cell(a, outcome) for a in arms.values()))
     for key, label in (
         ("backend_calls", "backend calls/trial"),
         ("model_calls", "model calls/trial"),
@@ -107,6 +143,14 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
     return Group(table, *lines)
 
 
+def _arm_cell(arm: ArmJson, outcome: str) -> str:
+    count = arm["outcomes"].get(outcome, 0)
+    rate = arm["metrics"]["rates"].get(outcome)
+    if rate is None:
+        return f"{count} ({NOT_SCORED})" if count else "0"
+    return f"{count} ({pct(rate['rate'])}, {ci(rate)})"
+
+
 def sweep_tables(data: SweepJson) -> Group:
     """A matrix per metric for two axes; one table with a row per value for one."""
     axes = data["axes"]
@@ -114,8 +158,8 @@ def sweep_tables(data: SweepJson) -> Group:
     reference = data["reference"]
     ref = reference["cells"] if reference else {}
     metrics: list[tuple[str, Callable[[ArmJson], str]]] = [
-        ("success", lambda c: f"{c['outcomes']['success']}/{c['trials']}"),
-        ("contam.", lambda c: f"{c['outcomes']['contaminated']}/{c['trials']}"),
+        ("success", lambda c: f"{c['outcomes']['success']}/{measured_trials(c)}"),
+        ("contam.", lambda c: f"{c['outcomes']['contaminated']}/{measured_trials(c)}"),
         ("calls b/m", lambda c: _calls(c["metrics"]["per_trial"])),
         ("ampl. b×/m×", lambda c: f"{_amp(c, 'backend_calls')}/{_amp(c, 'model_calls')}"),
     ]
@@ -162,6 +206,12 @@ def sweep_tables(data: SweepJson) -> Group:
             parts.append(table)
     if reference and ref:
         parts.append(Text(f"published: {reference['source']}", style="dim"))
+    faulty = {label: infra_faults(c) for label, c in cells.items() if infra_faults(c)}
+    if faulty:
+        listed = ", ".join(f"{label} {n}" for label, n in faulty.items())
+        parts.append(
+            Text(f"infrastructure faults (not scored, out of the counts): {listed}", "bold red")
+        )
     return Group(*parts)
 
 

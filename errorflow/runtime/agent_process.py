@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from errorflow.agents.agent import Agent
-from errorflow.agents.backends import ConfigurationError, check_backends
+from errorflow.agents.backends import ConfigurationError, check_backends, check_servers
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL
 from errorflow.scenario.model import Scenario
@@ -22,6 +22,7 @@ async def run_agent_process(
 ) -> None:
     scenario = with_settings(scenario, seed=seed, propagation=propagation or None)
     api_key = check_backends(scenario)
+    await check_servers(scenario, api_key, only=[name])  # before joining: nothing measured
     bus = MqttBus(url)
     try:
         conn = await bus.connect(f"{run_id}-{name}")

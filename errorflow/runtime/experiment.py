@@ -85,6 +85,9 @@ class ArmResult:
     label: str
     result: RunResult
     baseline: PerTrialCosts | None = None
+    #: Infra-fault trials of the fault-free baseline this arm ran (its costs leave them
+    #: out; a baseline shared with an earlier arm counts there).
+    baseline_infra_faults: int = 0
 
     @property
     def amplification(self) -> Amplification:
@@ -107,6 +110,17 @@ class ExperimentResult:
 
     def arm(self, label: str) -> ArmResult:
         return next(a for a in self.arms if a.label == label)
+
+    @property
+    def infra_faults(self) -> int:
+        """Trials of every run of the experiment (baselines included) the infrastructure
+        failed: not scored, and a reason for the command to fail."""
+        return sum(a.result.infra_faults + a.baseline_infra_faults for a in self.arms)
+
+    @property
+    def infra_reasons(self) -> list[str]:
+        """The distinct reasons of the arms' infra-fault trials, in arm and trial order."""
+        return list(dict.fromkeys(r for a in self.arms for r in a.result.infra_reasons))
 
     def paired(self, a: str, b: str) -> PairedOutcomes:
         """Paired differences a − b on the same trials, for success and contamination."""
@@ -157,7 +171,7 @@ async def run_arms(
                 run_id=f"{group_id}-{_slug(arm.label)}",
             )
             result = await run_scenario(arm.scenario, run_options)
-            base = None
+            base, base_infra = None, 0
             if baseline:
                 clean = without_faults(arm.scenario)
                 key = clean.model_dump_json()
@@ -173,8 +187,9 @@ async def run_arms(
                         ),
                     )
                     cache[key] = base_run.summary["metrics"]["per_trial"]
+                    base_infra = base_run.infra_faults  # counted once, by the arm that ran it
                 base = cache[key]
-            results.append(ArmResult(arm.label, result, base))
+            results.append(ArmResult(arm.label, result, base, base_infra))
     return ExperimentResult(group_id, results)
 
 

@@ -1,11 +1,14 @@
 """The runner: starts (or joins) the bus, the recorder and the agents, publishes one task
 per trial, collects the final results, scores them and stores everything.
 
-Order of a run: recorder subscribed → agents subscribed and present (roll call and
-hello on the control topics) → tasks published, at most `max_in_flight` trials at
-once → each trial ends when every terminal agent's result and everything it was
-derived from has arrived (the `TrialTracker` rule; `bus_fault` on timeout) → stop, end,
-flush.
+Order of a run: every real model server checked (`InfrastructureError` before anything
+is stored) → recorder subscribed → agents subscribed and present (roll call and hello
+on the control topics) → tasks published, at most `max_in_flight` trials at once → each
+trial ends when every terminal agent's result and everything it was derived from has
+arrived (the `TrialTracker` rule; `bus_fault` on timeout) → stop, end, flush.
+
+A trial whose model server failed during the run is `infra_fault`: stored and counted
+(`RunResult.infra_faults`), never scored.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pathlib import Path
 import aiosqlite
 
 from errorflow.agents.agent import Agent, OnTrace
-from errorflow.agents.backends import check_backends
+from errorflow.agents.backends import check_backends, check_servers
+from errorflow.agents.propagation import infra_reason
 from errorflow.bus import signing, topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
@@ -95,6 +99,18 @@ class RunResult:
     def outcomes(self) -> dict[str, int]:
         return dict(self.summary["outcomes"])
 
+    @property
+    def infra_faults(self) -> int:
+        """Trials the infrastructure failed (not scored): a run with any measured less
+        than it was asked to."""
+        return sum(1 for s in self.scores if s.outcome is Outcome.INFRA_FAULT)
+
+    @property
+    def infra_reasons(self) -> list[str]:
+        """The distinct reasons of the infra-fault trials, in trial order."""
+        reasons = (s.reason for s in self.scores if s.outcome is Outcome.INFRA_FAULT)
+        return list(dict.fromkeys(reasons))
+
     def to_json(self) -> RunJson:
         return {
             "run_id": self.run_id,
@@ -123,6 +139,9 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
     options = options or RunOptions()
     scenario = configure(scenario, options)
     api_key = check_backends(scenario)
+    if not options.external_agents:
+        # External agents may reach servers this process cannot: they check their own.
+        await check_servers(scenario, api_key)
     run_id = options.run_id or new_run_id(scenario.name)
     async with contextlib.AsyncExitStack() as stack:
         bus = options.bus if options.bus is not None else await _start_bus(stack, options)
@@ -346,17 +365,23 @@ class _Runner:
                 messages = self.tracker.messages(trial)
                 score = score_trial(self.scenario, self.truth, trial, messages)
             except TimeoutError:
-                score = TrialScore(
-                    trial,
-                    Outcome.BUS_FAULT,
-                    0,
-                    reason=f"no final result within {self.options.trial_timeout_s:g}s",
-                )
+                score = self._timed_out(trial)
             self._finish(score)
             with contextlib.suppress(ConnectionError):
                 await self._publish_labels(score)
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
+
+    def _timed_out(self, trial: int) -> TrialScore:
+        """A trial without its final result: a bus fault, unless a message that did come
+        says the infrastructure failed it."""
+        infra = infra_reason(self.tracker.messages(trial))
+        if infra is not None:
+            return TrialScore(trial, Outcome.INFRA_FAULT, 0, reason=infra)
+        timeout = self.options.trial_timeout_s
+        return TrialScore(
+            trial, Outcome.BUS_FAULT, 0, reason=f"no final result within {timeout:g}s"
+        )
 
     def _finish(self, score: TrialScore) -> None:
         """A scored trial: its rows go to the store, its state goes (memory stays flat

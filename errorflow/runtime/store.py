@@ -7,13 +7,16 @@ stored whole as JSON next to the columns we query by.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import socket
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, NamedTuple, Self, TypedDict
+from typing import Literal, NamedTuple, Self, TypedDict
 
 import aiosqlite
 
@@ -107,7 +110,7 @@ class MessageRow(NamedTuple):
                 env.status.value,
                 env.confidence,
                 topic,
-                env.model_dump_json() if text is None else text,
+                env.encode().decode() if text is None else text,
                 received,
             ),
         )
@@ -134,7 +137,7 @@ class EventRow(NamedTuple):
                 env.seq,
                 env.sender,
                 str(env.payload.get("type", "")),
-                env.model_dump_json() if text is None else text,
+                env.encode().decode() if text is None else text,
                 received,
             ),
         )
@@ -364,32 +367,90 @@ def list_runs(path: Path) -> list[RunListing]:
     ]
 
 
-def get_run(path: Path, run_id: str) -> dict[str, Any] | None:
+class StoredCounts(TypedDict):
+    """How many rows of each kind a run has in the store."""
+
+    messages: int
+    events: int
+    rejects: int
+    trials: int
+
+
+class StoredRun(TypedDict):
+    """One run as the store holds it: its row, its summary read, and its row counts."""
+
+    run_id: str
+    scenario: str
+    scenario_json: str  # redacted (see `scenario_exact`)
+    seed: int
+    trials: int
+    propagation: str
+    broker: str | None
+    status: str  # `running` whose process is gone reads `interrupted`
+    started: float
+    finished: float | None
+    summary: RunSummary | None  # None until the run finishes or is interrupted
+    group_id: str | None
+    label: str | None
+    pid: int | None
+    host: str | None
+    scenario_sha: str | None
+    scenario_exact: int | None
+    counts: StoredCounts
+    rejects_by_reason: dict[str, int]
+
+
+def get_run(path: Path, run_id: str) -> StoredRun | None:
+    """A run by id, or by a prefix only one run id has (None otherwise)."""
     with connect_ro(path) as conn:
         row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             matches = conn.execute(
-                "SELECT * FROM runs WHERE run_id LIKE ? ORDER BY started DESC", (run_id + "%",)
+                "SELECT * FROM runs WHERE substr(run_id, 1, length(?)) = ? ORDER BY started DESC",
+                (run_id, run_id),
             ).fetchall()
             if len(matches) != 1:
                 return None
             row = matches[0]
-        run = dict(row)
-        run["status"] = effective_status(run["status"], run["pid"], run["host"])
-        rid = run["run_id"]
-        run["summary"] = json.loads(run.pop("summary_json") or "null")
-        run["counts"] = {
-            table: conn.execute(
-                f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (rid,)
-            ).fetchone()[0]
-            for table in ("messages", "events", "rejects", "trials")
-        }
-        run["rejects_by_reason"] = dict(
-            conn.execute(
-                "SELECT reason, COUNT(*) FROM rejects WHERE run_id = ? GROUP BY reason", (rid,)
-            ).fetchall()
-        )
-    return run
+        return _stored_run(conn, row)
+
+
+def _stored_run(conn: sqlite3.Connection, row: sqlite3.Row) -> StoredRun:
+    rid = row["run_id"]
+
+    def count(table: str) -> int:
+        sql = f"SELECT COUNT(*) FROM {table} WHERE run_id = ?"
+        return int(conn.execute(sql, (rid,)).fetchone()[0])
+
+    rejects = conn.execute(
+        "SELECT reason, COUNT(*) FROM rejects WHERE run_id = ? GROUP BY reason", (rid,)
+    ).fetchall()
+    return StoredRun(
+        run_id=rid,
+        scenario=row["scenario"],
+        scenario_json=row["scenario_json"],
+        seed=row["seed"],
+        trials=row["trials"],
+        propagation=row["propagation"],
+        broker=row["broker"],
+        status=effective_status(row["status"], row["pid"], row["host"]),
+        started=row["started"],
+        finished=row["finished"],
+        summary=json.loads(row["summary_json"] or "null"),
+        group_id=row["group_id"],
+        label=row["label"],
+        pid=row["pid"],
+        host=row["host"],
+        scenario_sha=row["scenario_sha"],
+        scenario_exact=row["scenario_exact"],
+        counts=StoredCounts(
+            messages=count("messages"),
+            events=count("events"),
+            rejects=count("rejects"),
+            trials=count("trials"),
+        ),
+        rejects_by_reason={str(reason): int(n) for reason, n in rejects},
+    )
 
 
 def trial_rows(path: Path, run_id: str) -> list[TrialRecord]:
@@ -412,14 +473,102 @@ def trial_rows(path: Path, run_id: str) -> list[TrialRecord]:
     ]
 
 
-def group_runs(path: Path, group_id: str) -> list[dict[str, Any]]:
+def group_runs(path: Path, group_id: str) -> list[StoredRun]:
     """The runs of a group (a paired comparison or a sweep), in the order they ran."""
     with connect_ro(path) as conn:
         rows = conn.execute(
-            "SELECT run_id FROM runs WHERE group_id = ? ORDER BY started", (group_id,)
+            "SELECT * FROM runs WHERE group_id = ? ORDER BY started", (group_id,)
         ).fetchall()
-    runs = [get_run(path, r["run_id"]) for r in rows]
-    return [r for r in runs if r is not None]
+        return [_stored_run(conn, row) for row in rows]
+
+
+# -- ids: what a user types (a whole id or a unique prefix) -----------------------------
+
+
+class IdLookupError(LookupError):
+    """An id the store cannot resolve to exactly one run or group."""
+
+    def __init__(self, ident: str, candidates: list[str]) -> None:
+        self.ident, self.candidates = ident, candidates
+        super().__init__(ident)
+
+
+class UnknownId(IdLookupError):
+    """No run or group has this id or an id starting with it."""
+
+
+class AmbiguousId(IdLookupError):
+    """Several ids start with this prefix (`candidates`, newest first)."""
+
+
+class StoredId(NamedTuple):
+    kind: Literal["run", "group"]
+    id: str
+
+
+def resolve_id(path: Path, ident: str, *, groups: bool = True) -> StoredId:
+    """The run (or, with `groups`, the group) `ident` names: a whole id, or a prefix of
+    exactly one. A prefix of one group and of runs of that group only names the group."""
+    with connect_ro(path) as conn:
+        runs = conn.execute(
+            "SELECT run_id, group_id FROM runs WHERE substr(run_id, 1, length(?)) = ?"
+            " ORDER BY started DESC",
+            (ident, ident),
+        ).fetchall()
+        group_ids = conn.execute(
+            "SELECT group_id FROM runs WHERE substr(group_id, 1, length(?)) = ?"
+            " GROUP BY group_id ORDER BY MAX(started) DESC",
+            (ident, ident),
+        ).fetchall()
+    found = [StoredId("run", str(r["run_id"])) for r in runs]
+    if groups:
+        found = [StoredId("group", str(g[0])) for g in group_ids] + found
+    exact = [f for f in found if f.id == ident]
+    if exact:
+        return exact[0]
+    if groups and len(group_ids) == 1 and all(r["group_id"] == group_ids[0][0] for r in runs):
+        return found[0]
+    if len(found) == 1:
+        return found[0]
+    ids = [f.id for f in found]
+    raise AmbiguousId(ident, ids) if found else UnknownId(ident, ids)
+
+
+def run_exists(path: Path, run_id: str) -> bool:
+    if not path.exists():
+        return False
+    with connect_ro(path) as conn:
+        return conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+
+class UnwritableStore(StoreError):
+    """The database cannot be created or written where it was asked for."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"cannot write a database at {path}: {reason}")
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, before a run starts, if `open_db(path)` could not write there; leaves
+    nothing behind (a missing database is not created, a test file is removed)."""
+    try:
+        if path.exists():
+            with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
+                conn.execute("BEGIN IMMEDIATE")  # takes the write lock: fails if read-only
+                conn.rollback()
+            return
+        base = path.parent
+        while not base.exists():
+            base = base.parent
+        if not base.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(base))
+        fd, probe = tempfile.mkstemp(dir=base, prefix=".errorflow-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except (OSError, sqlite3.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UnwritableStore(path, reason) from None
 
 
 def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, TrialScore]:

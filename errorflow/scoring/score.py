@@ -12,6 +12,11 @@ A trial succeeds when its final messages are clean and answer every need correct
 it is contaminated when any final message is; otherwise it is a contained failure.
 Contamination depth counts the contaminated messages along the longest provenance
 chain that ends in a final message: 1 = only the message next to the failing tool.
+
+A trial in which a message reports an infrastructure fault (a real model server that
+could not be reached, refused the key, had no such model) is `infra_fault`: it measured
+nothing, so it gets no labels and no other outcome, and summaries leave it out of every
+rate.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from enum import StrEnum
 from pydantic import JsonValue
 
 from errorflow.agents.answers import answer_from_wire
+from errorflow.agents.propagation import infra_reason
 from errorflow.agents.world import truth
 from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.costs import Costs
@@ -40,6 +46,8 @@ class Outcome(StrEnum):
     CONTAINED = "contained"
     CONTAMINATED = "contaminated"
     BUS_FAULT = "bus_fault"
+    #: errorflow's own infrastructure failed: not an outcome of the experiment.
+    INFRA_FAULT = "infra_fault"
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,13 @@ def score_trial(
     # Provenance runs through results and through revision requests (tasks an agent
     # sends back); the runner's own tasks carry no claims and start every chain.
     by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}
+    # Each message carries what its sender spent on it; by id, a message counts once.
+    costs = Costs.total(
+        Costs.from_wire(m.payload.get("trace", {}).get("costs")) for m in by_id.values()
+    )
+    infra = infra_reason(results)
+    if infra is not None:
+        return TrialScore(trial, Outcome.INFRA_FAULT, 0, [], costs, reason=infra)
     touched: dict[str, bool] = {}
 
     def is_touched(m: Envelope) -> bool:
@@ -139,10 +154,6 @@ def score_trial(
 
     labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
     finals = [m for m in results if m.recipient == "runner"]
-    # Each message carries what its sender spent on it; by id, a message counts once.
-    costs = Costs.total(
-        Costs.from_wire(m.payload.get("trace", {}).get("costs")) for m in by_id.values()
-    )
     score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs)
     if not finals:
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"

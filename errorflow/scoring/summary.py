@@ -2,6 +2,10 @@
 per trial (over the trials that delivered their messages), amplification against a
 fault-free baseline.
 
+Infra-fault trials (errorflow's own infrastructure failed) are counted in `outcomes`
+and nowhere else: every rate, its interval, pass^k, the depths, the costs per trial and
+the paired differences are over the trials that measured something.
+
 The shapes are TypedDicts, not classes: a summary is stored as JSON (`runs.summary_json`)
 and printed by `--json` exactly as built here, and readers index it like the dict it is.
 """
@@ -15,6 +19,12 @@ from typing import NotRequired, TypedDict
 from errorflow.core.costs import Costs
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.stats import PairedDifference, paired_difference, pass_at_k, wilson
+
+#: Outcomes that measured nothing: counted, never rated.
+NOT_MEASURED: frozenset[Outcome] = frozenset({Outcome.INFRA_FAULT})
+
+#: Outcomes with a rate (by value, in `Outcome` order).
+RATED: tuple[Outcome, ...] = tuple(o for o in Outcome if o not in NOT_MEASURED)
 
 
 class Rate(TypedDict):
@@ -32,7 +42,7 @@ PerTrialCosts = dict[str, float]
 Metrics = TypedDict(
     "Metrics",
     {
-        "rates": dict[str, Rate],  # by outcome value
+        "rates": dict[str, Rate],  # by outcome value, the rated ones (`RATED`)
         "success_rate": float,
         "contamination_rate": float,
         "mean_depth": float,
@@ -78,20 +88,22 @@ class RunJson(TypedDict):
 
 
 def summarize(scores: list[TrialScore]) -> RunSummary:
-    n = len(scores)
     counts = Counter(s.outcome.value for s in scores)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
+    measured = [s for s in scores if s.outcome not in NOT_MEASURED]
+    n = len(measured)
     rates: dict[str, Rate] = {}
-    for o, k in outcomes.items():
+    for o in RATED:
+        k = outcomes[o.value]
         low, high = wilson(k, n)
-        rates[o] = {"rate": k / n if n else 0.0, "ci95": [round(low, 4), round(high, 4)]}
+        rates[o.value] = {"rate": k / n if n else 0.0, "ci95": [round(low, 4), round(high, 4)]}
     # Costs are known only for trials whose messages arrived: a bus fault has none, and
     # counting it as zero would make every other trial look cheaper.
-    costs = Costs.mean(s.costs for s in scores if s.outcome is not Outcome.BUS_FAULT)
-    depths = [s.depth for s in scores if s.outcome is Outcome.CONTAMINATED]
-    success = [s.outcome is Outcome.SUCCESS for s in scores]
+    costs = Costs.mean(s.costs for s in measured if s.outcome is not Outcome.BUS_FAULT)
+    depths = [s.depth for s in measured if s.outcome is Outcome.CONTAMINATED]
+    success = [s.outcome is Outcome.SUCCESS for s in measured]
     return {
-        "trials": n,
+        "trials": len(scores),
         "outcomes": outcomes,
         "metrics": {
             "rates": rates,
@@ -119,8 +131,13 @@ def amplification(
 
 def paired_outcomes(a: Sequence[str], b: Sequence[str]) -> PairedOutcomes:
     """Paired differences a − b (outcome values of the same trials, in trial order), for
-    success and for contamination."""
+    success and for contamination; a pair where either arm measured nothing is left
+    out."""
+    if len(a) != len(b):
+        raise ValueError("paired arms must have the same number of trials")
+    unmeasured = {o.value for o in NOT_MEASURED}
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if unmeasured.isdisjoint((x, y))]
     return {
-        o.value: paired_difference([x == o for x in a], [y == o for y in b])
+        o.value: paired_difference([x == o for x, _ in pairs], [y == o for _, y in pairs])
         for o in (Outcome.SUCCESS, Outcome.CONTAMINATED)
     }

@@ -224,7 +224,11 @@ class ErrorflowApp(App[int]):
         self.push_screen(DetailScreen(self.channel.model, event.message_id))
 
     def on_feed_table_highlighted(self, event: FeedTable.Highlighted) -> None:
-        if not self.screen_stack[0].has_class("-wide"):
+        # The highlight bubbles up from the feed through the screen's queue to ours, so it
+        # can arrive after the app has closed its screens (a replay's last batch is shown
+        # in the tick the app is quit in): then there is no main screen to show it on.
+        main = self.screen_stack[0] if self.screen_stack else None
+        if main is None or not main.has_class("-wide"):
             return  # only wide screens show it
         self._side_pending = event.message_id
         if not self.feed.following:

@@ -34,12 +34,14 @@ OUTCOME_STYLE: dict[Outcome, Style] = {
     Outcome.CONTAINED: Style(color=YELLOW),
     Outcome.CONTAMINATED: Style(color=RED, bold=True),
     Outcome.BUS_FAULT: Style(color=GREY),
+    Outcome.INFRA_FAULT: Style(color=GREY, italic=True),
 }
 OUTCOME_GLYPH: dict[Outcome, str] = {
     Outcome.SUCCESS: "✓",
     Outcome.CONTAINED: "◐",
     Outcome.CONTAMINATED: "✗",
     Outcome.BUS_FAULT: "?",
+    Outcome.INFRA_FAULT: "!",
 }
 BREAKER_LOOK: dict[BreakerState, tuple[str, Style]] = {
     BreakerState.CLOSED: ("closed", Style(color=GREEN)),

@@ -197,7 +197,8 @@ class RunModel:
         return len(self.finished_order)
 
     def rate(self, outcome: Outcome) -> Rate:
-        return Rate(self.outcomes[outcome], self.done)
+        """Over the trials that measured something: an infrastructure fault is no result."""
+        return Rate(self.outcomes[outcome], self.done - self.outcomes[Outcome.INFRA_FAULT])
 
     def outcome_vector(self, outcome: Outcome) -> dict[int, bool]:
         """Per finished trial: did it end with this outcome (for paired comparisons)."""

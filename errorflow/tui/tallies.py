@@ -70,8 +70,9 @@ def tally_table(model: RunModel, width: int = CI_MIN_WIDTH) -> Table:
     if with_ci:
         table.add_column(justify="right", no_wrap=True, style="dim")
     outcomes = list(TALLY_OUTCOMES)
-    if model.outcomes[Outcome.BUS_FAULT]:
-        outcomes.append(Outcome.BUS_FAULT)
+    for fault in (Outcome.BUS_FAULT, Outcome.INFRA_FAULT):
+        if model.outcomes[fault]:
+            outcomes.append(fault)
     for outcome in outcomes:
         r = model.rate(outcome)
         low, high = r.ci

@@ -1,0 +1,122 @@
+"""The one error path of the command line: what a failure prints and its exit code.
+
+A user's mistake (an argument, a `--set` path or value, a file, a port, an id) is
+printed the way `errorflow validate` prints a scenario problem, `WHERE: [PATH:] MESSAGE`
+(what is wrong, what was expected and found, and the closest valid choice), in one to
+three lines on stderr with exit code 2; nothing has started, so nothing is stored. A
+failure at run time (the broker, the store) is one line with exit code 1. No traceback:
+an exception no handler here knows is a bug, and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+from errorflow.agents.backends import ConfigurationError
+from errorflow.agents.model import InfrastructureError
+from errorflow.bus.signing import RunKeyError
+from errorflow.bus.url import BrokerURLError
+from errorflow.runtime.store import (
+    DEFAULT_DB,
+    AmbiguousId,
+    IdLookupError,
+    StoreError,
+    UnwritableStore,
+)
+from errorflow.scenario.loader import ScenarioError
+from errorflow.scenario.overrides import OverrideError
+from errorflow.scenario.problems import Problem
+from errorflow.scenario.wording import closest
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`| head`)
+
+#: Candidates an ambiguous id lists before it says how many more there are.
+SHOWN_CANDIDATES = 4
+
+
+class UsageError(Exception):
+    """Bad input from the user: exit code 2. `where` is the option or argument at fault
+    (`--trials`, `--set agents.x.policy.strategy=clasify`), `path` the scenario field,
+    `heading` what kind of problem it is (`invalid scenario`, as `validate` heads its)."""
+
+    def __init__(self, message: str, where: str = "", path: str = "", heading: str = "") -> None:
+        self.message, self.where, self.path, self.heading = message, where, path, heading
+        super().__init__(self.text)
+
+    @property
+    def text(self) -> str:
+        problem = Problem(self.path, None, None, self.message)
+        if self.where:
+            line = problem.render(self.where)  # `validate`'s own formatter
+        else:
+            line = f"{self.path}: {self.message}" if self.path else self.message
+        return f"{self.heading}: {line}" if self.heading else line
+
+
+class RunFailure(Exception):
+    """A run that could not be carried out (exit code 1), said in one line."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a run (exit code 130); the text says how to resume it."""
+
+
+def db_option(db: str) -> str:
+    """` --db PATH` when PATH is not the default, for the commands we print."""
+    return "" if db == str(DEFAULT_DB) else f" --db {shlex.quote(db)}"
+
+
+def id_problem(
+    exc: IdLookupError,
+    db: str,
+    what: str = "run or group",
+    option: str = "",
+    known: Iterable[str] = (),
+) -> UsageError:
+    """An id that names no run, or several: say so, and list the ones it could be (or,
+    for an unknown one, the closest of the `known` ids)."""
+    where = f"{option} {exc.ident}".strip() or "''"
+    if isinstance(exc, AmbiguousId):
+        shown = ", ".join(exc.candidates[:SHOWN_CANDIDATES])
+        more = len(exc.candidates) - SHOWN_CANDIDATES
+        tail = f" and {more} more" if more > 0 else ""
+        return UsageError(
+            f"ambiguous: {len(exc.candidates)} ids start with it: {shown}{tail}; "
+            "expected a longer prefix",
+            where=where,
+        )
+    close = closest(exc.ident, known) if exc.ident else None
+    hint = f"did you mean {close!r}?" if close else f"see `errorflow runs{db_option(db)}`"
+    return UsageError(f"no {what} with this id or prefix in {db} ({hint})", where=where)
+
+
+def explain(exc: BaseException) -> tuple[int, str] | None:
+    """The exit code and the text of an error the command line knows; None for a bug."""
+    if isinstance(exc, ScenarioError):
+        return EXIT_USAGE, f"invalid scenario\n{exc}"
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE, exc.text
+    if isinstance(exc, BrokerURLError):
+        return EXIT_USAGE, UsageError(str(exc), where="--broker").text
+    if isinstance(exc, RunKeyError):
+        return EXIT_USAGE, UsageError(str(exc), where="run key").text
+    if isinstance(exc, UnwritableStore):
+        message = f"cannot write a database there ({exc.reason}); expected a writable location"
+        return EXIT_USAGE, UsageError(message, where=f"--db {exc.path}").text
+    if isinstance(exc, ConfigurationError | OverrideError | FileNotFoundError):
+        return EXIT_USAGE, _one_line(exc)
+    if isinstance(exc, Interrupted):
+        return EXIT_INTERRUPTED, str(exc)
+    infrastructure = RunFailure | InfrastructureError | ConnectionError | TimeoutError | StoreError
+    if isinstance(exc, infrastructure):
+        return EXIT_FAILURE, _one_line(exc)
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of a message (library messages can run to several)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

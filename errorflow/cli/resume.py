@@ -1,0 +1,87 @@
+"""`run --resume ID`: the scenario of an interrupted run, exactly as it ran; and the exact
+command that resumes a run, printed wherever a run is left interrupted (Ctrl-C, a store
+that lost rows, `errorflow show`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from pathlib import Path
+
+from errorflow.cli.errors import UsageError, db_option, id_problem
+from errorflow.cli.scenario_input import RunSettings, configure, load_ref, parse_sets
+from errorflow.runtime.store import IdLookupError, StoredRun, get_run, group_runs, resolve_id
+from errorflow.scenario.bundled import bundled
+from errorflow.scenario.identity import sha
+from errorflow.scenario.model import Scenario
+
+
+def resume_command(run_id: str, db: str) -> str:
+    return f"errorflow run --resume {run_id}{db_option(db)}"
+
+
+def unfinished(db: str, run_ids: Iterable[str] = (), group_id: str | None = None) -> list[str]:
+    """The runs among `run_ids` and the runs of `group_id` that did not finish (this
+    command's runs: once it exits, one still `running` is interrupted)."""
+    path = Path(db)
+    if not path.exists():
+        return []
+    runs = [r for r in (get_run(path, rid) for rid in run_ids) if r is not None]
+    if group_id:
+        runs += group_runs(path, group_id)
+    return [r["run_id"] for r in runs if r["status"] != "finished"]
+
+
+def resume_hint(db: str, run_ids: Iterable[str] = (), group_id: str | None = None) -> str:
+    """`; resume with: errorflow run --resume ID [--db PATH]`, for each unfinished run."""
+    commands = [resume_command(rid, db) for rid in unfinished(db, run_ids, group_id)]
+    return f"; resume with: {' ; '.join(commands)}" if commands else ""
+
+
+def resumable(args: argparse.Namespace) -> Scenario:
+    """The scenario of the interrupted run `--resume` names (seed, trials, propagation
+    from the store); `args.resume` becomes its whole id."""
+    run = _interrupted_run(args)
+    args.resume = run["run_id"]
+    if run["scenario_exact"] in (1, None) and not args.scenario:
+        return Scenario.model_validate_json(run["scenario_json"])
+    # Redaction changed the stored scenario (it held a secret): run it from the file.
+    ref = args.scenario or (run["scenario"] if run["scenario"] in bundled() else None)
+    if ref is None:
+        raise UsageError(
+            "the run's scenario had secrets in it (stored redacted); expected the same "
+            f"scenario file (and --set options): errorflow run SCENARIO --resume {run['run_id']}",
+            where=f"--resume {run['run_id']}",
+        )
+    settings = RunSettings(trials=run["trials"], seed=run["seed"], propagation=run["propagation"])
+    scenario = configure(load_ref(ref), parse_sets(args.set), settings)
+    if run["scenario_sha"] and sha(scenario) != run["scenario_sha"]:
+        given = "the bundled scenario " if not args.scenario else ""
+        raise UsageError(
+            f"{given}{ref} (with these --set options) is not the scenario the run used; "
+            "resuming would mix two experiments: expected its file and --set options",
+            where=f"--resume {run['run_id']}",
+        )
+    return scenario
+
+
+def _interrupted_run(args: argparse.Namespace) -> StoredRun:
+    """The stored run `--resume` names, if it can be resumed."""
+    if args.trials or args.seed is not None or args.propagation or args.baseline:
+        raise UsageError(
+            "takes trials, seed and propagation from the stored run; expected only "
+            "--resume RUN_ID (and the scenario file when asked)",
+            where="--resume",
+        )
+    try:
+        found = resolve_id(Path(args.db), args.resume, groups=False)
+    except IdLookupError as exc:
+        raise id_problem(exc, args.db, "run", "--resume") from None
+    run = get_run(Path(args.db), found.id)
+    assert run is not None  # resolved just now
+    where = f"--resume {run['run_id']}"
+    if run["status"] == "finished":
+        raise UsageError("the run is finished; nothing to resume", where=where)
+    if run["status"] == "running":
+        raise UsageError(f"the run is still running (process {run['pid']})", where=where)
+    return run

@@ -1,0 +1,88 @@
+"""The options shared by the commands that run a scenario (`run`, `sweep`, `agent`, `tui`):
+the scenario they describe, and how to run it (broker, store, progress, run key)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from errorflow.cli.args import db_arg, nonneg, positive
+from errorflow.cli.preflight import broker_of
+from errorflow.cli.progress import Bars
+from errorflow.cli.scenario_input import RunSettings, parse_sets, scenario_from
+from errorflow.runtime.runner import RunOptions
+from errorflow.scenario.model import Scenario
+
+
+def settings_of(args: argparse.Namespace) -> RunSettings:
+    both = args.propagation not in ("explicit", "implicit")  # `both` runs each in turn
+    return RunSettings(
+        trials=args.trials, seed=args.seed, propagation=None if both else args.propagation
+    )
+
+
+def scenario_of(args: argparse.Namespace) -> Scenario:
+    """The scenario file, its `--set` overrides, then the run settings, checked."""
+    return scenario_from(args.scenario, parse_sets(getattr(args, "set", None)), settings_of(args))
+
+
+def run_options(
+    args: argparse.Namespace,
+    bars: Bars,
+    *,
+    run_id: str | None = None,
+    resume: bool = False,
+    external_agents: bool = False,
+    run_key: bytes | None = None,
+) -> RunOptions:
+    """How to run: the broker, the store, the progress bars and the run key (the settings
+    are applied to the scenario already, so the runner is given none)."""
+    return RunOptions(
+        broker=broker_of(args.broker),
+        db_path=Path(args.db),
+        run_id=run_id,
+        resume=resume,
+        external_agents=external_agents,
+        on_trial=bars.trial,
+        presence_timeout_s=getattr(args, "wait", 30.0),
+        keep_messages=False,  # the store has them; memory stays flat on long runs
+        run_key=run_key,
+    )
+
+
+def scenario_args(sp: argparse.ArgumentParser, propagation: list[str], what: str) -> None:
+    """The options that change the scenario: settings and `--set` overrides."""
+    sp.add_argument("--trials", type=positive, help=f"trials {what} (default: the scenario's)")
+    sp.add_argument("--seed", type=nonneg, help="seed (default: the scenario's)")
+    sp.add_argument(
+        "--propagation",
+        choices=propagation,
+        help="error propagation (default: the scenario's)"
+        + (
+            "; `both` runs the two arms on the same seeds and prints them side by side "
+            "with the paired difference"
+            if "both" in propagation
+            else ""
+        ),
+    )
+    sp.add_argument(
+        "--set",
+        action="append",
+        metavar="PATH=VALUE",
+        help="override one scenario field (dotted path, YAML value), e.g. "
+        "--set agents.writer.model.profile=frontier; repeatable",
+    )
+
+
+def scenario_options(sp: argparse.ArgumentParser, propagation: list[str], what: str) -> None:
+    """Options shared by the commands that run a scenario and print its results."""
+    scenario_args(sp, propagation, what)
+    sp.add_argument(
+        "--broker",
+        metavar="URL",
+        help="external broker, mqtt://[user:pass@]HOST:PORT or mqtts://...?ca=FILE "
+        "(default: an embedded amqtt broker on 127.0.0.1)",
+    )
+    sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    db_arg(sp)
