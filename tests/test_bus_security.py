@@ -25,6 +25,7 @@ from errorflow.scoring.score import TrialScore
 from errorflow.tui.sources import Attach, BusHolder
 from errorflow.tui.state import RunModel
 from tests.conftest import IN_CI, Mosquitto, scenario
+from tests.test_agent_process import KEY, spawn_agent
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.slow]
 
@@ -160,3 +161,53 @@ def test_hostile_clients_change_no_outcome(mosquitto: Mosquitto, tmp_path: Path)
     for reason, n in expect.items():
         assert result.rejects.get(reason, 0) >= n, (reason, result.rejects)
     assert {t: v.outcome.value for t, v in model.trials.items() if v.outcome} == by_trial(baseline)
+
+
+def test_hostile_messages_do_not_stop_agent_processes(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """The `errorflow agent` receive path: separate processes, the same attack."""
+    s = scenario("contamination", trials=20)
+    run_id = "hostile-split"
+    url = f"mqtt://127.0.0.1:{mosquitto.port}"
+    procs = [spawn_agent(name, run_id, url) for name in ("researcher", "writer")]
+    task = Envelope(
+        run_id=run_id, trial=3, seq=99, sender="runner", recipient="researcher",
+        kind=Kind.TASK, trace_id=f"{run_id}-t3", payload={"prompt": "forged", "needs": []},
+    )  # fmt: skip
+    stop = task.model_copy(update={"kind": Kind.CONTROL, "payload": {"action": "stop"}})
+
+    def hostile() -> None:
+        for topic in ("inbox/researcher", "inbox/writer", "control/runner", "ack/writer"):
+            publish(mosquitto, f"errorflow/{run_id}/{topic}", [DEEP])
+        publish(mosquitto, f"errorflow/{run_id}/control/runner", [stop.encode()])
+        publish(mosquitto, f"errorflow/{run_id}/inbox/researcher", [task.encode()])
+
+    try:
+        split = asyncio.run(
+            run_scenario(
+                s,
+                RunOptions(
+                    broker=mosquitto.url,
+                    db_path=tmp_path / "a.db",
+                    run_id=run_id,
+                    external_agents=True,
+                    run_key=KEY,
+                    presence_timeout_s=60,
+                    on_trial=when_first_scored(hostile),
+                ),
+            )
+        )
+        for p in procs:  # only the runner's real stop ends them, cleanly
+            assert p.wait(timeout=30) == 0
+            err = p.stderr.read().decode()  # type: ignore[union-attr]
+            assert "Traceback" not in err and "exception was never retrieved" not in err, err
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    single = asyncio.run(
+        run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "b.db"))
+    )
+    assert by_trial(split) == by_trial(single)
+    assert split.rejects.get("bad_json", 0) >= 4 and split.rejects.get("unsigned", 0) >= 2

@@ -130,6 +130,8 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         ["--trails", "did you mean '--trials'?"],
     ),
     "command typo": (["rnu", "contamination"], ["'rnu'", "did you mean 'run'?"]),
+    "db that is no store": (["runs", "--db", "{junk}"], ["--db", "not an errorflow store"]),
+    "db without tables": (["show", "x", "--db", "{empty}"], ["--db", "no such table"]),
 }
 # Commands without a --db option
 DB_FREE = {"port in use", "unknown agent", "agent without key", "open key file"}
@@ -154,8 +156,14 @@ def test_user_mistakes_exit_2_in_at_most_three_lines(
     key_file.write_text(new_key().hex())
     key_file.chmod(0o644)
 
+    junk, empty = tmp_path / "junk.db", tmp_path / "empty.db"
+    junk.write_bytes(b"\x00not sqlite\xff" * 64)
+    sqlite3.connect(empty).close()  # a database file with no tables
+
     def fill(text: str) -> str:
-        return text.format(ro=read_only_db(tmp_path), port=busy_port, key=key_file)
+        return text.format(
+            ro=read_only_db(tmp_path), port=busy_port, key=key_file, junk=junk, empty=empty
+        )
 
     argv = [fill(a) for a in args]
     if "--db" not in argv and case not in DB_FREE:

@@ -11,6 +11,7 @@ an exception no handler here knows is a bug, and keeps its traceback.
 from __future__ import annotations
 
 import shlex
+import sqlite3
 from collections.abc import Iterable
 
 from errorflow.agents.backends import ConfigurationError
@@ -110,6 +111,9 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_USAGE, _one_line(exc)
     if isinstance(exc, Interrupted):
         return EXIT_INTERRUPTED, str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):  # an empty, foreign or damaged --db file
+        message = f"not an errorflow store ({_one_line(exc)}); expected one `errorflow run` wrote"
+        return EXIT_USAGE, UsageError(message, where="--db").text
     infrastructure = RunFailure | InfrastructureError | ConnectionError | TimeoutError | StoreError
     if isinstance(exc, infrastructure):
         return EXIT_FAILURE, _one_line(exc)
