@@ -47,6 +47,7 @@ from errorflow.core.taxonomy import ErrorCode
 TARGET = 1.15
 RUN_ID = "bench-bus"
 KEY = signing.new_key()  # a run key: runs sign and verify every envelope
+ACKED_RESENDS: list[tuple[int, int]] = []  # (resends, messages) per acked round
 TOPIC = f"errorflow/{RUN_ID}/inbox/writer"
 
 # A researcher's result message as the contamination scenario sends it (about 720 B).
@@ -236,7 +237,10 @@ async def acked_round(url: BrokerURL, n: int, window: int) -> float:
         while sender.pending:
             await asyncio.sleep(0.001)
         elapsed = time.perf_counter() - t0
-        assert sender.resent == 0 and not receiver.rejects, (sender.resent, receiver.rejects)
+        # Resends (a backlog older than the 2 s ack timeout) are part of the acked path's
+        # cost: counted and printed, not an error; anything but their duplicates is.
+        assert not set(receiver.rejects) - {"duplicate"}, receiver.rejects
+        ACKED_RESENDS.append((sender.resent, n))
         return elapsed
     finally:
         for t in tasks:
@@ -333,6 +337,9 @@ async def main() -> None:
           " the rest of the gap is building, encoding, decoding and validating envelopes.")
     print("acked: Endpoint.send/receive with end-to-end acks (an ack message per message);"
           " not judged against the target.")
+    resent = sum(r for r, _ in ACKED_RESENDS)
+    sent = sum(m for _, m in ACKED_RESENDS)
+    print(f"acked rounds resent {resent} of {sent} messages (acks later than the 2 s timeout)")
     ok = verdict(worst <= TARGET)
     print(f"target errorflow/raw <= {TARGET:.2f}x: worst {worst:.2f}x -> {ok}")
 

@@ -4,6 +4,7 @@ import pytest
 
 from errorflow.bus.envelope import (
     MAX_MESSAGE_BYTES,
+    MAX_PAYLOAD_DEPTH,
     Envelope,
     Kind,
     RejectedMessage,
@@ -11,6 +12,7 @@ from errorflow.bus.envelope import (
     WireError,
     decode,
     json_schema,
+    payload_problem,
 )
 from errorflow.core.taxonomy import ErrorCode
 
@@ -105,3 +107,44 @@ def test_schema_is_json_schema_of_the_envelope() -> None:
     assert schema["additionalProperties"] is False
     assert {"v", "run_id", "status", "errors", "payload"} <= set(schema["properties"])
     assert "WireError" in json.dumps(schema)
+
+
+# -- decoding cannot fail open (issue #21) ------------------------------------------------
+_BASE = {"v": 1, "run_id": "r", "trial": 0, "seq": 0, "sender": "a", "recipient": "b",
+         "kind": "task", "trace_id": "t"}  # fmt: skip
+DEEP_PAYLOAD = json.loads("[" * 40 + "]" * 40)
+MANY_VALUES = list(range(30_000))
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "bad_json"),
+        (b'{"v":1,"payload":' + b'{"a":' * 5000 + b"1" + b"}" * 5001, "bad_json"),
+        (json.dumps({**_BASE, "payload": {"x": DEEP_PAYLOAD}}).encode(), "payload_too_complex"),
+        (json.dumps({**_BASE, "payload": {"x": MANY_VALUES}}).encode(), "payload_too_complex"),
+        (b"\xff\xfe\x00", "bad_json"),
+    ],
+)
+def test_hostile_bytes_are_rejections_with_a_reason(raw: bytes, reason: str) -> None:
+    with pytest.raises(RejectedMessage) as info:
+        decode(raw)
+    assert info.value.reason == reason
+
+
+def test_a_payload_at_the_limits_is_accepted() -> None:
+    nested: object = 1
+    for _ in range(MAX_PAYLOAD_DEPTH - 1):
+        nested = [nested]
+    env = decode(json.dumps({**_BASE, "payload": {"x": nested}}).encode())
+    assert payload_problem(env.payload) is None
+
+
+def test_any_other_failure_while_decoding_is_a_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object, **__: object) -> object:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(Envelope, "model_validate_json", broken)
+    with pytest.raises(RejectedMessage) as info:
+        decode(json.dumps(_BASE).encode())
+    assert info.value.reason == "undecodable"

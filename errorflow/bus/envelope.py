@@ -127,9 +127,13 @@ def decode(raw: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Envelope:
         raise
     except Exception as exc:  # a bug or a limit we did not foresee: still a rejection
         raise RejectedMessage("undecodable", f"{type(exc).__name__}: {exc}"[:200]) from None
-    problem = payload_problem(env.payload)
-    if problem is not None:
-        raise RejectedMessage("payload_too_complex", problem)
+    # Counting brackets and commas is C-fast; only a message that could break a limit
+    # is walked (fewer brackets than the depth limit cannot nest deeper than it).
+    many = raw.count(b"[") + raw.count(b"{") > MAX_PAYLOAD_DEPTH
+    if many or raw.count(b",") >= MAX_PAYLOAD_VALUES:
+        problem = payload_problem(env.payload)
+        if problem is not None:
+            raise RejectedMessage("payload_too_complex", problem)
     return env
 
 
