@@ -16,7 +16,7 @@ from errorflow.core.control import RollCall, parse_control
 from errorflow.core.costs import Costs
 from errorflow.core.events import LabelEvent, TrialOutcomeEvent, parse_event
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from tests.conftest import Mosquitto, scenario
+from tests.conftest import Mosquitto, free_port, scenario
 
 
 def normalised(result: RunResult) -> dict[int, list[tuple[Any, ...]]]:
@@ -159,3 +159,11 @@ async def test_what_the_runner_publishes_parses_as_typed_contracts(tmp_path: Pat
     assert {t: Costs.from_wire(json.loads(c)) for t, c in stored.items()} == {
         sc.trial: sc.costs for sc in result.scores
     }
+
+
+async def test_a_broker_that_is_down_fails_before_the_run_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "down.db"
+    down = BrokerURL("127.0.0.1", free_port())  # nothing listens there
+    with pytest.raises(ConnectionError, match="cannot connect to MQTT broker"):
+        await run_scenario(scenario("contamination", trials=2), RunOptions(broker=down, db_path=db))
+    assert not db.exists()  # no run row, so no `interrupted` run either

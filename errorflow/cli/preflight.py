@@ -1,22 +1,16 @@
 """Checks made before anything starts, so a mistake leaves nothing in the store: the
-database can be written, a `--run-id` is new, the broker answers, a port is free."""
+database can be written, a `--run-id` is new, a broker URL is well formed, a port is free.
+(A broker that is down fails in `run_scenario` itself, before the run is stored.)"""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import socket
-import uuid
 from pathlib import Path
 
-from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL, BrokerURLError, parse_broker_url
-from errorflow.cli.errors import RunFailure, UsageError, db_option
+from errorflow.cli.errors import UsageError, db_option
 from errorflow.runtime.store import check_writable, get_run, run_exists
-
-#: How long the broker check waits for a CONNACK (aiomqtt's own timeout is longer).
-BROKER_CHECK_S = 10.0
-
 
 def broker_of(url: str | None, option: str = "--broker") -> BrokerURL | None:
     """The parsed `--broker` URL (None: the embedded broker); a malformed one is bad input."""
@@ -46,24 +40,6 @@ def run_id_is_new(db: str, run_id: str | None) -> None:
             f"a run with this id is in {db} already ({status}); expected a new id{hint}",
             where=f"--run-id {run_id}",
         )
-
-
-def broker_answers(url: BrokerURL | None) -> None:
-    """Connect once to an external broker: a broker that is down fails here, with one
-    line and exit code 1, before a run is registered (nothing is left `interrupted`)."""
-    if url is not None:
-        asyncio.run(_connect_once(url))
-
-
-async def _connect_once(url: BrokerURL) -> None:
-    bus = MqttBus(url)
-    try:
-        client_id = f"errorflow-check-{uuid.uuid4().hex[:8]}"
-        await asyncio.wait_for(bus.connect(client_id), BROKER_CHECK_S)
-    except TimeoutError:
-        raise RunFailure(f"the MQTT broker {url} did not answer in {BROKER_CHECK_S:g}s") from None
-    finally:
-        await bus.close()
 
 
 def free_port(host: str, port: int) -> None:

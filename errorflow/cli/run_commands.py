@@ -24,7 +24,7 @@ from rich.text import Text
 
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, Interrupted, RunFailure, UsageError
-from errorflow.cli.preflight import broker_answers, broker_of, run_id_is_new, writable_db
+from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.resume import resumable, resume_hint
 from errorflow.cli.run_keys import runner_key
@@ -75,8 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     both = args.propagation == "both"
     writable_db(args.db)
     run_id_is_new(args.db, args.run_id)
-    broker = broker_of(args.broker)
-    broker_answers(broker)
+    broker = broker_of(args.broker)  # a broker that is down fails before the run is stored
     key = runner_key(args.key_file, args.external_agents)
     group_id = new_group_id(scenario) if both or args.baseline else None
     run_id = args.resume or args.run_id or (None if group_id else runner.new_run_id(scenario.name))

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError
-from errorflow.cli.preflight import broker_answers, broker_of, writable_db
+from errorflow.cli.preflight import broker_of, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
 from errorflow.cli.run_options import run_options, scenario_of, scenario_options
@@ -39,7 +39,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for a in sweep_arms(scenario, axes)
     ]
     writable_db(args.db)
-    broker_answers(broker_of(args.broker))
+    broker_of(args.broker)  # malformed: bad input now; down: fails before a run is stored
     group_id = new_group_id(scenario)
     with progress_bars(args) as progress, resume_on_failure(args.db, [], group_id):
         bars = Bars(progress, [a.label for a in arms], unit="cell", log=wanted(args))

@@ -145,13 +145,17 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
     run_id = options.run_id or new_run_id(scenario.name)
     async with contextlib.AsyncExitStack() as stack:
         bus = options.bus if options.bus is not None else await _start_bus(stack, options)
+        # The first connection before the run row: a broker that is down fails here,
+        # with nothing stored (no run left `interrupted` by a run that never started).
+        recording = await bus.connect(f"{run_id}-recorder")
+        stack.push_async_callback(recording.close)  # closing twice is harmless
         db = await open_db(options.db_path)
         stack.push_async_callback(db.close)
         if options.resume:
             await resume_run(db, run_id)
         else:
             await _register(db, run_id, scenario, bus, options)
-        runner = _Runner(scenario, run_id, bus, db, options, api_key)
+        runner = _Runner(scenario, run_id, bus, db, options, api_key, recording)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
             runner.resume_from(load_scores(options.db_path, run_id))
@@ -219,6 +223,7 @@ class _Runner:
         db: aiosqlite.Connection,
         options: RunOptions,
         api_key: str | None,
+        recording: Connection,
     ) -> None:
         self.scenario, self.run_id, self.bus, self.db = scenario, run_id, bus, db
         self.options, self.api_key = options, api_key
@@ -233,7 +238,8 @@ class _Runner:
         self.present_all = asyncio.Event()
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
-        self.conns: list[Connection] = []  # closed when the run ends, whoever owns the bus
+        self.recording = recording  # the recorder's, connected before the run was registered
+        self.conns: list[Connection] = [recording]  # closed when the run ends, whoever owns the bus
 
     def resume_from(self, scores: dict[int, TrialScore]) -> None:
         """Trials an interrupted run already scored: not run again, late copies ignored."""
@@ -245,7 +251,7 @@ class _Runner:
         s = self.scenario
         self.recorder = Recorder(
             self.db,
-            await self._connect(f"{self.run_id}-recorder"),
+            self.recording,
             self.run_id,
             self.members,
             agents=set(s.agents),
