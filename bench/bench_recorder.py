@@ -28,11 +28,14 @@ from typing import Any
 
 from _util import parse_args, row, run, scenario, temp_db, verdict
 
+from errorflow.bus import signing
 from errorflow.bus.envelope import new_id
 from errorflow.bus.transport import InProcessBus
 from errorflow.runtime.recorder import BATCH, Recorder
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.runtime.store import open_db
+
+KEY = signing.new_key()
 
 TARGET = 50_000
 CURRENT = "current (as shipped)"
@@ -63,10 +66,12 @@ def restamp(
         topic, env = sample[i % len(sample)]
         d = dict(env, run_id=run_id, id=new_id(), seq=seqs[env["sender"]],
                  trial=i // len(sample) * 1000 + env["trial"])
+        d.pop("sig", None)  # signed again below, as its sender would
         seqs[env["sender"]] += 1
         parts = topic.split("/")
         parts[1] = run_id
-        out.append(("/".join(parts), json.dumps(d, separators=(",", ":")).encode()))
+        body = json.dumps(d, separators=(",", ":")).encode()
+        out.append(("/".join(parts), signing.sign(KEY, body)))  # runs verify every envelope
     return out
 
 
@@ -77,7 +82,7 @@ async def one_pass(
     the next batch is decoded (sqlite3 releases the GIL while it steps)."""
     db = await open_db(db_path)
     try:
-        rec = Recorder(db, None, run_id, {"runner", "researcher", "writer"})  # type: ignore[arg-type]
+        rec = Recorder(db, None, run_id, {"runner", "researcher", "writer"}, key=KEY)  # type: ignore[arg-type]
         t_handle = t_flush = 0.0
         inflight: asyncio.Task[None] | None = None
         t0 = time.perf_counter()

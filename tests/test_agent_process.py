@@ -22,7 +22,10 @@ KEY = signing.new_key()
 KEY_ENV = {**os.environ, signing.KEY_ENV: signing.key_to_text(KEY)}
 
 
-def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
+def spawn_agent(
+    name: str, run_id: str, url: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`errorflow agent` for the contamination scenario (`env`: the run key by default)."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -39,7 +42,7 @@ def spawn_agent(name: str, run_id: str, url: str) -> subprocess.Popen[bytes]:
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=KEY_ENV,
+        env=KEY_ENV if env is None else env,
     )
 
 

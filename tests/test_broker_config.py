@@ -12,7 +12,6 @@ import shutil
 import sqlite3
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -42,9 +41,9 @@ from errorflow.runtime.broker_config import (
     write_broker_config,
 )
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.scenario.bundled import bundled
 from errorflow.scenario.model import Scenario
 from tests.conftest import Mosquitto, free_port, scenario
+from tests.test_agent_process import spawn_agent as spawn_process
 from tests.test_runner import normalised
 
 
@@ -422,24 +421,7 @@ async def test_a_publish_outside_the_acl_is_never_delivered() -> None:
 
 def spawn_agent(lp: LeastPrivilegeBroker, name: str) -> subprocess.Popen[bytes]:
     url = f"mqtt://127.0.0.1:{lp.mosquitto.port}"  # the credential comes from the env
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "errorflow",
-            "agent",
-            str(bundled()["contamination"]),
-            "--name",
-            name,
-            "--broker",
-            url,
-            "--run",
-            lp.run_id,
-        ],
-        env=lp.env(name),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return spawn_process(name, lp.run_id, url, env=lp.env(name))
 
 
 async def _impersonate(lp: LeastPrivilegeBroker, key: bytes, sent: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""HMAC envelope signatures: sign, split, verify, and the key's files."""
+"""HMAC envelope signatures: sign, verify, and the key's files."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ class Endpoint:
         self.conn = conn
         # The run key: everything we send is signed and everything we accept must carry a
         # valid signature. None only for a read-only observer that cannot verify (it
-        # neither signs nor checks, and says so: `verified` is False).
+        # neither signs nor checks; the TUI says so in its header).
         self.key = key
         self.run_id = run_id
         self.name = name
@@ -105,10 +105,6 @@ class Endpoint:
         self._clock = clock
         self._sleep = sleep
         self._resender: asyncio.Task[None] | None = None
-
-    @property
-    def verified(self) -> bool:
-        return self.key is not None
 
     @property
     def pending(self) -> int:

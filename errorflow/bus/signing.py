@@ -17,6 +17,7 @@ agent process is inside the trust boundary), and confidentiality (use TLS for th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -39,31 +40,39 @@ def new_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
+@functools.lru_cache(maxsize=16)
+def _keyed(key: bytes) -> hmac.HMAC:
+    """An HMAC with the key already mixed in; each message starts from a copy (the key
+    setup is a third of the cost of a short message)."""
+    return hmac.new(key, digestmod=hashlib.sha256)
+
+
 def sign(key: bytes, body: bytes) -> bytes:
     """The wire bytes of an encoded envelope (`body`, a JSON object) with its signature."""
-    mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-    return body[:-1] + _MEMBER + mac + b'"}'
+    mac = _keyed(key).copy()
+    mac.update(body)
+    return body[:-1] + _MEMBER + mac.hexdigest().encode() + b'"}'
 
 
-def split(raw: bytes) -> tuple[bytes, bytes] | None:
-    """(signed body, signature hex) of wire bytes; None if the last member is no
-    signature."""
-    if len(raw) <= _TAIL or not raw.endswith(b'"}'):
-        return None
+def _cut(raw: bytes) -> int | None:
+    """Where the signature member starts; None if the last member is no signature."""
     cut = len(raw) - _TAIL
-    if raw[cut : cut + len(_MEMBER)] != _MEMBER:
+    if cut <= 0 or not raw.endswith(b'"}') or raw[cut : cut + len(_MEMBER)] != _MEMBER:
         return None
-    return raw[:cut] + b"}", raw[cut + len(_MEMBER) : -2]
+    return cut
 
 
 def verify(key: bytes, raw: bytes) -> str | None:
-    """None if `raw` carries a valid signature under `key`; else the rejection reason."""
-    parts = split(raw)
-    if parts is None:
+    """None if `raw` carries a valid signature under `key`; else the rejection reason.
+    The MAC reads the body in place (no copy of the message)."""
+    cut = _cut(raw)
+    if cut is None:
         return "unsigned"
-    body, sig = parts
-    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-    return None if hmac.compare_digest(expected, sig) else "bad_signature"
+    mac = _keyed(key).copy()
+    mac.update(memoryview(raw)[:cut])
+    mac.update(b"}")
+    sig = raw[cut + len(_MEMBER) : -2]
+    return None if hmac.compare_digest(mac.hexdigest().encode(), sig) else "bad_signature"
 
 
 def key_to_text(key: bytes) -> str:

@@ -12,6 +12,7 @@ from errorflow.bus.url import BrokerURL, BrokerURLError, parse_broker_url
 from errorflow.cli.errors import UsageError, db_option
 from errorflow.runtime.store import check_writable, get_run, run_exists
 
+
 def broker_of(url: str | None, option: str = "--broker") -> BrokerURL | None:
     """The parsed `--broker` URL (None: the embedded broker); a malformed one is bad input."""
     if not url:

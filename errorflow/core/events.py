@@ -131,21 +131,6 @@ class TrialOutcomeEvent(_Event):
     reason: str
 
 
-Event = Annotated[
-    AgentStart
-    | ToolCallEvent
-    | GuardBlock
-    | BreakerChange
-    | RetryScheduled
-    | RetriesExhausted
-    | ModelError
-    | ModelCall
-    | LoopStop
-    | LabelEvent
-    | TrialOutcomeEvent,
-    Field(discriminator="type"),
-]
-
 #: Events an agent emits while it works (the runner adds labels and outcomes).
 AgentEvent = (
     AgentStart
@@ -159,25 +144,13 @@ AgentEvent = (
     | LoopStop
 )
 
+#: Every event on the wire, told apart by its `type`.
+Event = Annotated[AgentEvent | LabelEvent | TrialOutcomeEvent, Field(discriminator="type")]
+
 #: How the gates hand an event to their agent (which stamps trial and trace and sends it).
 Emit = Callable[[AgentEvent], None]
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-
-#: Every event kind on the wire, in the order they are documented.
-EVENT_TYPES: tuple[str, ...] = (
-    "agent_start",
-    "tool_call",
-    "guard",
-    "breaker",
-    "retry",
-    "retries_exhausted",
-    "model_error",
-    "model_call",
-    "loop_stop",
-    "label",
-    "trial_outcome",
-)
 
 
 def parse_event(payload: object) -> Event | None:
