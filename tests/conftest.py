@@ -60,15 +60,18 @@ class Mosquitto:
             else self.extra
         )
         self.conf.write_text(f"persistence false\n{default}")
+        # Its log goes to a file: a pipe nobody reads fills up (every connection logs a
+        # line) and then blocks the broker, which stops answering CONNECTs mid-suite.
+        self.log = self.tmp / f"mosquitto-{self.port}.log"
         self.proc = subprocess.Popen(
             [self.binary, "-c", str(self.conf)],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log.open("wb"),
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"mosquitto exited: {self.proc.stderr.read().decode()}")  # type: ignore[union-attr]
+                raise RuntimeError(f"mosquitto exited: {self.log.read_text(errors='replace')}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return

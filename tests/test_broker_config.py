@@ -83,6 +83,7 @@ topic read errorflow/r1/ack/writer
 
 user runner
 topic write errorflow/r1/inbox/researcher
+topic write errorflow/r1/inbox/writer
 topic write errorflow/r1/events/runner
 topic write errorflow/r1/control/runner
 topic write errorflow/r1/ack/writer
@@ -145,6 +146,8 @@ def test_the_acl_of_a_fan_in_with_a_reviewer_that_returns_work() -> None:
         (
             t + "inbox/r1",
             t + "inbox/r2",
+            t + "inbox/writer",
+            t + "inbox/reviewer",
             t + "events/runner",
             t + "control/runner",
             t + "ack/reviewer",
@@ -319,8 +322,7 @@ class LeastPrivilegeBroker:
 
     def denied_publishes(self) -> int:
         self.mosquitto.stop()
-        assert self.mosquitto.proc is not None and self.mosquitto.proc.stderr is not None
-        return self.mosquitto.proc.stderr.read().decode().count("Denied PUBLISH")
+        return self.mosquitto.log.read_text(errors="replace").count("Denied PUBLISH")
 
 
 @contextlib.contextmanager

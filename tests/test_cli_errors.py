@@ -5,10 +5,13 @@ nothing left in the store; a broker that is down is exit code 1 with one line.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import pytest
 from errorflow.bus.signing import new_key
 from errorflow.cli.main import main
 from errorflow.runtime.store import create_run, open_db
+from tests.test_store import BAD_KINDS, as_unprivileged, bad_store, held_lock, shared_directory
 
 
 async def _stored_runs(db_path: Path, *run_ids: str) -> None:
@@ -84,7 +88,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "no trials": (["run", "contamination", "--trials", "0"], ["--trials", "found 0"]),
     "read-only db": (
         ["run", "contamination", "--db", "{ro}"],
-        ["--db", "cannot write a database there", "expected a writable location"],
+        ["--db", "cannot create a file there", "expected a writable location"],
     ),
     "run id taken": (
         ["run", "contamination", "--run-id", "taken-1"],
@@ -130,7 +134,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         ["--trails", "did you mean '--trials'?"],
     ),
     "command typo": (["rnu", "contamination"], ["'rnu'", "did you mean 'run'?"]),
-    "db that is no store": (["runs", "--db", "{junk}"], ["--db", "not an errorflow store"]),
+    "db that is no store": (["runs", "--db", "{junk}"], ["--db", "not an SQLite database"]),
     "db without tables": (["show", "x", "--db", "{empty}"], ["--db", "no such table"]),
 }
 # Commands without a --db option
@@ -193,3 +197,149 @@ def test_a_run_whose_broker_is_down_leaves_no_run(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert f"127.0.0.1:{port}" in err
     assert run_rows(db) == 0  # no `interrupted` run to clean up
+
+
+# -- a --db that cannot hold a store: one line, exit 2, for every command that takes one --
+
+#: Every command that takes --db, as the matrix runs it (the store's runs are `abc-1`...).
+WRITERS = {
+    "run": ["run", "contamination", "--trials", "1", "-q"],
+    "run both": ["run", "contamination", "--trials", "1", "-q", "--propagation", "both"],
+    "run baseline": ["run", "contamination", "--trials", "1", "-q", "--baseline"],
+    "sweep": ["sweep", "contamination", "--vary", "seed=1,2", "--trials", "1", "-q"],
+    "tui live": ["tui", "contamination", "--trials", "1"],
+    "serve": ["serve", "contamination", "--port", "{port}"],
+}
+READERS = {
+    "runs": ["runs"],
+    "show": ["show", "abc-1"],
+    "report": ["report", "abc-1"],
+    "tui replay": ["tui", "--replay", "abc-1", "--speed", "0"],
+    "tui attach": ["tui", "--attach", "abc-1", "--broker", "mqtt://127.0.0.1:1"],
+    "resume": ["run", "--resume", "abc-1"],
+}
+
+
+def _one_error_line(err: str, db: Path) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: --db {db}: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [*WRITERS, *READERS])
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_a_db_that_is_no_store_is_one_line_for_every_command(
+    kind: str,
+    command: str,
+    tmp_path: Path,
+    busy_port: int,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    db = bad_store(tmp_path, kind)
+    before = db.read_bytes() if db.is_file() else None
+    args = [a.format(port=busy_port) for a in {**WRITERS, **READERS}[command]]
+    code = main([*args, "--db", str(db)])
+    line = _one_error_line(capfd.readouterr().err, db)
+    assert code == 2
+    expected = {"directory": "is a directory", "fifo": "not a regular file"}
+    assert expected.get(kind, "SQLite database") in line
+    if before is not None:
+        assert db.read_bytes() == before  # never written over
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two real stores with an interrupted run `abc-1`: WAL (as errorflow writes them) and
+    a rollback journal (where a lock stops readers too)."""
+    made = {}
+    for mode in ("wal", "journal"):
+        db = tmp_path_factory.mktemp(mode) / "s.db"
+        assert main(["run", "contamination", "--trials", "1", "-q", "--run-id", "abc-1",
+                     "--db", str(db)]) == 0  # fmt: skip
+        conn = sqlite3.connect(db, isolation_level=None)  # a journal mode changes outside one
+        conn.execute("UPDATE runs SET status = 'interrupted'")
+        if mode == "journal":
+            assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+        conn.close()
+        made[mode] = db
+    return made
+
+
+@pytest.mark.parametrize("command", [*WRITERS, *READERS])
+def test_a_store_another_process_locks_is_one_line_for_every_command(
+    command: str,
+    stores: dict[str, Path],
+    busy_port: int,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    capfd.readouterr()
+    db = stores["journal"]
+    args = [a.format(port=busy_port) for a in {**WRITERS, **READERS}[command]]
+    with held_lock(db):
+        code = main([*args, "--db", str(db)])
+    line = _one_error_line(capfd.readouterr().err, db)
+    assert code == 2 and "locked by another process" in line and "another --db" in line
+
+
+@pytest.mark.parametrize("command", [*WRITERS, "resume"])
+def test_a_wal_store_another_process_locks_refuses_writers(
+    command: str,
+    stores: dict[str, Path],
+    busy_port: int,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    capfd.readouterr()
+    db = stores["wal"]
+    args = [a.format(port=busy_port) for a in {**WRITERS, **READERS}[command]]
+    with held_lock(db):
+        code = main([*args, "--db", str(db)])
+        assert main(["show", "abc-1", "--db", str(db)]) == 0  # readers are not held up
+    line = _one_error_line(capfd.readouterr().err, db)
+    assert code == 2 and "locked by another process" in line
+
+
+BAD_RUN = ["-m", "errorflow", "run", "contamination", "--trials", "1", "-q", "--db"]
+
+
+@pytest.mark.parametrize("kind", [*BAD_KINDS, "locked"])
+@pytest.mark.parametrize("argv", [BAD_RUN, ["-m", "errorflow", "runs", "--db"]])
+def test_a_bad_db_ends_the_process_with_one_line(
+    kind: str, argv: list[str], tmp_path: Path, stores: dict[str, Path]
+) -> None:
+    """As a user sees it: the process ends (nothing keeps it alive), one line, exit 2."""
+    db = stores["journal"] if kind == "locked" else bad_store(tmp_path, kind)
+    lock = held_lock(db) if kind == "locked" else contextlib.nullcontext()
+    with lock:
+        proc = subprocess.run(
+            [sys.executable, *argv, str(db)], capture_output=True, text=True, timeout=60
+        )
+    assert proc.returncode == 2
+    _one_error_line(proc.stderr, db)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    with shared_directory() as base:
+        yield base
+
+
+def test_read_only_stores_as_a_user_without_write_access(shared_dir: Path) -> None:
+    ro = shared_dir / "ro"
+    ro.mkdir()
+    db = ro / "s.db"
+    assert main(["run", "contamination", "--trials", "1", "-q", "--db", str(db)]) == 0
+    db.chmod(0o444)
+    ro.chmod(0o555)
+    runs = subprocess.run(
+        as_unprivileged([sys.executable, "-m", "errorflow", "runs", "--db", str(db)]),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert runs.returncode == 0 and "contamination" in runs.stdout, runs.stderr  # readable
+    for path, said in ((db, "read-only"), (ro, "is a directory"), (ro / "new.db", "cannot create")):
+        proc = subprocess.run(
+            as_unprivileged([sys.executable, *BAD_RUN, str(path)]),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 2
+        assert said in _one_error_line(proc.stderr, path)

@@ -1,4 +1,5 @@
-"""Endpoints: dedupe by message id, acknowledgements and bounded resends.
+"""Endpoints: dedupe by message id and by (sender, seq), acknowledgements and bounded
+resends.
 
 Resends run on a fake clock: time moves only when a test advances it, and the
 endpoint's driver sleeps on that clock, so deadlines are checked exactly, without
@@ -9,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from errorflow.bus import topics
-from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet
+from errorflow.bus import signing, topics
+from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet, first_seq
 from errorflow.bus.envelope import Envelope, Kind, decode
 from errorflow.bus.transport import Connection, InProcessBus
 from errorflow.core.control import Ack
+from errorflow.runtime.recorder import Recorder
 
 
 class FakeClock:
@@ -83,13 +85,29 @@ async def until(condition: Callable[[], bool], turns: int = 100) -> None:
     raise AssertionError("condition never met")
 
 
-def test_seen_set_is_keyed_by_id_and_bounded() -> None:
+def _env(id: str, seq: int, sender: str = "a") -> Envelope:
+    return Envelope(id=id, run_id="r", trial=0, seq=seq, sender=sender, recipient="b",
+                    kind=Kind.RESULT, trace_id="t")  # fmt: skip
+
+
+def test_seen_set_is_keyed_by_id_and_by_sender_and_seq_and_bounded() -> None:
     seen = SeenSet()
-    assert seen.add("a") and not seen.add("a") and seen.add("b")
+    assert seen.repeat(_env("a", 0)) is None and seen.repeat(_env("b", 1)) is None
+    assert seen.repeat(_env("a", 0)) == "duplicate"  # a resend: the same id
+    assert seen.repeat(_env("c", 0)) == "replayed_seq"  # a's seq 0 again, under a new id
+    assert seen.repeat(_env("d", 0, sender="other")) is None  # seqs are per sender
     seen.WINDOW = 3
-    for key in "cdef":
-        seen.add(key)
-    assert seen.add("a")  # forgotten: the oldest leave first
+    for n, key in enumerate("efgh", start=10):
+        assert seen.repeat(_env(key, n)) is None
+    assert seen.repeat(_env("a", 0)) is None  # forgotten: the oldest leave first, both keys
+    assert len(seen._ids) == len(seen._seqs) == 3
+
+
+def test_seqs_start_from_the_clock_so_a_restarted_sender_goes_on_above() -> None:
+    before = first_seq()
+    ep = Endpoint(Captured(), "r", "a")
+    assert ep.seq >= before and ep.seq < 10**16  # microseconds: 16 digits for centuries
+    assert Endpoint(Captured(), "r", "a", seq_from=5).seq == 5
 
 
 async def _pair(
@@ -200,10 +218,10 @@ async def test_ack_is_a_typed_control_message_built_like_any_other() -> None:
     _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
     ack = decode(raw)
     assert ack.kind is Kind.CONTROL and (ack.sender, ack.recipient) == ("b", "a")
-    assert (ack.trial, ack.trace_id, ack.seq) == (4, "t4", 0)
+    assert (ack.trial, ack.trace_id) == (4, "t4")
     assert ack.payload == Ack(id=task.id).to_payload() == {"action": "ack", "id": task.id}
     later = await b.send(kind=Kind.RESULT, recipient="a", trial=4, trace_id="t4")
-    assert later.seq == 1  # acks and sends share one sequence
+    assert later.seq == ack.seq + 1  # acks and sends share one sequence
     await a.close()
     await b.close()
 
@@ -215,11 +233,13 @@ async def test_only_a_valid_ack_for_us_acknowledges_and_no_ack_is_passed_on() ->
     task = await a.send(kind=Kind.TASK, recipient="b", trial=0, trace_id="t")
     forger = await bus.connect("c")
 
+    seqs = iter(range(100))  # a sender's seqs do not repeat (a repeat is `replayed_seq`)
+
     async def forge(recipient: str, payload: dict[str, object]) -> None:
         env = Envelope(
             run_id="r",
             trial=0,
-            seq=0,
+            seq=next(seqs),
             sender="c",
             recipient=recipient,
             kind=Kind.CONTROL,
@@ -254,8 +274,69 @@ async def test_restarted_sender_is_not_a_replay() -> None:
     reader = asyncio.create_task(_drain(b, got, 2))
     first = Endpoint(await bus.connect("a1"), "r", "a", {"a", "b"})
     await first.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t")
-    again = Endpoint(await bus.connect("a2"), "r", "a", {"a", "b"})  # seq starts at 0 again
+    again = Endpoint(await bus.connect("a2"), "r", "a", {"a", "b"})  # seq from the clock again
     await again.send(kind=Kind.RESULT, recipient="b", trial=1, trace_id="t")
     await asyncio.wait_for(reader, 2)
     assert [e.trial for e in got] == [0, 1]
     assert b.rejects["duplicate"] == 0
+
+
+class Captured:
+    """A connection that only keeps what is published."""
+
+    client_id = "captured"
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, bytes]] = []
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        self.published.append((topic, payload))
+
+    async def subscribe(self, pattern: str) -> None:
+        pass
+
+    def messages(self) -> AsyncIterator[tuple[str, bytes]]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_seq_again_under_a_new_id_is_rejected_and_not_acked() -> None:
+    """A real sender (the run key signs it) repeating a seq with a new id: `replayed_seq`;
+    a resend (same bytes) stays a `duplicate`, acked again."""
+    key = signing.new_key()
+    bus = InProcessBus()
+    b = Endpoint(await bus.connect("b"), "r", "b", {"a", "b"}, key=key)
+    await b.conn.subscribe(topics.inbox("r", "b"))
+    acks = await bus.connect("spy")
+    await acks.subscribe(topics.acks("r", "a"))
+    a = Endpoint(Captured(), "r", "a", {"a", "b"}, key=key)
+    first = await a.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t")
+    replayed = first.model_copy(update={"id": "new-id", "trial": 1})
+    second = await a.send(kind=Kind.RESULT, recipient="b", trial=2, trace_id="t")
+    inbox = topics.inbox("r", "b")
+    raws = [first.encode(key), first.encode(key), replayed.encode(key), second.encode(key)]
+    publisher = await bus.connect("pub")
+    for raw in raws:
+        await publisher.publish(inbox, raw)
+    got: list[Envelope] = []
+    await asyncio.wait_for(_drain(b, got, 2), 2)
+    assert [e.trial for e in got] == [0, 2]
+    assert b.rejects == {"duplicate": 1, "replayed_seq": 1}
+    acked = []
+    while not acks.queue.empty():  # type: ignore[attr-defined]
+        acked.append(decode(acks.queue.get_nowait()[1]).payload["id"])  # type: ignore[attr-defined]
+    assert acked == [first.id, first.id, second.id]  # the replay is not acked
+
+
+def test_the_recorder_files_a_replayed_seq_as_a_reject() -> None:
+    """The recorder applies the same rule: what no receiver accepts is not a message row."""
+    key = signing.new_key()
+    recorder = Recorder(None, Captured(), "r", {"a", "b"}, key=key)  # type: ignore[arg-type]
+    first = _env("m1", 41)
+    for env in (first, first, first.model_copy(update={"id": "m2"}), _env("m3", 42)):
+        recorder.handle(topics.inbox("r", "b"), env.encode(key))
+    assert recorder.counts["result"] == 2
+    assert recorder.rejects == {"duplicate": 1, "replayed_seq": 1}
+    assert [row.reason for row in recorder._rejects] == ["duplicate", "replayed_seq"]

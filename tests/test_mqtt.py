@@ -10,7 +10,7 @@ import aiomqtt
 import pytest
 
 from errorflow.bus.mqtt import MqttBus
-from errorflow.bus.transport import Bus, InProcessBus
+from errorflow.bus.transport import Bus, InProcessBus, offline_s
 from errorflow.bus.url import BrokerURL
 from tests.conftest import Mosquitto
 
@@ -93,8 +93,10 @@ async def test_reconnects_and_resubscribes_after_broker_restart(tmp_path: Path) 
         sub = await bus.connect("sub")
         await sub.subscribe("errorflow/r/#")
         pub = await bus.connect("pub")
+        assert offline_s(sub) == 0
         broker.stop()
         await asyncio.sleep(0.5)
+        assert offline_s(sub) > 0  # the runner's bound on an outage counts from here
         broker.start()  # same port
         # The publish waits for the reconnect, the subscriber has resubscribed.
         for _ in range(50):
@@ -108,6 +110,43 @@ async def test_reconnects_and_resubscribes_after_broker_restart(tmp_path: Path) 
             raise AssertionError("no message after the broker came back")
         assert payload == b"after restart"
         assert sub.reconnects >= 1 and pub.reconnects >= 1
+        assert offline_s(sub) == 0 and offline_s(pub) == 0
     finally:
         await bus.close()
         broker.stop()
+
+
+async def test_an_in_process_connection_is_never_offline() -> None:
+    conn = await InProcessBus().connect("x")
+    assert offline_s(conn) == 0
+
+
+@pytest.mark.mosquitto
+async def test_a_will_is_published_when_a_session_drops_not_when_it_closes(
+    mosquitto: Mosquitto,
+) -> None:
+    bus = MqttBus(mosquitto.url)
+    try:
+        sub = await bus.connect("sub")
+        await sub.subscribe("errorflow/w/control/#")
+        made = iter(range(100))
+        conn = bus.open("agent")  # the will is set before the first session opens
+        conn.will = lambda: ("errorflow/w/control/agent", f"gone {next(made)}".encode())
+        await conn.start()
+        # the network goes (as for a killed process): the broker publishes the will
+        conn._client._client.socket().shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+        incoming = aiter(sub.messages())
+        assert await asyncio.wait_for(anext(incoming), 10) == (
+            "errorflow/w/control/agent",
+            b"gone 0",
+        )
+        for _ in range(100):  # it reconnects, with a will of its new session
+            if conn.reconnects and offline_s(conn) == 0:
+                break
+            await asyncio.sleep(0.05)
+        await conn.close()  # a clean disconnect: the broker discards the will
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(incoming), 1.0)
+        assert next(made) == 2  # one will per session
+    finally:
+        await bus.close()

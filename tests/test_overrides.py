@@ -1,6 +1,11 @@
+from pathlib import Path
+
 import pytest
 
+from errorflow.bus.transport import InProcessBus
+from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.overrides import (
+    InvalidOverride,
     OverrideError,
     apply,
     parse_value,
@@ -8,6 +13,7 @@ from errorflow.scenario.overrides import (
     with_settings,
     without_faults,
 )
+from errorflow.scenario.problems import ScenarioError
 from tests.conftest import scenario
 
 
@@ -59,3 +65,51 @@ def test_without_faults() -> None:
     s = scenario("contamination")
     assert s.tools["search_papers"].faults
     assert not without_faults(s).tools["search_papers"].faults
+
+
+# -- one pipeline: an override or a setting meets every check a file meets ---------------
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ({"agents.researcher.policy.guards.max_steps": 5000}, "expected at most 1000 steps"),
+        ({"task.needs.0.arg": "nosuch"}, "takes no argument 'nosuch'"),
+        ({"world.documents": {"d": "x" * 70_000}}, "expected a document of at most 65536"),
+        ({"description": "x" * 300_000}, "does not fit on the bus"),
+        ({"agents.researcher.policy.retry.max_attempts": True}, "found true (a boolean)"),
+        ({"trials": "abc"}, "trials: expected an integer, found 'abc' (a string)"),
+    ],
+    ids=["steps", "need-arg", "document", "roll-call", "policy-bool", "trials-type"],
+)
+def test_apply_runs_the_loaders_checks(override: dict[str, object], words: str) -> None:
+    with pytest.raises(InvalidOverride) as info:  # also an OverrideError and a ScenarioError
+        apply(scenario("contamination"), override)
+    assert isinstance(info.value, OverrideError) and isinstance(info.value, ScenarioError)
+    text = str(info.value)
+    assert words in text
+    assert "validation error" not in text and "pydantic.dev" not in text  # no pydantic dump
+    assert len(text.splitlines()) == len(info.value.problems) == 1
+
+
+def test_with_settings_is_strict_and_checks_a_scenario_built_in_python() -> None:
+    s = scenario("contamination")
+    with pytest.raises(ScenarioError, match="trials: expected an integer, found true"):
+        with_settings(s, trials=True)
+    big = s.model_copy(update={"description": "x" * 300_000})  # the model alone accepts it
+    with pytest.raises(ScenarioError, match="description: the scenario does not fit on the bus"):
+        with_settings(big)
+
+
+async def test_run_scenario_refuses_what_validate_refuses(tmp_path: Path) -> None:
+    big = scenario("contamination").model_copy(update={"description": "x" * 300_000})
+    db = tmp_path / "r.db"
+    with pytest.raises(ScenarioError, match="does not fit on the bus"):
+        await run_scenario(big, RunOptions(bus=InProcessBus(), db_path=db))
+    assert not db.exists()  # refused before anything started
+
+
+def test_a_path_error_names_its_path() -> None:
+    with pytest.raises(OverrideError) as info:
+        set_path({"a": [1]}, "a.5", 0)
+    assert info.value.path == "a.5" and str(info.value).startswith("a.5: index 5 out of range")

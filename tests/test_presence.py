@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from errorflow.agents.presence import Presence
+from errorflow.bus import signing
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope
-from errorflow.core.control import Ack, RollCall, Stop
+from errorflow.core.control import Ack, Alive, Gone, RollCall, Stop, parse_control
 from errorflow.scenario import identity
 from tests.conftest import scenario
 
@@ -52,9 +54,9 @@ async def test_a_roll_call_for_our_experiment_is_answered_with_hello() -> None:
     p = presence(conn)
     assert await p.on_control(roll_call()) is False
     assert [(m.recipient, m.trace_id, m.payload) for m in conn.sent] == [
-        ("runner", "run-presence", {"action": "hello", "agent": "writer"})
+        ("runner", "run-presence", {"action": "hello", "agent": "writer", "session": p.session})
     ]
-    assert p.mismatch is None
+    assert p.mismatch is None and p.joined
 
 
 async def test_a_roll_call_for_another_experiment_is_refused() -> None:
@@ -84,3 +86,71 @@ async def test_other_control_messages_are_ignored() -> None:
     assert await p.on_control({"action": "roll_call"}) is False  # no scenario: not one
     assert await p.on_control("garbage") is False
     assert conn.sent == []
+
+
+# -- liveness: the heartbeat, the will ----------------------------------------------
+
+
+def test_each_process_has_its_own_session() -> None:
+    assert presence(Captured()).session != presence(Captured()).session
+
+
+async def test_a_joined_agent_says_alive_until_it_leaves() -> None:
+    conn = Captured()
+    p = presence(conn)
+    beat = asyncio.create_task(p.heartbeat(interval_s=0.01))
+    await asyncio.sleep(0.05)
+    assert conn.sent == []  # not joined yet: nobody counts on it
+    await p.on_control(roll_call())
+    await asyncio.sleep(0.05)
+    alive = [parse_control(m.payload) for m in conn.sent[1:]]
+    assert alive and all(a == Alive(agent="writer", session=p.session) for a in alive)
+    await p.on_control(Stop().to_payload())
+    count = len(conn.sent)
+    await asyncio.sleep(0.05)
+    beat.cancel()
+    assert len(conn.sent) == count  # after bye, silence
+
+
+async def test_a_heartbeat_into_a_lost_connection_is_not_an_error() -> None:
+    p = presence(Captured(broken=True))
+    p.joined = True
+    beat = asyncio.create_task(p.heartbeat(interval_s=0.01))
+    await asyncio.sleep(0.05)
+    assert not beat.done()
+    beat.cancel()
+
+
+def test_the_will_is_a_signed_gone_with_a_fresh_seq_each_session() -> None:
+    key = signing.new_key()
+    s = scenario("contamination")
+    ep = Endpoint(Captured(), "run", "writer", key=key, seq_from=0)
+    p = Presence(ep, "writer", "run", s)
+    (topic, first), (_, second) = p.will(), p.will()
+    assert topic == "errorflow/run/control/writer"
+    assert signing.verify(key, first) is None and signing.verify(key, second) is None
+    a, b = Envelope.model_validate_json(first), Envelope.model_validate_json(second)
+    assert parse_control(a.payload) == Gone(agent="writer", session=p.session)
+    assert a.id != b.id and b.seq == a.seq + 1 and ep.seq == b.seq + 1  # seqs of its own
+    assert (a.sender, a.recipient, a.kind.value) == ("writer", "runner", "control")
+
+
+async def test_an_interrupted_agent_says_gone_itself_once() -> None:
+    conn = Captured()
+    p = presence(conn)
+    await p.gone()
+    assert conn.sent == []  # never joined: nobody waits for it
+    await p.on_control(roll_call())
+    await p.gone()
+    await p.gone()
+    said = [parse_control(m.payload) for m in conn.sent]
+    assert said[1:] == [Gone(agent="writer", session=p.session)]
+
+
+async def test_an_agent_stopped_by_the_runner_says_no_gone() -> None:
+    conn = Captured()
+    p = presence(conn)
+    await p.on_control(roll_call())
+    await p.on_control(Stop().to_payload())
+    await p.gone()
+    assert [m.payload["action"] for m in conn.sent] == ["hello", "bye"]

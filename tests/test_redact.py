@@ -31,6 +31,16 @@ LEAKS = [
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
         "MIIEpAIBAAKCAQEA",
     ),
+    # environment style: a secret word as one part of the name, not only at its end
+    ("HTTP 401: SECRET_KEY=EnvSecret321 rejected", "EnvSecret321"),
+    ("export AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI/K7MDENG'", "wJalrXUtnFEMI"),
+    ('DB_PASS="hunter2" DB_HOST=db', "hunter2"),
+    ("AUTH=dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+    ("GITHUB_TOKEN_RO = ghx9abc", "ghx9abc"),
+    ("KEY=k3y-value", "k3y-value"),
+    ("--db-passphrase=correct-horse", "correct-horse"),
+    ("x=SECRET_KEY=nested42", "nested42"),  # a value that holds the next pair
+    ("secret_key=lower-case-too", "lower-case-too"),
 ]
 
 
@@ -53,6 +63,9 @@ def test_secret_is_removed(text: str, secret: str) -> None:
         "see https://example.com/docs/errors#rate-limit",
         "fin.rev.2024",
         "2024年营收",
+        "monkey=banana bypass=1 compass=north keyboard=us",  # the word inside a part
+        "retries=3 timeout_s=2 max_tokens=1024 output_tokens=7",
+        "HTTP 401 Unauthorized: API key expired (key=[REDACTED_KEY])",  # redacted already
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
@@ -118,3 +131,29 @@ def test_planted_secrets_from_the_issue() -> None:
         "OperationalError: [REDACTED_URL] refused; key [REDACTED_KEY] / [REDACTED_KEY]; "
         "creds at [PATH]"
     )
+
+
+def test_environment_style_pairs_keep_their_names_and_the_text_around() -> None:
+    assert redact("boot: SECRET_KEY=EnvSecret321 DEBUG=1; AUTH_TOKEN=t0k, next") == (
+        "boot: SECRET_KEY=[REDACTED] DEBUG=1; AUTH_TOKEN=[REDACTED], next"
+    )
+    assert redact_obj({"error_text": "SECRET_KEY=EnvSecret321"}) == {
+        "error_text": "SECRET_KEY=[REDACTED]"
+    }
+
+
+def test_long_runs_of_name_or_scheme_characters_are_scanned_in_linear_time() -> None:
+    """The recorder redacts up to 64 KiB of every rejected message. Patterns that began
+    at each `_` or `.` of a long run backtracked quadratically (64 KiB of `a_` took
+    minutes, of `a.` 3 s); the scans are one pass each (bounded by the test timeout)."""
+    runs = ["a_" * 100_000, "a_" * 100_000 + "=x", "a." * 100_000, "a-" * 100_000 + "://x",
+            "k=" * 100_000, "-" * 200_000 + "=", "a_password: " * 20_000]  # fmt: skip
+    for text in runs:
+        assert len(redact.__wrapped__(text)) > 0
+
+
+def test_a_url_is_found_by_its_scheme_as_before() -> None:
+    assert redact("x.postgres://u:p@h/db and -redis://:pw@cache") == (
+        "[REDACTED_URL] and -[REDACTED_URL]"
+    )
+    assert redact("1abc://u:p@h") == "1abc://u:p@h"  # no scheme starts at a digit

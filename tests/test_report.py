@@ -11,7 +11,7 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.core.costs import Costs
-from errorflow.reports.report import ReportJson, to_csv, to_markdown
+from errorflow.reports.report import ReportArm, ReportJson, to_csv, to_html, to_markdown
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import summarize
 
@@ -195,3 +195,41 @@ def test_csv_columns_and_markdown_cells_of_a_hand_built_report() -> None:
     assert "| explicit | 1 (100%, CI 21%–100%) | 0 (0%, CI 0%–79%) |" in md
     assert "| explicit | 2.00 | 2.00 | 451 | 0.00 | 0.00 | – | – |" in md
     assert "Paired difference" not in md
+
+
+def test_markdown_and_html_show_outside_strings_literally() -> None:
+    """A label, a scenario and an id can hold anything a `--vary` value or the store
+    held: in Markdown no cell is split, no HTML or code span starts; nothing raw in HTML."""
+    summary = summarize([TrialScore(0, Outcome.SUCCESS, 0)])
+    hostile = "a|b `c` <script>alert(1)</script> **x** [l](javascript:x) \x1b]0;T\x07\u202e\nz"
+    arm: ReportArm = {
+        "label": hostile,
+        "run_id": "r-1",
+        "scenario": "<b>s</b>|\x1b[?1049l",
+        "seed": 3,
+        "trials": 1,
+        "propagation": "explicit",
+        "status": "finished",
+        "outcomes": summary["outcomes"],
+        "metrics": summary["metrics"],
+        "amplification": None,
+        "rejects": {},
+        "trial_outcomes": ["success"],
+    }
+    data: ReportJson = {"id": "<id>|\x07", "group_id": None, "arms": [arm]}
+    md = to_markdown(data)
+    label = (
+        "a\\|b \\`c\\` &lt;script&gt;alert(1)&lt;/script&gt; \\*\\*x\\*\\* "
+        "\\[l\\](javascript:x) \\\\x1b\\]0;T\\\\x07\\\\u202e\\\\nz"
+    )
+    assert f"| {label} | 1 (100%, CI 21%–100%) |" in md
+    assert "# errorflow report: &lt;id&gt;\\|\\\\x07" in md
+    assert "Scenario **&lt;b&gt;s&lt;/b&gt;\\|\\\\x1b\\[?1049l**, seed 3" in md
+    for row in (line for line in md.splitlines() if line.startswith("| a")):
+        assert row.count(" | ") == row.replace("\\|", "").count(" | ")  # no cell split
+    for raw in ("<script>", "<b>", "<id>", "\x1b", "\x07", "\u202e"):
+        assert raw not in md
+    page = to_html(data)
+    assert "<script>" not in page and "<b>s" not in page and "\x1b" not in page
+    assert "<td>a|b `c` &lt;script&gt;alert(1)&lt;/script&gt; **x**" in page
+    assert "\\x1b]0;T\\x07\\u202e\\nz</td>" in page  # one cell, controls made visible

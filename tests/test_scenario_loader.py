@@ -3,6 +3,7 @@ what was expected and what was found, and the CLI exits 2 without a traceback.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +15,14 @@ import pytest
 
 from errorflow.bus.envelope import MAX_MESSAGE_BYTES
 from errorflow.scenario.bundled import bundled
-from errorflow.scenario.loader import MAX_SCENARIO_BYTES, ScenarioError, load, load_text
+from errorflow.scenario.loader import (
+    MAX_SCENARIO_BYTES,
+    Problem,
+    ScenarioError,
+    load,
+    load_json,
+    load_text,
+)
 from errorflow.scenario.model import (
     MAX_AGENTS,
     MAX_DOCUMENT_BYTES,
@@ -99,13 +107,55 @@ _MANY_AGENTS = "".join(f"  a{i}:\n    role: writer\n" for i in range(MAX_AGENTS 
 
 CASES = [
     # -- broken YAML
+    # a construct left open is reported on its own line, not where PyYAML gave up
     Case(
         "yaml-unclosed-flow",
         "broken yaml",
         edit("seed: 1", "seed: [1"),
+        "seed: [1",
+        "",
+        ["not valid YAML", "expected ',' or ']'", "noticed at line 3"],
+    ),
+    Case(
+        "yaml-unclosed-quote",
+        "broken yaml",
+        edit("name: base", 'name: "base'),
+        'name: "base',
+        "",
+        ["not valid YAML", "quoted scalar"],
+    ),
+    Case(
+        "yaml-missing-colon",
+        "broken yaml",
+        edit("seed: 1", "seed 1"),
+        "seed 1",
+        "",
+        ["not valid YAML", "could not find expected ':'"],
+    ),
+    # characters YAML does not allow: reported at their line and column (was a traceback)
+    Case(
+        "control-character",
+        "broken yaml",
+        edit("name: base", 'name: "a\x07b"'),
+        "name:",
+        "",
+        ["control character U+0007", '"\\x07"', "double-quoted"],
+    ),
+    Case(
+        "c1-control-character",
+        "broken yaml",
+        edit("name: base", "name: a\x80b"),
+        "name:",
+        "",
+        ["control character U+0080"],
+    ),
+    Case(
+        "non-character",
+        "broken yaml",
+        edit("trials: 10", "trials: 10  # \ufffe"),
         "trials: 10",
         "",
-        ["not valid YAML", "expected ',' or ']'"],
+        ["character U+FFFE", "YAML does not allow"],
     ),
     Case(
         "yaml-tab-indent",
@@ -296,6 +346,71 @@ CASES = [
         "'the writer':",
         "agents.the writer",
         ["name: expected a name of letters, digits"],
+    ),
+    # strict types: a value of another type is an error, not converted (`true` was 1)
+    Case(
+        "trials-bool",
+        "wrong type",
+        edit("trials: 10", "trials: true"),
+        "trials:",
+        "trials",
+        ["expected an integer", "found true (a boolean)"],
+    ),
+    Case(
+        "trials-quoted",
+        "wrong type",
+        edit("trials: 10", "trials: '10'"),
+        "trials:",
+        "trials",
+        ["expected an integer", "found '10' (a string)"],
+    ),
+    Case(
+        "seed-float",
+        "wrong type",
+        edit("seed: 1", "seed: 1.0"),
+        "seed:",
+        "seed",
+        ["expected an integer", "found 1.0"],
+    ),
+    Case(
+        "probability-bool",
+        "wrong type",
+        edit("p: 0.3", "p: true"),
+        "p: true",
+        "tools.metrics.faults.0.p",
+        ["expected a number", "found true (a boolean)"],
+    ),
+    Case(
+        "metric-bool",
+        "wrong type",
+        edit("{revenue_2024: 1200}", "{revenue_2024: true}"),
+        "revenue_2024: true",
+        "world.metrics.revenue_2024",
+        ["found true (a boolean)"],
+    ),
+    Case(
+        "policy-bool-for-int",
+        "wrong type",
+        edit("{strategy: resilient}", "{strategy: resilient, retry: {max_attempts: true}}"),
+        "max_attempts",
+        "agents.researcher.policy.retry.max_attempts",
+        ["expected an integer", "found true (a boolean)"],
+    ),
+    Case(
+        "policy-int-for-bool",
+        "wrong type",
+        edit("{strategy: resilient}", "{strategy: resilient, breaker: {enabled: 1}}"),
+        "enabled",
+        "agents.researcher.policy.breaker.enabled",
+        ["expected true or false", "found 1 (an integer)"],
+    ),
+    Case(
+        "params-bool",
+        "wrong type",
+        edit("profile: small-local}", "profile: small-local, params: {p_heed_upstream: true}}"),
+        "p_heed_upstream",
+        "agents.researcher.model.params.p_heed_upstream",
+        ["expected a number", "found true (a boolean)"],
     ),
     # -- missing required fields
     Case(
@@ -536,6 +651,15 @@ CASES = [
         "task.prompt",
         ["expected at most 10000 characters", "found 20000"],
     ),
+    # the roll call carries the whole scenario: over the bus limit, no agent would hear it
+    Case(
+        "too-big-for-the-bus",
+        "absurd size",
+        edit("seed: 1\n", "seed: 1\ndescription: " + "x" * 300_000 + "\n"),
+        "description:",
+        "description",
+        ["does not fit on the bus", "roll call", f"limit of {MAX_MESSAGE_BYTES:,}", "Limits"],
+    ),
     Case(
         "alias-bomb",
         "absurd size",
@@ -741,3 +865,40 @@ def test_cli_validate_value_that_looks_like_markup(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "found '[/x] [bold]many' (a string)" in proc.stderr
+
+
+def test_a_symlink_to_a_scenario_and_a_str_path_load(tmp_path: Path) -> None:
+    real = tmp_path / "real.yaml"
+    real.write_text(BASE)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    assert load(str(link)).name == "base"
+
+
+def test_load_text_has_the_files_size_limit() -> None:
+    with pytest.raises(ScenarioError, match=f"expected at most {MAX_SCENARIO_BYTES} bytes"):
+        load_text(BASE + "#" + "x" * MAX_SCENARIO_BYTES + "\n")
+
+
+def test_json_goes_through_the_same_checks() -> None:
+    good = load_text(BASE)
+    assert load_json(good.model_dump_json()) == good
+    bad = good.model_dump(mode="json")
+    bad["trials"] = True
+    with pytest.raises(ScenarioError) as info:
+        load_json(json.dumps(bad), "--resume r1")
+    assert str(info.value) == "--resume r1: trials: expected an integer, found true (a boolean)"
+    with pytest.raises(ScenarioError, match="not valid JSON"):
+        load_json("{", "stored")
+
+
+def test_the_second_pass_is_a_list_of_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check added to SECOND_PASS runs for every source (more are to come)."""
+    from errorflow.scenario import loader
+
+    def not_this_name(s: object, marks: object) -> list[Problem]:
+        return [Problem("name", None, None, "not this name")]
+
+    monkeypatch.setattr(loader, "SECOND_PASS", (*loader.SECOND_PASS, not_this_name))
+    with pytest.raises(ScenarioError, match="name: not this name"):
+        load_text(BASE, "x.yaml")

@@ -3,22 +3,34 @@ readers, and databases written by an earlier version."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.costs import Costs
+from errorflow.runtime import store
 from errorflow.runtime.store import (
     EventRow,
     LabelRow,
     MessageRow,
     RejectRow,
     TrialRow,
+    UnusableStore,
+    UnwritableStore,
+    check_writable,
     connect_ro,
     create_run,
     effective_status,
@@ -258,3 +270,182 @@ async def test_a_database_of_an_earlier_version_gets_the_new_columns(tmp_path: P
 def test_readers_refuse_a_missing_database(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no database"):
         list_runs(tmp_path / "absent.db")
+
+
+# -- opening: a path that cannot hold the store says so, at once, and leaves nothing open --
+
+
+@contextlib.contextmanager
+def held_lock(db: Path) -> Iterator[None]:
+    """Another process holding `BEGIN EXCLUSIVE` on `db` until the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.stdin.close()  # the holder exits when its stdin does
+        holder.wait(timeout=30)
+
+
+LOCK_HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def bad_store(tmp: Path, kind: str) -> Path:
+    """A path that cannot hold a store, of each kind (`locked` ones are locked by the caller)."""
+    path = tmp / f"{kind.replace(' ', '-')}.db"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "text file":
+        path.write_text("hello, this is not a database\n")
+    elif kind == "short file":
+        path.write_bytes(b"x")  # SQLite alone takes it for an empty database
+    elif kind == "damaged":
+        path.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 16)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    return path
+
+
+BAD_KINDS = ["directory", "text file", "short file", "damaged", "fifo"]
+
+
+def _threads() -> set[threading.Thread]:
+    """aiosqlite's connection threads (not daemons: a live one keeps the process alive)."""
+    return {t for t in threading.enumerate() if "_connection_worker_thread" in t.name}
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+async def test_a_path_that_is_no_store_is_refused_and_left_as_it_was(
+    tmp_path: Path, kind: str
+) -> None:
+    path = bad_store(tmp_path, kind)
+    before = path.read_bytes() if path.is_file() else None
+    threads = _threads()
+    with pytest.raises(UnwritableStore) as caught:
+        await open_db(path)
+    with pytest.raises(UnwritableStore):
+        check_writable(path)
+    with pytest.raises(UnusableStore) as read:
+        connect_ro(path)
+    assert caught.value.path == path and read.value.reason == caught.value.reason
+    assert _threads() <= threads  # no aiosqlite thread left to hold the process
+    if before is not None:
+        assert path.read_bytes() == before  # not written over
+
+
+async def test_a_failure_after_connecting_closes_the_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = bad_store(tmp_path, "text file")
+    monkeypatch.setattr(store, "_ready_to_write", lambda path: None)  # as if it changed since
+    threads = _threads()
+    with pytest.raises(UnwritableStore, match="not a database"):
+        await open_db(path)
+    await asyncio.sleep(0)
+    for thread in _threads() - threads:
+        thread.join(timeout=10)  # the worker stops once asked; a leaked one never does
+        assert not thread.is_alive()
+
+
+def test_a_process_whose_open_failed_exits(tmp_path: Path) -> None:
+    """The aiosqlite thread of a failed open kept the process alive after its traceback."""
+    path = bad_store(tmp_path, "text file")
+    script = (
+        "import asyncio, sys; from pathlib import Path; from errorflow.runtime import store;"
+        "store._ready_to_write = lambda path: None;"
+        "asyncio.run(store.open_db(Path(sys.argv[1])))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1 and "UnwritableStore" in proc.stderr
+
+
+async def test_a_store_locked_by_another_process_is_refused(tmp_path: Path) -> None:
+    wal, journal = tmp_path / "wal.db", tmp_path / "journal.db"
+    await new_run(wal)
+    await new_run(journal)
+    conn = sqlite3.connect(journal, isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"  # readers wait
+    conn.close()
+    with held_lock(wal):
+        with pytest.raises(UnwritableStore, match="locked by another process") as caught:
+            check_writable(wal)
+        assert "wait for that process" in caught.value.expected
+        with pytest.raises(UnwritableStore, match="locked"):
+            await open_db(wal)
+        assert [r["run_id"] for r in list_runs(wal)] == ["run-1"]  # WAL: readers go on
+    with held_lock(journal), pytest.raises(UnusableStore, match="locked"):
+        list_runs(journal)
+    assert [r["run_id"] for r in list_runs(journal)] == ["run-1"]  # and once it is free
+
+
+def test_a_read_only_store_is_read_but_not_written(shared_dir: Path) -> None:
+    """Run as a user without write access (root ignores permissions: as nobody)."""
+    store_dir = shared_dir / "ro"
+    store_dir.mkdir()
+    asyncio.run(new_run(store_dir / "s.db"))  # WAL, closed: no -wal or -shm file left
+    (store_dir / "s.db").chmod(0o444)
+    store_dir.chmod(0o555)
+    script = (
+        "import asyncio, sys; from pathlib import Path; from errorflow.runtime import store\n"
+        "p = Path(sys.argv[1])\n"
+        "print([r['run_id'] for r in store.list_runs(p / 's.db')])\n"
+        "for path in (p / 's.db', p / 'new.db'):\n"
+        "    try: store.check_writable(path)\n"
+        "    except store.UnwritableStore as exc: print(exc.reason)\n"
+    )
+    proc = subprocess.run(
+        as_unprivileged([sys.executable, "-c", script, str(store_dir)]),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    listed, existing, new = proc.stdout.splitlines()
+    assert listed == "['run-1']"
+    assert existing.startswith("read-only") and "cannot create a file there" in new
+
+
+@contextlib.contextmanager
+def shared_directory() -> Iterator[Path]:
+    """A fresh directory another user can reach (pytest's tmp_path is owner-only);
+    removed afterwards, read-only parts and all."""
+    base = Path(tempfile.mkdtemp(prefix="errorflow-ro-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        for path in base.rglob("*"):
+            if path.is_dir():
+                path.chmod(0o755)
+        shutil.rmtree(base)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    with shared_directory() as base:
+        yield base
+
+
+def as_unprivileged(argv: list[str]) -> list[str]:
+    """`argv` run so that permissions apply: as nobody when this is root (which ignores
+    them), through setpriv."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root, and no setpriv to drop to nobody")
+    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*drop, sys.executable, "-c", "import errorflow"], timeout=60)
+    if probe.returncode != 0:
+        pytest.skip("nobody cannot import errorflow from this checkout")
+    return [*drop, *argv]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
+
 from rich.console import Console, RenderableType
 
 from errorflow.core.costs import Costs
@@ -168,3 +171,46 @@ def test_paired_table_and_sweep_show_infra_faults_and_measure_without_them() -> 
     out = text(sweep_tables(data))
     assert "│ classify    │     1/4 │     1/4 │" in out
     assert "infrastructure faults (not scored, out of the counts): classify 1" in out
+
+
+# -- strings from outside ------------------------------------------------------------------
+
+#: A sweep value, a scenario name, a run id as another process or a user could set them.
+HOSTILE_LABEL = "\x1b]0;PWNED\x07[red]x[/]\x9b2J\u202e"
+SHOWN_LABEL = "\\x1b]0;PWNED\\x07[red]x[/]\\x9b2J\\u202e"
+
+
+def terminal(print_to: RenderableType | Callable[[Console], None]) -> str:
+    """Everything a console sends its terminal (no colours: any ESC is the input's)."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, color_system=None, force_terminal=False)
+    if callable(print_to):  # a printing function
+        print_to(console)
+    else:
+        console.print(print_to)
+    return buf.getvalue()
+
+
+def test_tables_show_outside_strings_as_text_with_controls_made_visible() -> None:
+    one = sweep([(HOSTILE_LABEL, [HOSTILE_LABEL, "[/]"])], True)
+    one["scenario"] = HOSTILE_LABEL
+    two = sweep([("a[b]", ["[bold]", "x"]), ("c", [HOSTILE_LABEL])], False)
+    arms = {HOSTILE_LABEL: arm_json(HOSTILE_LABEL, EXPLICIT), "[/]": arm_json("i", IMPLICIT)}
+    run = run_json(EXPLICIT)
+    run["scenario"] = run["run_id"] = HOSTILE_LABEL
+    run["broker"] = "[/]\x1b[?1049l"
+    outputs = [
+        terminal(sweep_tables(one)),
+        terminal(sweep_tables(two)),
+        terminal(paired_table(arms, paired_outcomes(EXPLICIT, IMPLICIT))),
+        terminal(lambda console: print_run(console, run)),
+    ]
+    for out in outputs:
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out
+        assert "\u202e" not in out
+    assert f"{SHOWN_LABEL}: {SHOWN_LABEL}" in outputs[0]  # the title: no markup read
+    assert f"│ {SHOWN_LABEL} │" in outputs[0] and "│ [/]" in outputs[0]
+    assert "│ [bold]" in outputs[1] and "a[b] \\ c" in outputs[1]
+    assert SHOWN_LABEL in outputs[2] and "[/]" in outputs[2]
+    assert f"{SHOWN_LABEL}  run {SHOWN_LABEL}" in outputs[3]
+    assert "broker: [/]\\x1b[?1049l" in outputs[3]

@@ -19,8 +19,10 @@ def msg(
     *,
     trial: int = 0,
     kind: Kind = Kind.RESULT,
+    round_: int | None = None,
 ) -> Envelope:
     return Envelope(
+        payload={} if round_ is None else {"round": round_},
         id=mid,
         run_id="r",
         trial=trial,
@@ -76,12 +78,12 @@ def test_revision_rounds_count_only_when_their_messages_are_in() -> None:
     """writer → reviewer → (revise) writer → reviewer → runner: the reviewer's final
     answer names the last round; every earlier round must be in too."""
     tracker = TrialTracker(["reviewer"])
-    rounds = [
+    rounds = [  # each round's messages say their round, as agents' do
         msg("task", "runner", "writer", kind=Kind.TASK),
-        msg("draft1", "writer", "reviewer", ("task",)),
-        msg("revise1", "reviewer", "writer", ("draft1",)),
-        msg("draft2", "writer", "reviewer", ("revise1", "task")),
-        msg("final", "reviewer", "runner", ("draft2",)),
+        msg("draft1", "writer", "reviewer", ("task",), round_=0),
+        msg("revise1", "reviewer", "writer", ("draft1",), kind=Kind.TASK, round_=1),
+        msg("draft2", "writer", "reviewer", ("revise1", "task"), round_=1),
+        msg("final", "reviewer", "runner", ("draft2",), round_=1),
     ]
     # the final answer overtakes the second round: not done until draft2 and revise1
     for m in (rounds[0], rounds[1], rounds[4]):
@@ -127,3 +129,62 @@ def test_a_result_that_does_not_go_to_the_runner_is_not_final() -> None:
     state.add(msg("a", "writer", "critic"))
     assert state.finals == set()
     assert not state.is_done(frozenset({"writer"}))
+
+
+# -- a restarted agent: its repeats, and what it lost ----------------------------------
+
+
+def test_a_restarted_agents_repeat_of_a_message_held_is_a_copy() -> None:
+    """A new id, but the same sender, recipient, kind and round as a message held: the
+    recipient acted on the first, and the trial counts it (and its costs) once."""
+    tracker = TrialTracker(["writer"])
+    task, first = msg("t", "runner", "researcher", kind=Kind.TASK), msg("a", "researcher", "writer")
+    for m in (task, first):
+        tracker.add(m)
+    assert tracker.add(msg("a2", "researcher", "writer")) is False
+    assert tracker.add(msg("b", "researcher", "writer", round_=1)) is False  # another round
+    assert [m.id for m in tracker.messages(0)] == ["t", "a", "b"]
+
+
+def test_a_restarted_agent_lost_the_inputs_of_the_rounds_it_had_not_answered() -> None:
+    task, r, rb, w, _c = diamond()
+    tracker = TrialTracker(TERMINALS)
+    for m in (task, r, rb):  # the writer got r0 and died before answering
+        tracker.add(m)
+    assert tracker.lost_inputs("writer", frozenset({"runner"})) == [r]
+    assert tracker.lost_inputs("critic", frozenset({"runner"})) == [rb]
+    assert tracker.lost_inputs("researcher", frozenset({"writer", "critic"})) == []
+    tracker.add(w)
+    assert tracker.lost_inputs("writer", frozenset({"runner"})) == []
+
+
+def test_a_result_to_only_some_of_its_targets_leaves_the_round_unanswered() -> None:
+    task, r, _rb, _w, _c = diamond()
+    tracker = TrialTracker(TERMINALS)
+    for m in (task, r):  # the researcher died between its two sends
+        tracker.add(m)
+    assert tracker.lost_inputs("researcher", frozenset({"writer", "critic"})) == [task]
+
+
+def test_a_lost_revision_comes_with_round_0s_inputs() -> None:
+    """A revision is answered from the round-0 inputs a restarted writer no longer has."""
+    tracker = TrialTracker(["reviewer"])
+    task = msg("task", "runner", "writer", kind=Kind.TASK)
+    draft = msg("draft1", "writer", "reviewer", ("task",), round_=0)
+    revise = msg("revise1", "reviewer", "writer", ("draft1",), kind=Kind.TASK, round_=1)
+    for m in (task, draft, revise):
+        tracker.add(m)
+    assert tracker.lost_inputs("writer", frozenset({"reviewer"})) == [task, revise]
+    assert tracker.lost_inputs("reviewer", frozenset({"runner"})) == []  # sent it back
+    tracker.add(msg("draft2", "writer", "reviewer", ("revise1", "task"), round_=1))
+    assert tracker.lost_inputs("writer", frozenset({"reviewer"})) == []
+    assert [m.id for m in tracker.lost_inputs("reviewer", frozenset({"runner"}))] == ["draft2"]
+
+
+def test_closed_trials_lose_nothing() -> None:
+    tracker = TrialTracker(TERMINALS)
+    task, r, *_ = diamond()
+    tracker.add(task)
+    tracker.add(r)
+    tracker.close(0)
+    assert tracker.lost_inputs("writer", frozenset({"runner"})) == []

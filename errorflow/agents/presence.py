@@ -1,22 +1,39 @@
-"""An agent's presence in a run: `hello` on the runner's roll call, `bye` on its stop.
+"""An agent's presence in a run: `hello` on the runner's roll call, `bye` on its stop, and
+its liveness while it takes part (a heartbeat and a last will).
 
 A hello is sent only in answer to a roll call, which carries the runner's scenario, so
 an agent never counts as present for an experiment it does not run: a joining agent
 whose scenario differs (file, --set, --seed or --propagation) refuses to join.
+
+Liveness, for an agent in a process of its own (errorflow/runtime/liveness.py says what
+the runner makes of it): every message names `session`, a random token per process, so
+a restarted agent is told from one that reconnected. Once joined, the agent says `alive`
+every `HEARTBEAT_S`. Its last will, `gone`, is built by `will()` at every connect: signed
+with the run key then and published by the broker when the session ends without a clean
+disconnect (a killed process, a dropped network). A clean close discards a will, so an
+agent that is interrupted says `gone()` itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import secrets
+import time
 
 from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.core.control import Bye, Hello, RollCall, Stop, parse_control
+from errorflow.bus.envelope import Envelope, Kind
+from errorflow.core.control import Alive, Bye, Gone, Hello, RollCall, Stop, parse_control
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 
 log = logging.getLogger(__name__)
+
+#: How often a joined agent says `alive` (the runner suspects it after a few missed).
+HEARTBEAT_S = 1.0
+SESSION_BYTES = 8
 
 
 class Presence:
@@ -25,6 +42,9 @@ class Presence:
         self._ours = identity.agent_view(identity.public(scenario))
         #: Why this agent refused to join the run (None while it takes part).
         self.mismatch: str | None = None
+        self.session = secrets.token_hex(SESSION_BYTES)
+        self.joined = False  # said hello: the runner counts on our heartbeat
+        self.left = False  # said bye: nothing of ours follows
 
     async def on_control(self, payload: object) -> bool:
         """Answer one control message of the runner's; True when the agent must leave."""
@@ -45,12 +65,50 @@ class Presence:
 
     async def hello(self) -> None:
         await self.endpoint.control(
-            Hello(agent=self.name), recipient=topics.RUNNER, trace="presence"
+            Hello(agent=self.name, session=self.session), recipient=topics.RUNNER, trace="presence"
         )
+        self.joined = True
 
     async def bye(self) -> None:
         """Our last message of the run: the recorder knows nothing of ours follows."""
+        self.left = True
         with contextlib.suppress(ConnectionError):
             await self.endpoint.control(
                 Bye(agent=self.name), recipient=topics.RUNNER, trace="presence"
             )
+
+    def will(self) -> tuple[str, bytes]:
+        """Our last will for a new session: a `gone`, signed now (it takes the next seq,
+        so it is a message of ours like any other, published at most once)."""
+        ep = self.endpoint
+        env = Envelope(
+            run_id=self.run_id,
+            trial=0,
+            seq=ep.seq,
+            sender=self.name,
+            recipient=topics.RUNNER,
+            kind=Kind.CONTROL,
+            trace_id=f"{self.run_id}-presence",
+            payload=Gone(agent=self.name, session=self.session).to_payload(),
+            ts=time.time(),
+        )
+        ep.seq += 1
+        return topics.control(self.run_id, self.name), env.encode(ep.key)
+
+    async def heartbeat(self, interval_s: float = HEARTBEAT_S) -> None:
+        """Say `alive` every `interval_s` while we take part; runs until cancelled."""
+        alive = Alive(agent=self.name, session=self.session)
+        while True:
+            await asyncio.sleep(interval_s)
+            if self.joined and not self.left:
+                with contextlib.suppress(ConnectionError):  # the runner hears the silence
+                    await self.endpoint.control(alive, recipient=topics.RUNNER, trace="presence")
+
+    async def gone(self) -> None:
+        """Leaving without a stop (interrupted): say what our will would have said."""
+        if not self.joined or self.left:
+            return
+        self.left = True
+        topic, raw = self.will()
+        with contextlib.suppress(ConnectionError):
+            await self.endpoint.conn.publish(topic, raw)

@@ -1,9 +1,17 @@
 """An endpoint: one named participant of a run on top of a bus connection.
 
 It stamps what it sends (run, sender, per-sender seq) and checks what it receives:
-invalid messages, messages of other runs, senders that are not part of the run and
-duplicates (same message id) are dropped and counted here, never passed on. The
-recorder stores the rejected ones with their reasons.
+invalid messages, messages of other runs, senders that are not part of the run,
+duplicates (a message id seen before: `duplicate`) and a sender's seq seen before under
+a new id (`replayed_seq`) are dropped and counted here, never passed on. The recorder
+stores the rejected ones with their reasons.
+
+A sender's seq counts up by one per message from where its endpoint started: the wall
+clock in microseconds (`first_seq`). A sender that restarts (a new process under the
+same name, rejoining the run) therefore goes on above its earlier seqs instead of at 0
+again, and `(sender, seq)` names one message across restarts: a repeat is a replay,
+never a restart. (Only a clock set back between two processes of one sender, by more
+than the time between them, could make them overlap.)
 
 Nothing silently lost: QoS 1 covers a hop to the broker, not a broker that restarts
 without persistence. So task and result messages are acknowledged end to end: the
@@ -51,31 +59,41 @@ RESEND_TICK_S = 0.25
 RELIABLE_KINDS = (Kind.TASK, Kind.RESULT)
 
 
-class SeenSet:
-    """Message ids already handled, in a bounded window (oldest forgotten first).
+def first_seq() -> int:
+    """Where a new endpoint's seq starts: the wall clock in microseconds (16 digits until
+    the year 2286; JSON and SQLite hold it exactly)."""
+    return time.time_ns() // 1000
 
-    Keyed by message id, not by (sender, seq): a resend or replay repeats the id, while
-    a restarted sender starts its seq at 0 again with new ids and must not be mistaken
-    for a replay. `seq` stays on the wire to make loss and reordering visible."""
+
+class SeenSet:
+    """Messages already handled, in a bounded window (oldest forgotten first): by id (a
+    resend repeats it, and is a `duplicate`) and by (sender, seq) (a message of a sender
+    again under a new id: `replayed_seq`; seqs do not repeat, see `first_seq`)."""
 
     WINDOW = 500_000
 
     def __init__(self) -> None:
-        self._seen: dict[str, None] = {}
+        self._ids: dict[str, tuple[str, int]] = {}  # insertion order: oldest first
+        self._seqs: set[tuple[str, int]] = set()
 
-    def add(self, message_id: str) -> bool:
-        """True if new; False for a message already handled."""
-        if message_id in self._seen:
-            return False
-        self._seen[message_id] = None
-        if len(self._seen) > self.WINDOW:
-            del self._seen[next(iter(self._seen))]  # dicts keep insertion order
-        return True
+    def repeat(self, env: Envelope) -> str | None:
+        """None for a new message (now seen); otherwise the reason it is a repeat."""
+        if env.id in self._ids:
+            return "duplicate"
+        key = (env.sender, env.seq)
+        if key in self._seqs:
+            return "replayed_seq"
+        self._ids[env.id] = key
+        self._seqs.add(key)
+        if len(self._ids) > self.WINDOW:
+            self._seqs.discard(self._ids.pop(next(iter(self._ids))))
+        return None
 
 
 class Endpoint:
     """One participant's view of the bus; `clock` and `sleep` drive the resends (tests
-    pass fake ones: the decisions themselves are the `Outbox`'s)."""
+    pass fake ones: the decisions themselves are the `Outbox`'s); `seq_from` is the
+    first seq (default: `first_seq()`)."""
 
     def __init__(
         self,
@@ -89,6 +107,7 @@ class Endpoint:
         key: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        seq_from: int | None = None,
     ) -> None:
         self.conn = conn
         # The run key: everything we send is signed and everything we accept must carry a
@@ -98,7 +117,7 @@ class Endpoint:
         self.run_id = run_id
         self.name = name
         self.members = set(members) if members is not None else None
-        self.seq = 0
+        self.seq = first_seq() if seq_from is None else seq_from
         self.rejects: Counter[str] = Counter()
         self.seen = SeenSet()
         self.outbox = Outbox(ack_timeout_s, max_resends)
@@ -220,7 +239,8 @@ class Endpoint:
         return env
 
     def _check(self, raw: bytes) -> tuple[Envelope | None, Envelope | None]:
-        """(accepted message, message to acknowledge): a duplicate is acked, not passed on."""
+        """(accepted message, message to acknowledge): a duplicate is acked (its sender
+        may not have had our ack), not passed on; a replayed seq is neither."""
         try:
             env = decode(raw)
         except RejectedMessage as exc:
@@ -233,9 +253,10 @@ class Endpoint:
             self.rejects[reason] += 1
             return None, None
         to_ack = env if env.kind in RELIABLE_KINDS and env.recipient == self.name else None
-        if not self.seen.add(env.id):
-            self.rejects["duplicate"] += 1
-            return None, to_ack
+        repeat = self.seen.repeat(env)
+        if repeat is not None:
+            self.rejects[repeat] += 1
+            return None, to_ack if repeat == "duplicate" else None
         return env, to_ack
 
     async def receive(self) -> AsyncIterator[Envelope]:

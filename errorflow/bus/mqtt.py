@@ -7,6 +7,12 @@ outage waits for the reconnect and is then sent (at least once; receivers drop
 duplicates by sender and seq). Messages on topics we did not subscribe to are
 dropped: amqtt may deliver retained messages for filters a client never asked for.
 
+A connection may carry a last will (`will`: called at every connect, so each session
+gets a fresh, freshly signed message): the broker publishes it when the session ends
+without a clean disconnect (a killed process, a dropped network), and discards it on
+`close()`. `offline_s()` says how long the broker has been unreachable, for the runner's
+bound on an outage.
+
 Client ids get a random suffix: a broker disconnects a session when another client
 connects with its id, and amqtt does that before it checks the newcomer's credentials,
 so an id anyone could guess (`{run}-{agent}`) would let any client knock an agent off.
@@ -25,7 +31,7 @@ from collections.abc import AsyncIterator
 import aiomqtt
 
 from errorflow.bus.topics import matches
-from errorflow.bus.transport import QUEUE_LIMIT
+from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
 from errorflow.bus.url import BrokerURL
 
 log = logging.getLogger(__name__)
@@ -59,15 +65,28 @@ def unguessable(client_id: str) -> str:
 
 
 class MqttBus:
-    def __init__(self, url: BrokerURL, *, description: str | None = None) -> None:
+    def __init__(
+        self,
+        url: BrokerURL,
+        *,
+        description: str | None = None,
+        publish_wait_s: float = PUBLISH_OUTAGE_LIMIT_S,
+    ) -> None:
         self.url = url
         self.description = description or str(url)
+        self.publish_wait_s = publish_wait_s
         self._conns: list[MqttConnection] = []
 
     async def connect(self, client_id: str) -> MqttConnection:
         """A new session; its MQTT client id is `client_id` and a random suffix."""
-        conn = MqttConnection(self.url, unguessable(client_id))
+        conn = self.open(client_id)
         await conn.start()
+        return conn
+
+    def open(self, client_id: str) -> MqttConnection:
+        """A session not connected yet (`start()` connects it): its will can be set
+        first, once the participant that signs it exists."""
+        conn = MqttConnection(self.url, unguessable(client_id), publish_wait_s=self.publish_wait_s)
         self._conns.append(conn)
         return conn
 
@@ -78,19 +97,33 @@ class MqttBus:
 
 
 class MqttConnection:
-    def __init__(self, url: BrokerURL, client_id: str) -> None:
+    def __init__(
+        self,
+        url: BrokerURL,
+        client_id: str,
+        *,
+        will: WillFactory | None = None,
+        publish_wait_s: float = PUBLISH_OUTAGE_LIMIT_S,
+    ) -> None:
         self.url = url
         self.client_id = client_id
+        self.will = will
+        self.publish_wait_s = publish_wait_s
         self.patterns: list[str] = []
         self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(QUEUE_LIMIT)
         self.reconnects = 0
         self._client: aiomqtt.Client | None = None
         self._connected = asyncio.Event()
+        self._offline_since: float | None = None  # loop time the broker went away
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._first = asyncio.get_running_loop().create_future()
 
     def _new_client(self) -> aiomqtt.Client:
+        will = None
+        if self.will is not None:
+            topic, payload = self.will()
+            will = aiomqtt.Will(topic, payload, qos=1, retain=False)
         return aiomqtt.Client(
             self.url.host,
             self.url.port,
@@ -103,6 +136,7 @@ class MqttConnection:
             timeout=10,
             clean_session=True,
             socket_options=[NO_DELAY],
+            will=will,
         )
 
     async def start(self) -> None:
@@ -119,6 +153,7 @@ class MqttConnection:
                     for pattern in self.patterns:
                         await client.subscribe(pattern, qos=1)
                     self._connected.set()
+                    self._offline_since = None
                     if self.reconnects:
                         log.warning("%s: reconnected (%d)", self.client_id, self.reconnects)
                     if not self._first.done():
@@ -134,6 +169,8 @@ class MqttConnection:
             except aiomqtt.MqttError as exc:
                 self._connected.clear()
                 self._client = None
+                if self._offline_since is None:
+                    self._offline_since = asyncio.get_running_loop().time()
                 if not self._first.done():
                     self._first.set_exception(
                         ConnectionError(f"cannot connect to MQTT broker {self.url}: {exc}")
@@ -142,7 +179,10 @@ class MqttConnection:
                 if self._closing:
                     break
                 self.reconnects += 1
-                log.warning(
+                # Said once per outage; each further attempt only in the debug log.
+                level = logging.WARNING if delay == RECONNECT_BASE_S else logging.DEBUG
+                log.log(
+                    level,
                     "%s: broker connection lost (%s); reconnecting in %.1fs",
                     self.client_id,
                     exc,
@@ -152,8 +192,13 @@ class MqttConnection:
                 delay = min(RECONNECT_CAP_S, delay * 2)
         self._connected.clear()
 
+    def offline_s(self) -> float:
+        """How long the broker has been unreachable (0 while connected)."""
+        since = self._offline_since
+        return 0.0 if since is None else asyncio.get_running_loop().time() - since
+
     async def publish(self, topic: str, payload: bytes) -> None:
-        deadline = asyncio.get_running_loop().time() + PUBLISH_OUTAGE_LIMIT_S
+        deadline = asyncio.get_running_loop().time() + self.publish_wait_s
         while True:
             client = self._client
             if client is not None and self._connected.is_set():

@@ -4,14 +4,19 @@ A `Bus` hands out `Connection`s; a connection publishes bytes to a topic, subscr
 to topic filters and yields the messages that match. The MQTT transport
 (`errorflow.bus.mqtt`) implements the same interface over a broker; the in-process
 one is for unit tests and very large sweeps, where a broker would be the bottleneck.
+
+Liveness needs two things only a broker connection has: a last will (`WillFactory`, the
+topic and bytes the broker publishes when a session ends without a goodbye) and
+`offline_s()` (how long the broker has been unreachable). `offline_s(conn)` reads the
+latter from any connection; one that cannot lose its broker (in-process) says 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable
+from typing import Protocol, runtime_checkable
 
 from errorflow.bus.topics import matches
 
@@ -29,6 +34,22 @@ class Connection(Protocol):
     def messages(self) -> AsyncIterator[tuple[str, bytes]]: ...
 
     async def close(self) -> None: ...
+
+
+#: Builds a session's last will, (topic, payload); called again for every new session.
+WillFactory = Callable[[], tuple[str, bytes]]
+
+
+@runtime_checkable
+class Monitored(Protocol):
+    """A connection that knows whether its broker is reachable."""
+
+    def offline_s(self) -> float: ...
+
+
+def offline_s(conn: object) -> float:
+    """How long `conn` has been without its broker; 0 for one that cannot tell."""
+    return conn.offline_s() if isinstance(conn, Monitored) else 0.0
 
 
 class Bus(Protocol):

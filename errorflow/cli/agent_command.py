@@ -3,7 +3,10 @@
 It says on stderr what it waits for, and gives up after `--wait-timeout` seconds if no
 roll call of the run arrives (a run id that does not exist would keep it forever). The
 wait is watched on a connection of its own, so the agent itself is the same code as the
-runner's in-process agents.
+runner's in-process agents. Killed, it is missed by the runner within seconds (its last
+will; errorflow/runtime/agent_process.py); started again with the same options within the
+runner's grace period, it rejoins the run on the next roll call and is given its
+unfinished work again. SIGTERM stops it as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.run_keys import agent_key
 from errorflow.cli.run_options import scenario_args, scenario_of
+from errorflow.cli.signals import interruptible
 from errorflow.core.control import RollCall, parse_control
 from errorflow.runtime.agent_process import run_agent_process
 from errorflow.scenario import identity
@@ -46,7 +50,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         # The refusal to join is logged there and raised here: say it once.
         logging.getLogger("errorflow.agents.presence").setLevel(logging.CRITICAL)
     say(f"agent {args.name}: waiting for run {args.run} on {url} (roll call)")
-    asyncio.run(_serve(scenario, args.name, args.run, url, key, args.wait_timeout))
+    asyncio.run(interruptible(_serve(scenario, args.name, args.run, url, key, args.wait_timeout)))
     return EXIT_OK
 
 
@@ -100,7 +104,9 @@ def add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run one agent of a scenario that joins a run on a broker",
         description="Run a single agent as its own process. It joins run RUN_ID "
         "on the broker and serves until the runner stops the run. The scenario options "
-        "(--set, --trials, --seed, --propagation) must give the runner's scenario.",
+        "(--set, --trials, --seed, --propagation) must give the runner's scenario. An agent "
+        "that stopped can be started again while the runner waits for it (run --grace-s): "
+        "it rejoins and is given its unfinished work again.",
     )
     a.add_argument("scenario")
     a.add_argument("--name", required=True, help="which agent of the scenario to run")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 
+from errorflow.core.display import for_terminal
+
 GAP = "  "
 INDENT = "  "
 MIN_WIDTH = 6  # a column is not wrapped narrower than this (or its longest word)
@@ -62,7 +64,9 @@ def columns(
     """The lines of a listing whose first column (the id) is never cut; `right` are the
     indices of right-aligned columns (numbers), `floors` the narrowest some columns may
     wrap to (a date that should break at its space, not inside)."""
-    table = [list(headers), *(list(r) for r in rows)]
+    # Cells come from the store (labels, names, ids): control characters made visible
+    # before anything is measured, so the widths are what the terminal shows.
+    table = [[for_terminal(c) for c in r] for r in (headers, *rows)]
     natural = [max(len(r[i]) for r in table) for i in range(len(headers))]
     if sum(natural) + len(GAP) * (len(headers) - 1) <= width:
         lines = [_lines(r, natural, right)[0] for r in table]
@@ -78,7 +82,7 @@ def columns(
     ]
     widths = fit(natural[1:], minimum, available)
     head = [INDENT + line for line in _lines(rest[0], widths, shifted)]
-    out = [headers[0], *head, INDENT + "─" * (sum(widths) + len(GAP) * (len(widths) - 1))]
+    out = [table[0][0], *head, INDENT + "─" * (sum(widths) + len(GAP) * (len(widths) - 1))]
     for row, details in zip(table[1:], rest[1:], strict=True):
         out.append(row[0])
         out.extend(INDENT + line for line in _lines(details, widths, shifted))

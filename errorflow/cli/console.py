@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from errorflow.core.display import for_terminal
+
 
 class _Console(Console):
     def on_broken_pipe(self) -> None:
@@ -19,12 +21,16 @@ err = _Console(stderr=True)
 
 
 def fail(message: str, code: int) -> int:
-    """One plain message on stderr (user text is never read as rich markup)."""
-    err.print(Text("error", style="red") + Text(f": {message}"), highlight=False, soft_wrap=True)
+    """One plain message on stderr (user text is never read as rich markup, and its
+    control characters are shown, not sent to the terminal)."""
+    shown = for_terminal(message, multiline=True, limit=None)
+    err.print(Text("error", style="red") + Text(f": {shown}"), highlight=False, soft_wrap=True)
     return code
 
 
 def say(message: str) -> None:
     """One plain line of progress or advice on stderr (never wrapped: it may hold a
     command or a path to copy)."""
-    err.print(Text(message), highlight=False, soft_wrap=True)
+    err.print(
+        Text(for_terminal(message, multiline=True, limit=None)), highlight=False, soft_wrap=True
+    )

@@ -23,7 +23,7 @@ from errorflow.runtime.store import (
     AmbiguousId,
     IdLookupError,
     StoreError,
-    UnwritableStore,
+    UnusableStore,
 )
 from errorflow.scenario.loader import ScenarioError
 from errorflow.scenario.overrides import OverrideError
@@ -104,8 +104,8 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_USAGE, UsageError(str(exc), where="--broker").text
     if isinstance(exc, RunKeyError):
         return EXIT_USAGE, UsageError(str(exc), where="run key").text
-    if isinstance(exc, UnwritableStore):
-        message = f"cannot write a database there ({exc.reason}); expected a writable location"
+    if isinstance(exc, UnusableStore):  # a directory, not SQLite, locked, read-only
+        message = f"{exc.reason}; expected {exc.expected}"
         return EXIT_USAGE, UsageError(message, where=f"--db {exc.path}").text
     if isinstance(exc, ConfigurationError | OverrideError | FileNotFoundError):
         return EXIT_USAGE, _one_line(exc)

@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,6 +19,7 @@ from rich.progress import (
 )
 
 from errorflow.cli.console import err, say
+from errorflow.core.display import for_terminal
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore
 
@@ -62,10 +64,11 @@ class Bars:
 
     def start(self, label: str, scenario: Scenario) -> None:
         self.tally = {}
-        description = self.describe(label)
+        description = for_terminal(self.describe(label))  # a sweep's label is user text
         if self.log:
             say(f"{description}: {scenario.trials} trials")
-        self.bar = self.progress.add_task(description, total=scenario.trials, tally="")
+        # The bar's description column is read as markup: `[/]` in a label is text.
+        self.bar = self.progress.add_task(escape(description), total=scenario.trials, tally="")
 
     def trial(self, score: TrialScore) -> None:
         self.tally[score.outcome.value] = self.tally.get(score.outcome.value, 0) + 1

@@ -5,19 +5,70 @@ that lost rows, `errorflow show`)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from errorflow.cli.errors import UsageError, db_option, id_problem
 from errorflow.cli.scenario_input import RunSettings, configure, load_ref, parse_sets
+from errorflow.core.redact import redact
 from errorflow.runtime.store import IdLookupError, StoredRun, get_run, group_runs, resolve_id
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.identity import sha
+from errorflow.scenario.loader import ScenarioError, load_json
 from errorflow.scenario.model import Scenario
 
 
-def resume_command(run_id: str, db: str) -> str:
-    return f"errorflow run --resume {run_id}{db_option(db)}"
+@dataclass(frozen=True)
+class Source:
+    """A command's scenario argument and `--set` options, as given: what resuming a run
+    whose stored scenario was redacted (it held a secret) must be given again."""
+
+    scenario: str | None = None
+    sets: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Source:
+        return cls(getattr(args, "scenario", None), tuple(getattr(args, "set", None) or ()))
+
+
+def resume_command(run_id: str, db: str, source: Source | None = None) -> str:
+    """The command that resumes `run_id`, exactly: `--resume ID` alone when the store
+    can give back the scenario (held exactly, or the bundled scenario of its name is the
+    one); otherwise with the scenario the run came from (`source`'s, or SCENARIO when
+    this command does not know it) and its `--set` options, as given (a `--set` holding
+    a secret is shown redacted, as everything this process prints)."""
+    tail = f"--resume {shlex.quote(run_id)}{db_option(db)}"
+    run = get_run(Path(db), run_id) if Path(db).exists() else None
+    if run is None or _store_suffices(run):
+        return f"errorflow run {tail}"
+    if source is None or source.scenario is None:
+        return f"errorflow run SCENARIO {tail} (SCENARIO: the file the run came from)"
+    sets = [_shown_set(spec) for spec in source.sets]
+    words = [shlex.quote(source.scenario), *(f"--set {shlex.quote(spec)}" for spec in sets)]
+    said = " (give the secret --set values again)" if sets != list(source.sets) else ""
+    return f"errorflow run {' '.join(words)} {tail}{said}"
+
+
+def _shown_set(spec: str) -> str:
+    """A `--set` as given, or redacted if it holds a secret (a path in it is shown)."""
+    redacted = redact(spec)
+    return redacted if "[REDACTED" in redacted else spec
+
+
+def _store_suffices(run: StoredRun) -> bool:
+    """`run --resume ID` alone finds the scenario (`resumable`'s rule)."""
+    if run["scenario_exact"] in (1, None):
+        return True
+    path = bundled().get(run["scenario"])
+    if path is None or not run["scenario_sha"]:
+        return False
+    settings = RunSettings(trials=run["trials"], seed=run["seed"], propagation=run["propagation"])
+    try:
+        return sha(configure(load_ref(str(path)), [], settings)) == run["scenario_sha"]
+    except (UsageError, ScenarioError):
+        return False
 
 
 def unfinished(db: str, run_ids: Iterable[str] = (), group_id: str | None = None) -> list[str]:
@@ -32,9 +83,16 @@ def unfinished(db: str, run_ids: Iterable[str] = (), group_id: str | None = None
     return [r["run_id"] for r in runs if r["status"] != "finished"]
 
 
-def resume_hint(db: str, run_ids: Iterable[str] = (), group_id: str | None = None) -> str:
-    """`; resume with: errorflow run --resume ID [--db PATH]`, for each unfinished run."""
-    commands = [resume_command(rid, db) for rid in unfinished(db, run_ids, group_id)]
+def resume_hint(
+    db: str,
+    run_ids: Iterable[str] = (),
+    group_id: str | None = None,
+    source: Source | None = None,
+) -> str:
+    """`; resume with: errorflow run [SCENARIO] --resume ID [--db PATH]`, for each
+    unfinished run (`source`: this command's scenario, for a run that needs it)."""
+    ids = unfinished(db, run_ids, group_id)
+    commands = [resume_command(rid, db, source) for rid in ids]
     return f"; resume with: {' ; '.join(commands)}" if commands else ""
 
 
@@ -44,7 +102,7 @@ def resumable(args: argparse.Namespace) -> Scenario:
     run = _interrupted_run(args)
     args.resume = run["run_id"]
     if run["scenario_exact"] in (1, None) and not args.scenario:
-        return Scenario.model_validate_json(run["scenario_json"])
+        return load_json(run["scenario_json"], f"--resume {run['run_id']}")
     # Redaction changed the stored scenario (it held a secret): run it from the file.
     ref = args.scenario or (run["scenario"] if run["scenario"] in bundled() else None)
     if ref is None:

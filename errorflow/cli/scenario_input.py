@@ -1,27 +1,25 @@
 """The scenario a command line describes: the file, then its `--set` overrides, then the
 run settings (`--trials`, `--seed`, `--propagation`).
 
-Everything the command line changes is checked the way `errorflow validate` checks a
-file (same wording: expected, found, the closest valid name) before anything runs, and
-a problem names the option that caused it: `--set agents.researcher.policy.strategy=
-clasify: unknown strategy 'clasify'; did you mean 'classify'?`. The scenario itself is
-then built by `apply` and `with_settings` exactly as before (they are the one place
-overrides and settings are applied).
+The overrides and then the settings are applied by `apply` and `with_settings`
+(errorflow.scenario.overrides: the one place each is applied), which send the result
+through the loader's pipeline, so everything the command line changes is checked as
+`errorflow validate` checks a file: the same checks and limits, the same wording
+(expected, found, the closest valid name). Each problem is one line naming the option
+that caused it: `--set agents.researcher.policy.strategy=clasify: unknown strategy
+'clasify'; did you mean 'classify'?`, and the command exits 2 before anything runs.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import yaml
-
 from errorflow.cli.errors import UsageError
 from errorflow.scenario.bundled import resolve
-from errorflow.scenario.loader import ScenarioError, load, load_text
+from errorflow.scenario.loader import ScenarioError, load
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.overrides import OverrideError, apply, parse_value, set_path, with_settings
+from errorflow.scenario.overrides import OverrideError, apply, parse_value, with_settings
 from errorflow.scenario.problems import Problem
 
 SETTINGS = ("trials", "seed", "propagation")
@@ -73,48 +71,56 @@ def scenario_from(
 
 
 def configure(scenario: Scenario, sets: Sequence[Override], settings: RunSettings) -> Scenario:
-    check(scenario, sets, settings)
+    """The overrides, then the run settings, each checked as a whole scenario."""
     if sets:
-        scenario = apply(scenario, {o.path: o.value for o in sets})
-    return with_settings(
-        scenario, trials=settings.trials, seed=settings.seed, propagation=settings.propagation
-    )
+        try:
+            scenario = apply(scenario, {o.path: o.value for o in sets})
+        except ScenarioError as exc:
+            raise _blame(exc.problems, sets, RunSettings()) from None
+        except OverrideError as exc:  # a path that cannot be set
+            option = next((o.option for o in sets if o.path == exc.path), "--set")
+            message = str(exc).removeprefix(f"{exc.path}: ")
+            raise UsageError(message, where=_shown(option)) from None
+    if not settings.given():
+        return scenario
+    try:
+        return with_settings(
+            scenario, trials=settings.trials, seed=settings.seed, propagation=settings.propagation
+        )
+    except ScenarioError as exc:
+        raise _blame(exc.problems, (), settings) from None
 
 
 def check(scenario: Scenario, sets: Sequence[Override], settings: RunSettings) -> None:
     """Refuse, as `validate` would, a scenario the overrides and settings would give."""
-    if not sets and not settings.given():
-        return
-    data = scenario.model_dump(mode="json", exclude_none=True)
-    # The sweep block is checked by `validate` against the file; a run does not use it.
-    data.pop("sweep", None)
-    for o in sets:
-        try:
-            set_path(data, o.path, copy.deepcopy(o.value))
-        except OverrideError as exc:
-            raise UsageError(str(exc).removeprefix(f"{o.path}: "), where=o.option) from None
-    data.update(settings.given())
-    try:
-        # YAML text, so the file's own checks run (marks are of this text: not shown)
-        load_text(yaml.safe_dump(data, sort_keys=False), "<command line>")
-    except ScenarioError as exc:
-        raise _blame(exc.problems, sets, settings) from None
+    configure(scenario, sets, settings)
 
 
 def _blame(problems: list[Problem], sets: Sequence[Override], settings: RunSettings) -> UsageError:
-    """The first problem, charged to the option that caused it."""
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    message, path = first.message + more, first.path
+    """Every problem, one a line, each charged to the option that caused it."""
+    lines = [_charge(p, sets, settings) for p in problems]
+    where, path, message = lines[0]
+    rest = [Problem(p, None, None, m).render(w) for w, p, m in lines[1:]]
+    return UsageError("\n".join([message, *rest]), where=where, path=path, heading=INVALID)
+
+
+def _charge(
+    problem: Problem, sets: Sequence[Override], settings: RunSettings
+) -> tuple[str, str, str]:
+    """(the option at fault, the field path left to say, the message) of one problem."""
+    path = problem.path
     if path in settings.given():
-        where, path = f"--{path} {settings.given()[path]}", ""
-    else:
-        where = " ".join(o.option for o in sets) or "the run settings"  # several at once
-        for o in reversed(sets):  # the last override of a field is the one that counts
-            if path == o.path or _within(path, o.path) or _within(o.path, path):
-                where, path = o.option, "" if path == o.path else path
-                break
-    return UsageError(message, where=where, path=path, heading=INVALID)
+        return f"--{path} {settings.given()[path]}", "", problem.message
+    where = " ".join(_shown(o.option) for o in sets) or "the run settings"  # several at once
+    for o in reversed(sets):  # the last override of a field is the one that counts
+        if path == o.path or _within(path, o.path) or _within(o.path, path):
+            return _shown(o.option), "" if path == o.path else path, problem.message
+    return where, path, problem.message
+
+
+def _shown(option: str, limit: int = 80) -> str:
+    """An option as a problem names it: a value of 70 KB is not repeated in full."""
+    return option if len(option) <= limit else option[: limit - 3] + "..."
 
 
 def _within(inner: str, outer: str) -> bool:

@@ -20,8 +20,11 @@ from errorflow.cli.columns import columns
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, UsageError, db_option, id_problem
 from errorflow.cli.resume import resume_command
+from errorflow.core.display import for_terminal
 from errorflow.reports.report import ReportError, render
+from errorflow.reports.root_cause_view import summary_lines
 from errorflow.reports.tables import print_run
+from errorflow.runtime import root_causes
 from errorflow.runtime.store import (
     IdLookupError,
     RunListing,
@@ -32,6 +35,7 @@ from errorflow.runtime.store import (
     list_runs,
     resolve_id,
 )
+from errorflow.scoring.root_cause_summary import summarize_causes
 from errorflow.scoring.summary import RunJson
 
 
@@ -95,7 +99,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
-    out.print(Text(f"Runs in {args.db} (newest first)", style="bold"), highlight=False)
+    out.print(Text(for_terminal(f"Runs in {args.db} (newest first)"), "bold"), highlight=False)
     for line in runs_lines(rows, out.width):
         out.print(Text(line), highlight=False, soft_wrap=True)
     return EXIT_OK
@@ -112,29 +116,35 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(json.dumps({"group_id": found.id, "runs": runs}, indent=2))
         else:
             for line in group_lines(found.id, runs, args.db, out.width):
-                out.print(Text(line), highlight=False, soft_wrap=True)
+                out.print(Text(for_terminal(line)), highlight=False, soft_wrap=True)
         return EXIT_OK
     run = get_run(Path(args.db), found.id)
     assert run is not None  # resolved just now
+    causes = summarize_causes(root_causes.load(Path(args.db), run["run_id"]).values())
     if args.json:
-        print(json.dumps(run, indent=2))
+        print(json.dumps({**run, "root_causes": causes}, indent=2))
         return EXIT_OK
     for fact in run_lines(run, args.db):
         out.print(fact, highlight=False)
     if run["summary"]:
         print_run(out, stored_run_json(run))
+    for line in summary_lines(causes, out.width, run["run_id"]):
+        out.print(Text(for_terminal(line, limit=None)), highlight=False, soft_wrap=True)
     return EXIT_OK
 
 
 def run_lines(run: StoredRun, db: str) -> list[Text]:
-    """A stored run's identity, state and row counts, a fact a line."""
+    """A stored run's identity, state and row counts, a fact a line (what the store
+    holds is shown with its control characters made visible)."""
     c = run["counts"]
     took = f" ({run['finished'] - run['started']:.1f}s)" if run["finished"] else ""
     lines = [
-        Text.assemble(("run ", "bold"), run["run_id"], "  ", _status(run["status"])),
+        Text.assemble(("run ", "bold"), for_terminal(run["run_id"]), "  ", _status(run["status"])),
         Text(
-            f"scenario {run['scenario']} · seed {run['seed']} · {run['trials']} trials · "
-            f"propagation {run['propagation']}"
+            for_terminal(
+                f"scenario {run['scenario']} · seed {run['seed']} · {run['trials']} trials · "
+                f"propagation {run['propagation']}"
+            )
         ),
         Text(f"started {_when(run['started'])} · finished {_when(run['finished']) or '–'}{took}"),
         Text(
@@ -143,15 +153,16 @@ def run_lines(run: StoredRun, db: str) -> list[Text]:
         ),
     ]
     if run["group_id"]:
-        lines.insert(2, Text(f"group {run['group_id']} (as {run['label'] or '–'})"))
+        lines.insert(2, Text(for_terminal(f"group {run['group_id']} (as {run['label'] or '–'})")))
     if run["status"] == "interrupted":
-        lines.append(Text(f"interrupted; resume with: {resume_command(run['run_id'], db)}"))
+        hint = f"interrupted; resume with: {resume_command(run['run_id'], db)}"
+        lines.append(Text(for_terminal(hint)))
     return lines
 
 
 def _status(status: str) -> Text:
     colour = {"finished": "green", "interrupted": "yellow", "running": "cyan"}.get(status, "")
-    return Text(status, style=colour)
+    return Text(for_terminal(status), style=colour)
 
 
 GROUP_COLUMNS = ("run id", "as", "status", "success", "contained", "contaminated")
@@ -177,7 +188,7 @@ def stored_run_json(run: StoredRun) -> RunJson:
     """A stored run as `errorflow run` printed it."""
     summary = run["summary"]
     assert summary is not None
-    return RunJson(
+    doc = RunJson(
         run_id=run["run_id"],
         scenario=run["scenario"],
         seed=run["seed"],
@@ -188,6 +199,9 @@ def stored_run_json(run: StoredRun) -> RunJson:
         metrics=summary["metrics"],
         rejects=run["rejects_by_reason"],
     )
+    if "services" in summary:
+        doc["services"] = summary["services"]
+    return doc
 
 
 # -- the parsers --------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
 from errorflow.cli.run_options import run_options, scenario_of, scenario_options
 from errorflow.cli.scenario_input import check_axis
-from errorflow.reports.tables import sweep_tables
+from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
+from errorflow.reports.tables import shown, sweep_tables
 from errorflow.runtime.experiment import Arm, ArmJson, SweepJson, run_arms, sweep_arms
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import parse_value, with_settings
@@ -38,6 +39,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         Arm(a.label, with_settings(a.scenario, trials=args.trials, seed=args.seed))
         for a in sweep_arms(scenario, axes)
     ]
+    if check_spend(args, arms, not args.no_baseline):
+        return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
     writable_db(args.db)
     broker_of(args.broker)  # malformed: bad input now; down: fails before a run is stored
     group_id = new_group_id(scenario)
@@ -56,17 +59,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - started
     data = result.sweep_json(scenario, axes, wall)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps({**data, **traffic_doc(args)}, indent=2))
         refuse_infra_faults(result.infra_faults, result.infra_reasons)
         return EXIT_OK
     out.print(sweep_tables(data))
     if len(axes) == 2 and not args.no_baseline:
         out.print(amplification_matrix(data))
     out.print(
-        f"group {result.group_id}; wall time {wall:.2f}s; "
-        f"`errorflow report {result.group_id}` writes the full report",
+        f"group {shown(result.group_id)}; wall time {wall:.2f}s; "
+        f"`errorflow report {shown(result.group_id)}` writes the full report",
         highlight=False,
     )
+    print_traffic(args)
     refuse_infra_faults(result.infra_faults, result.infra_reasons)
     return EXIT_OK
 
@@ -98,14 +102,14 @@ def amplification_matrix(data: SweepJson) -> Group:
     one-axis sweep's table has the column already)."""
     rows, cols = data["axes"]
     table = Table(
-        title=f"{data['scenario']}: amplification b×/m× vs fault-free baseline",
+        title=f"{shown(data['scenario'])}: amplification b×/m× vs fault-free baseline",
         title_justify="left",
     )
-    table.add_column(f"{rows['name']} \\ {cols['name']}")
+    table.add_column(f"{shown(rows['name'])} \\ {shown(cols['name'])}")
     for c in cols["values"]:
-        table.add_column(c, justify="right")
+        table.add_column(shown(c), justify="right")
     for r in rows["values"]:
-        table.add_row(r, *(_amp(data["cells"][f"{r}/{c}"]) for c in cols["values"]))
+        table.add_row(shown(r), *(_amp(data["cells"][f"{r}/{c}"]) for c in cols["values"]))
     note = Text("b×/m×: backend and model calls per trial over the baseline's", style="dim")
     return Group(table, note)
 

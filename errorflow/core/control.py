@@ -6,6 +6,13 @@ actions, in the order of a run: the runner calls the roll (`roll_call`, carrying
 public scenario so a joining agent or an attached TUI knows the experiment), agents
 answer `hello`; reliable messages are acknowledged with `ack`; the runner sends `stop`
 (agents finish and say `bye`) and then `end` (nothing of the runner's follows).
+
+Liveness (errorflow/runtime/liveness.py): an agent process sends `alive` every second
+while it takes part, and its MQTT last will, signed when its session opened and published
+by the broker when the session ends without a goodbye, is `gone`. Both name the agent's
+`session`, a random token per process (also in its `hello`), so the runner tells a
+restarted agent (a new session, which lost its work) from one that reconnected, and
+ignores the will of a session that is no longer the agent's.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 class ControlAction(StrEnum):
     ROLL_CALL = "roll_call"
     HELLO = "hello"
+    ALIVE = "alive"
+    GONE = "gone"
     BYE = "bye"
     ACK = "ack"
     STOP = "stop"
@@ -40,6 +49,24 @@ class RollCall(_Control):
 class Hello(_Control):
     action: Literal[ControlAction.HELLO] = ControlAction.HELLO
     agent: str
+    session: str = ""  # the agent process's random token ("": one that does not say)
+
+
+class Alive(_Control):
+    """A heartbeat: the agent's session still works (sent every `HEARTBEAT_S`)."""
+
+    action: Literal[ControlAction.ALIVE] = ControlAction.ALIVE
+    agent: str
+    session: str
+
+
+class Gone(_Control):
+    """An agent's last will: its session ended without a goodbye. Only a hint: the
+    runner then calls the roll, and gives up on the agent only if it stays silent."""
+
+    action: Literal[ControlAction.GONE] = ControlAction.GONE
+    agent: str
+    session: str
 
 
 class Bye(_Control):
@@ -60,7 +87,9 @@ class End(_Control):
     action: Literal[ControlAction.END] = ControlAction.END
 
 
-Control = Annotated[RollCall | Hello | Bye | Ack | Stop | End, Field(discriminator="action")]
+Control = Annotated[
+    RollCall | Hello | Alive | Gone | Bye | Ack | Stop | End, Field(discriminator="action")
+]
 
 _ADAPTER: TypeAdapter[Control] = TypeAdapter(Control)
 

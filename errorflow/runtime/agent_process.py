@@ -1,13 +1,30 @@
-"""`errorflow agent`: one agent of a scenario as its own process, joining a run."""
+"""`errorflow agent`: one agent of a scenario as its own process, joining a run.
+
+Its session carries the agent's last will (`gone`, signed when the session opens) and,
+once it has joined, it says `alive` every second (errorflow/agents/presence.py), so the
+runner learns within seconds that it went away. Interrupted (Ctrl-C, SIGTERM), it says
+`gone` itself: a clean disconnect discards a will. A broker unreachable for
+`BROKER_WAIT_S` ends it with one line, before a publish waiting for the broker fails
+(the runner gives up on the broker sooner, after its grace period).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from errorflow.agents.agent import Agent
 from errorflow.agents.backends import ConfigurationError, check_backends, check_servers
-from errorflow.bus.mqtt import MqttBus
+from errorflow.agents.presence import HEARTBEAT_S
+from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
+from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
+
+#: How long an agent waits for a broker that went away before it leaves.
+BROKER_WAIT_S = PUBLISH_OUTAGE_LIMIT_S - 10.0
+WATCH_S = 0.5
 
 
 async def run_agent_process(
@@ -25,10 +42,37 @@ async def run_agent_process(
     await check_servers(scenario, api_key, only=[name])  # before joining: nothing measured
     bus = MqttBus(url)
     try:
-        conn = await bus.connect(f"{run_id}-{name}")
+        conn = bus.open(f"{run_id}-{name}")
         agent = Agent(name, scenario, run_id, conn, run_key=run_key, api_key=api_key)
-        await agent.run()
+        conn.will = agent.presence.will  # signed by the agent for each session it opens
+        await conn.start()
+        await serve(agent)
         if agent.mismatch:
             raise ConfigurationError(agent.mismatch)
     finally:
         await bus.close()
+
+
+async def serve(agent: Agent, heartbeat_s: float = HEARTBEAT_S) -> None:
+    """Run the agent, with its heartbeat, until the runner stops it; leave when the
+    broker has been unreachable for `BROKER_WAIT_S`."""
+    presence, conn = agent.presence, agent.endpoint.conn
+    work = asyncio.create_task(agent.run(), name=f"agent-{agent.name}")
+    beat = asyncio.create_task(presence.heartbeat(heartbeat_s), name=f"heartbeat-{agent.name}")
+    try:
+        while not work.done():
+            await asyncio.wait({work}, timeout=WATCH_S)
+            if not work.done() and offline_s(conn) > BROKER_WAIT_S:
+                raise ConnectionError(
+                    f"agent {agent.name}: the broker has been unreachable for "
+                    f"{BROKER_WAIT_S:g}s; leaving run {agent.run_id}"
+                )
+        work.result()
+    finally:
+        for task in (beat, work):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if offline_s(conn) == 0:  # else the broker has our will (or nobody hears)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(presence.gone(), timeout=5)

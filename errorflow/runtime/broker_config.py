@@ -8,8 +8,10 @@ its role needs (errorflow/bus/topics.py has the layout):
   agent, plus `returns_to`), its own `events/X` and `control/X`, and the acks for
   those who send it work (upstream agents or the runner, and reviewers that return
   work to it); it reads its inbox, the runner's control topic and its acks;
-- the runner (which also runs the recorder) writes the entry agents' inboxes, its own
-  events and control topics and the acks for the terminal agents; it reads the run;
+- the runner (which also runs the recorder) writes every agent's inbox (the entry
+  agents get the task; an agent that restarts mid-run gets the inputs of its
+  unfinished trials again, as their senders signed them), its own events and control
+  topics and the acks for the terminal agents; it reads the run;
 - the observer (`tui --attach`, `mosquitto_sub`) reads the run and writes nothing.
 
 Passwords go into Mosquitto's password file as PBKDF2-HMAC-SHA512 hashes (its `$7$`
@@ -106,7 +108,7 @@ def _agent_user(scenario: Scenario, run_id: str, name: str) -> BrokerUser:
 
 def _runner_user(scenario: Scenario, run_id: str) -> BrokerUser:
     writes = (
-        [topics.inbox(run_id, a) for a in scenario.entry_agents()]
+        [topics.inbox(run_id, a) for a in scenario.agents]
         + [topics.events(run_id, topics.RUNNER), topics.control(run_id, topics.RUNNER)]
         + [topics.acks(run_id, a) for a in scenario.terminal_agents()]
     )

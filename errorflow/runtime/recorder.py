@@ -125,8 +125,8 @@ class Recorder:
         reason = rejection_reason(env, self.run_id, self.members)
         if reason is None and self.key is not None:
             reason = signing.verify(self.key, raw)
-        if reason is None and not self.seen.add(env.id):
-            reason = "duplicate"
+        if reason is None:
+            reason = self.seen.repeat(env)  # `duplicate` or `replayed_seq`
         if reason is not None:
             self._reject(topic, reason, f"sender={env.sender} seq={env.seq} id={env.id}", raw, now)
             return
@@ -213,12 +213,31 @@ class Recorder:
             await asyncio.sleep(FLUSH_S)
             await self.flush()
 
+    @property
+    def stopped(self) -> str | None:
+        """Why the recorder stopped before the runner's `end` (None while it records)."""
+        task = self._task
+        if task is None or not task.done() or self.end_seen:
+            return None
+        exc = None if task.cancelled() else task.exception()
+        return redact(f"{type(exc).__name__}: {exc}")[:200] if exc else "its connection closed"
+
+    async def stop(self) -> None:
+        """Stop recording now (no `end` can come: the broker is gone); what it holds is
+        written."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
     async def wait_ended(self, stall_s: float) -> bool:
         """Wait until the recorder has everything up to the runner's `end`. A long run
         can leave a backlog in the connection's queue: wait as long as it keeps moving,
         and give up only when nothing arrived for `stall_s` seconds."""
         try:
             while not self.ended.is_set():
+                if self._task is not None and self._task.done():
+                    return False  # it stopped before the end: nothing more is coming
                 before = self.handled
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.ended.wait(), stall_s)

@@ -7,12 +7,14 @@ stored whole as JSON next to the columns we query by.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
 import os
 import socket
 import sqlite3
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -209,9 +211,118 @@ async def insert_rows(
     await db.commit()
 
 
+# -- opening: a path that cannot hold the store says so at once, and leaves nothing open --
+
+#: How long opening waits for a lock another process holds before it says so (the CLI
+#: answers a locked store in one line within 5 s). A run's own writes wait longer.
+OPEN_TIMEOUT_S = 1.0
+WRITE_TIMEOUT_S = 5.0  # sqlite3's default, as before
+MIN_DB_BYTES = 512  # the smallest page: a database that is not empty is one page or more
+
+
+class UnusableStore(sqlite3.DatabaseError):
+    """The database at `path` cannot be used as asked: `reason` says why in a few words,
+    `expected` what would do. Raised before anything is read or written. (A
+    `sqlite3.DatabaseError`: what caught SQLite's own error on opening catches it.)"""
+
+    def __init__(self, path: Path, reason: str, expected: str) -> None:
+        self.path, self.reason, self.expected = path, reason, expected
+        super().__init__(f"cannot use the database at {path}: {reason}; expected {expected}")
+
+
+class UnwritableStore(UnusableStore):
+    """The database cannot be created or written where it was asked for."""
+
+    def __init__(self, path: Path, reason: str, expected: str = "a writable location") -> None:
+        super().__init__(path, reason, expected)
+
+
+def _check_file(path: Path, writing: bool) -> None:
+    """What can be told without SQLite, from `stat` alone: a directory, a special file
+    (a FIFO would block SQLite's read), a file too short to be a database (SQLite takes
+    one under 100 bytes for an empty database, and would write over it). The file is
+    never opened here: closing any descriptor of it would drop the POSIX locks of this
+    process's SQLite connections to it. SQLite itself refuses a longer file that is not
+    a database (`file is not a database`)."""
+    error = UnwritableStore if writing else UnusableStore
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise error(path, _os_reason(exc), "a path this user can reach") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise error(path, "it is a directory", f"a file path, e.g. {path / DEFAULT_DB}")
+    if not stat.S_ISREG(info.st_mode):
+        raise error(path, "not a regular file", "an SQLite database file")
+    if 0 < info.st_size < MIN_DB_BYTES:
+        raise error(
+            path,
+            f"not an SQLite database ({info.st_size} bytes)",
+            "a store `errorflow run` wrote, or a path with no file yet",
+        )
+
+
+def _ready_to_write(path: Path) -> None:
+    """`path` can take the store's writes: checked, opened with a bounded wait for
+    another process's lock, its schema read and the write lock taken and released."""
+    _check_file(path, writing=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.closing(sqlite3.connect(path, timeout=OPEN_TIMEOUT_S)) as conn:
+            conn.execute("PRAGMA schema_version").fetchone()
+            conn.execute("BEGIN IMMEDIATE")  # the write lock: busy or read-only fails here
+            conn.rollback()
+    except OSError as exc:
+        raise UnwritableStore(path, f"cannot write there ({_os_reason(exc)})") from None
+    except sqlite3.Error as exc:
+        raise _unusable(path, exc, writing=True) from None
+
+
+def _unusable(path: Path, exc: sqlite3.Error, writing: bool) -> UnusableStore:
+    """What an SQLite error on opening means for the user, in their words."""
+    error = UnwritableStore if writing else UnusableStore
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary result code
+    said = str(exc).strip() or type(exc).__name__
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return error(
+            path,
+            f"locked by another process (still after {OPEN_TIMEOUT_S:g}s)",
+            "it unlocked: wait for that process to finish, or use another --db",
+        )
+    if code == sqlite3.SQLITE_READONLY:
+        return error(path, f"read-only ({said})", "a writable location")
+    if code == sqlite3.SQLITE_NOTADB:
+        return error(path, f"not an SQLite database ({said})", "a store `errorflow run` wrote")
+    if code == sqlite3.SQLITE_CORRUPT:
+        return error(path, f"a damaged SQLite database ({said})", "a store `errorflow run` wrote")
+    if writing:
+        return error(path, f"cannot write a database there ({said})", "a writable location")
+    return error(path, f"cannot read it ({said})", "a readable SQLite database")
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror if exc.strerror else str(exc)
+
+
 async def open_db(path: Path) -> aiosqlite.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = await aiosqlite.connect(path)
+    """The store at `path`, created or brought up to date. A path that cannot hold it
+    raises `UnwritableStore` within `OPEN_TIMEOUT_S`; whatever fails, no connection (and
+    no aiosqlite thread, which would keep the process alive) is left open."""
+    await asyncio.to_thread(_ready_to_write, path)
+    db = await aiosqlite.connect(path, timeout=WRITE_TIMEOUT_S)
+    try:
+        await _migrate(db)
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            await db.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _unusable(path, exc, writing=True) from None
+        raise
+    return db
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
     await db.execute("PRAGMA journal_mode=WAL")
     await db.execute("PRAGMA synchronous=NORMAL")
     await db.executescript(SCHEMA)
@@ -228,7 +339,6 @@ async def open_db(path: Path) -> aiosqlite.Connection:
         if column not in columns:
             await db.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
     await db.commit()
-    return db
 
 
 async def create_run(
@@ -296,11 +406,50 @@ async def finish_run(
 
 
 def connect_ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection; a path that holds no readable store raises
+    `UnusableStore` (FileNotFoundError when there is nothing there) within
+    `OPEN_TIMEOUT_S`."""
+    _check_file(path, writing=False)
     if not path.exists():
         raise FileNotFoundError(f"no database at {path} (run `errorflow run` first, or pass --db)")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        conn = _open_ro(path, immutable=False)
+    except sqlite3.Error as exc:
+        if not _frozen(path, exc):
+            raise _unusable(path, exc, writing=False) from None
+        try:  # a WAL store in a read-only directory: no one can be writing it
+            conn = _open_ro(path, immutable=True)
+        except sqlite3.Error as again:
+            raise _unusable(path, again, writing=False) from None
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _open_ro(path: Path, immutable: bool) -> sqlite3.Connection:
+    """Opened and its schema read (SQLite reads nothing until asked: a lock or a damaged
+    file shows here, not in the caller's first query)."""
+    uri = path.resolve().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
+    conn = sqlite3.connect(uri, uri=True, timeout=OPEN_TIMEOUT_S)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _frozen(path: Path, exc: sqlite3.Error) -> bool:
+    """A WAL store SQLite cannot read in place only because it may not create its
+    shared-memory file (a read-only directory) and with no unmerged writes: it can be
+    read as immutable."""
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_READONLY:
+        return False
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 class RunListing(TypedDict):
@@ -541,23 +690,14 @@ def run_exists(path: Path, run_id: str) -> bool:
         return conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
 
-class UnwritableStore(StoreError):
-    """The database cannot be created or written where it was asked for."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path, self.reason = path, reason
-        super().__init__(f"cannot write a database at {path}: {reason}")
-
-
 def check_writable(path: Path) -> None:
     """Fail now, before a run starts, if `open_db(path)` could not write there; leaves
     nothing behind (a missing database is not created, a test file is removed)."""
+    _check_file(path, writing=True)
+    if path.exists():
+        _ready_to_write(path)
+        return
     try:
-        if path.exists():
-            with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
-                conn.execute("BEGIN IMMEDIATE")  # takes the write lock: fails if read-only
-                conn.rollback()
-            return
         base = path.parent
         while not base.exists():
             base = base.parent
@@ -566,9 +706,8 @@ def check_writable(path: Path) -> None:
         fd, probe = tempfile.mkstemp(dir=base, prefix=".errorflow-probe-")
         os.close(fd)
         os.unlink(probe)
-    except (OSError, sqlite3.Error) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UnwritableStore(path, reason) from None
+    except OSError as exc:
+        raise UnwritableStore(path, f"cannot create a file there ({_os_reason(exc)})") from None
 
 
 def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, TrialScore]:

@@ -15,6 +15,15 @@ resend can overtake, a reviewer can send work back for another round). A trial i
 is done now; the caller decides what "done" sets off (the runner resolves a future, the
 TUI scores locally). `close(trial)` hands a scored trial's state back and makes later
 copies of its messages inert. Pure: no clock, no I/O, no asyncio.
+
+A sender says one thing per trial, recipient, kind and round. A second message with a
+new id under the same four (a restarted agent redoing work whose first result did
+arrive) is a copy like a resend: the first one is what its recipient acted on, and the
+trial is scored (and its costs counted) once.
+
+What a restarted agent lost (`TrialTracker.lost_inputs`): the inputs of each round it had
+received but not answered (a result to every agent it sends to, or work sent back), and
+round 0's with a revision, which is answered from them.
 """
 
 from __future__ import annotations
@@ -22,8 +31,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from errorflow.agents.inputs import round_of
 from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope
+from errorflow.bus.envelope import Envelope, Kind
+
+#: What a sender says once per trial: (sender, recipient, kind, round).
+_Said = tuple[str, str, Kind, int]
 
 
 @dataclass
@@ -35,13 +48,16 @@ class TrialState:
     _ids: set[str] = field(default_factory=set, repr=False)
     #: ids named in some message's provenance that have not arrived yet
     _awaited: set[str] = field(default_factory=set, repr=False)
+    _said: set[_Said] = field(default_factory=set, repr=False)
 
     def add(self, env: Envelope) -> bool:
         """File one message; False (and nothing changes) for a copy already held."""
-        if env.id in self._ids:
+        said = (env.sender, env.recipient, env.kind, round_of(env))
+        if env.id in self._ids or said in self._said:
             return False
         self.messages.append(env)
         self._ids.add(env.id)
+        self._said.add(said)
         self._awaited.discard(env.id)
         self._awaited.update(d for d in env.derived_from if d not in self._ids)
         if env.recipient == topics.RUNNER:
@@ -52,6 +68,26 @@ class TrialState:
         """Every terminal's final result and everything they were derived from arrived.
         No known terminals (a topology not learnt yet): never done."""
         return bool(terminals) and terminals <= self.finals and not self._awaited
+
+    def lost_inputs(self, agent: str, targets: frozenset[str]) -> list[Envelope]:
+        """The inputs `agent` must be given again after a restart, in arrival order:
+        those of the rounds it has not answered (`targets`: where its results go), and
+        round 0's with a revision."""
+        inputs = [m for m in self.messages if m.recipient == agent]
+        answered: set[int] = set()
+        reached: dict[int, set[str]] = {}
+        for m in self.messages:
+            if m.sender != agent:
+                continue
+            if m.kind is Kind.TASK:  # work sent back: the round before it is answered
+                answered.add(round_of(m) - 1)
+            else:
+                reached.setdefault(round_of(m), set()).add(m.recipient)
+        answered.update(r for r, got in reached.items() if targets <= got)
+        todo = {round_of(m) for m in inputs} - answered
+        if any(m.kind is Kind.TASK and round_of(m) in todo - {0} for m in inputs):
+            todo.add(0)  # a revision is answered from round 0's inputs
+        return [m for m in inputs if round_of(m) in todo]
 
 
 class TrialTracker:
@@ -78,6 +114,11 @@ class TrialTracker:
 
     def is_closed(self, trial: int) -> bool:
         return trial in self._closed
+
+    def lost_inputs(self, agent: str, targets: frozenset[str]) -> list[Envelope]:
+        """What a restarted `agent` must be given again, over every open trial."""
+        trials = (self._trials[t] for t in sorted(self._trials))
+        return [m for state in trials for m in state.lost_inputs(agent, targets)]
 
     def messages(self, trial: int) -> list[Envelope]:
         """The trial's messages in arrival order (empty for a trial not seen)."""

@@ -4,6 +4,10 @@ PyYAML gives us marks (line, column) for every node; `parse_yaml` keeps them nex
 the plain data, keyed by the path of the node (`("agents", "writer", "sends_to", 0)`),
 so any error path can be pointed back at the line that caused it. Duplicate keys,
 which PyYAML silently overwrites, are errors; so are alias bombs and absurd nesting.
+Characters YAML does not allow (controls such as BEL, U+0080, U+FFFE) are reported at
+their line and column before PyYAML sees them (it would raise from its constructor), and
+a construct left open (a `[`, a quote, a key without its `:`) is reported where it was
+opened, not at the line where PyYAML noticed.
 """
 
 from __future__ import annotations
@@ -97,7 +101,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, path: NodePath) 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[NodePath, Loc]]:
     """The plain data of `text` and the (line, column) of every node, by path."""
-    loader = _Loader(text)
+    _check_printable(text, file)
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:  # the reader's own checks, should ours miss one
+        raise file_error(file, f"not valid YAML: {exc}") from None
     loader.node_marks = {}
     loader.node_count = 0
     loader.open_nodes = set()
@@ -120,13 +128,46 @@ def parse_yaml(text: str, file: str) -> tuple[Any, dict[NodePath, Loc]]:
     return data, loader.node_marks
 
 
+#: PyYAML contexts of a construct opened on one line and left unfinished: PyYAML says
+#: so where it gives up (the next token, often a line below); the opening is the mistake.
+_OPENED = ("while parsing a flow", "while scanning a quoted scalar", "while scanning a simple key")
+
+
 def _invalid_yaml(file: str, exc: yaml.MarkedYAMLError) -> ScenarioError:
     """PyYAML's own error, pointed at its line, with a hint for the usual causes."""
     mark = exc.problem_mark or exc.context_mark
-    line, column = _loc(mark) if mark else (None, None)
     what = " ".join(str(p) for p in (exc.context, exc.problem) if p) or str(exc)
+    opened = exc.context_mark
+    if (
+        mark is not None
+        and opened is not None
+        and str(exc.context or "").startswith(_OPENED)
+        and opened.line < mark.line
+    ):
+        line, column = _loc(mark)
+        what += f" (noticed at line {line}, column {column})"
+        mark = opened
     if "'\\t'" in what:
         what += " (indent with spaces, not tabs)"
     elif "block" in what or "mapping values are not allowed" in what:
         what += " (check the indentation of this line and the one before)"
-    return file_error(file, f"not valid YAML: {what}", line, column)
+    at: tuple[int | None, int | None] = _loc(mark) if mark else (None, None)
+    return file_error(file, f"not valid YAML: {what}", *at)
+
+
+def _check_printable(text: str, file: str) -> None:
+    """Refuse a character YAML does not allow, at its line and column."""
+    bad = yaml.reader.Reader.NON_PRINTABLE.search(text)
+    if bad is None:
+        return
+    pos, char = bad.start(), bad.group()
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    code = ord(char)
+    kind = "control character" if code < 0xA0 else "character"
+    escape = f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    msg = (
+        f"expected printable text, found the {kind} U+{code:04X}, which YAML does not "
+        f'allow; write it as the escape "{escape}" inside a double-quoted string'
+    )
+    raise file_error(file, msg, line, column)

@@ -1,75 +1,73 @@
 """Dotted-path overrides of a scenario: `agents.researcher.policy.strategy=classify`.
 
-Used by sweeps (`errorflow sweep --vary PATH=V1,V2`), by the scenario `sweep:` block,
-and by the fault-free baseline. The result is validated again as a whole scenario, so
-an override can never produce a scenario `errorflow validate` would refuse.
+Used by the command line (`--set`), by sweeps (`errorflow sweep --vary PATH=V1,V2`,
+the scenario `sweep:` block), by the fault-free baseline, and by the run settings a
+caller gives. The result goes through the loader's pipeline (errorflow.scenario.loader
+`validate_data`) as a whole scenario, so an override or a setting can never produce a
+scenario `errorflow validate` would refuse: the same checks, the same limits, and a
+`ScenarioError` (also an `OverrideError`) worded as `validate` words a file's problems.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
 
 import yaml
 
+from errorflow.scenario.loader import validate_data
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.paths import OverrideError, set_path
+from errorflow.scenario.problems import Problem, ScenarioError
+from errorflow.scenario.wording import short
+
+__all__ = [
+    "InvalidOverride",
+    "OverrideError",
+    "apply",
+    "parse_value",
+    "set_path",
+    "with_settings",
+    "without_faults",
+]
+
+#: How the source of a scenario made by overrides reads in its problems.
+OVERRIDES = "<overrides>"
 
 
-class OverrideError(ValueError):
-    pass
+class InvalidOverride(OverrideError, ScenarioError):
+    """Overrides (or run settings) that give an invalid scenario: every problem, one a
+    line, as `validate` says them."""
+
+    def __init__(self, file: str, problems: list[Problem]) -> None:
+        ScenarioError.__init__(self, file, problems)
+        self.path = ""
 
 
-def set_path(data: dict[str, object], path: str, value: object) -> None:
-    parts = path.split(".")
-    node: Any = data
-    for i, part in enumerate(parts[:-1]):
-        nxt = _child(node, part, path)
-        if nxt is None:
-            nxt = {}
-            if isinstance(node, dict):
-                node[part] = nxt
-            else:
-                raise OverrideError(f"{path}: {'.'.join(parts[: i + 1])} does not exist")
-        node = nxt
-    last = parts[-1]
-    if isinstance(node, list):
-        index = _index(last, node, path)
-        node[index] = value
-    elif isinstance(node, dict):
-        node[last] = value
-    else:
-        raise OverrideError(f"{path}: cannot set a field inside {type(node).__name__}")
+def data_of(scenario: Scenario) -> dict[str, object]:
+    """The plain data of a scenario, as overrides write into it: Python's dump, which
+    validates back to the same scenario (the JSON dump would turn an infinity into
+    null)."""
+    return copy.deepcopy(scenario.model_dump())
 
 
-def _child(node: Any, part: str, path: str) -> Any:
-    if isinstance(node, dict):
-        return node.get(part)
-    if isinstance(node, list):
-        return node[_index(part, node, path)]
-    raise OverrideError(f"{path}: {part!r} is inside a {type(node).__name__}, not a mapping")
-
-
-def _index(part: str, node: list[Any], path: str) -> int:
+def validated(data: dict[str, object], source: str = OVERRIDES) -> Scenario:
+    """`data` through the loader's pipeline (the `sweep:` block stays as it was
+    checked); InvalidOverride names `source`."""
     try:
-        index = int(part)
-    except ValueError:
-        raise OverrideError(f"{path}: {part!r} is not a list index") from None
-    if not -len(node) <= index < len(node):
-        raise OverrideError(f"{path}: index {index} out of range (list of {len(node)})")
-    return index
+        return validate_data(data, source, sweep=False)
+    except ScenarioError as exc:
+        raise InvalidOverride(exc.file, exc.problems) from None
 
 
 def apply(scenario: Scenario, overrides: Mapping[str, object]) -> Scenario:
-    data = copy.deepcopy(scenario.model_dump(mode="json", exclude_none=True))
+    data = data_of(scenario)
     for path, value in overrides.items():
-        set_path(data, path, value)
-    try:
-        return Scenario.model_validate(data)
-    except ValueError as exc:
-        raise OverrideError(
-            f"override {dict(overrides)} gives an invalid scenario: {exc}"
-        ) from None
+        set_path(data, path, copy.deepcopy(value))
+    if not overrides:
+        return validated(data)
+    shown = ", ".join(f"{path}={short(value, 40)}" for path, value in overrides.items())
+    return validated(data, f"override {shown}" if len(shown) <= 120 else OVERRIDES)
 
 
 def parse_value(text: str) -> object:
@@ -82,11 +80,19 @@ def parse_value(text: str) -> object:
 
 
 def without_faults(scenario: Scenario) -> Scenario:
-    """The same scenario with every injected fault removed: the cost baseline."""
-    data = scenario.model_dump(mode="json", exclude_none=True)
-    for tool in data.get("tools", {}).values():
+    """The same scenario with every injected fault removed: the cost baseline. Its
+    services keep their latency but have no limit, no degradation and no outage, so
+    the load a run puts on them is measured against the load the task itself needs."""
+    data = data_of(scenario)
+    tools = data.get("tools")
+    for tool in tools.values() if isinstance(tools, dict) else ():
         tool["faults"] = []
-    return Scenario.model_validate(data)
+    services = data.get("services")
+    if isinstance(services, dict):
+        for name, service in list(services.items()):
+            if isinstance(service, dict):
+                services[name] = {"latency_s": service.get("latency_s")}
+    return validated(data)
 
 
 def with_settings(
@@ -97,12 +103,13 @@ def with_settings(
     propagation: str | None = None,
 ) -> Scenario:
     """The scenario with the run settings a command line or a caller gives (None: keep
-    the scenario's). The one place trials, seed and propagation are applied."""
-    update: dict[str, object] = {}
-    if trials is not None:
-        update["trials"] = trials
-    if seed is not None:
-        update["seed"] = seed
-    if propagation is not None:
-        update["propagation"] = propagation
-    return Scenario.model_validate({**scenario.model_dump(), **update}) if update else scenario
+    the scenario's). The one place trials, seed and propagation are applied. Always
+    validated (a scenario built in Python meets the file's checks before it runs);
+    the scenario itself is returned when no setting changes it."""
+    update = {
+        key: value
+        for key, value in (("trials", trials), ("seed", seed), ("propagation", propagation))
+        if value is not None
+    }
+    result = validated({**data_of(scenario), **update}, f"<scenario {scenario.name}>")
+    return result if update else scenario

@@ -35,6 +35,8 @@ def found(value: object) -> str:
     """How a found value reads in a message: "'many' (a string)", "an empty list"."""
     if value is None:
         return "nothing (null)"
+    if isinstance(value, bool):  # as YAML writes it, not Python's True
+        return f"{str(value).lower()} (a boolean)"
     if isinstance(value, dict | list):
         return f"{kind_of(value)} {short(value)}" if value else f"an empty {kind_of(value)[2:]}"
     return f"{short(value)} ({kind_of(value)})"

@@ -1,0 +1,160 @@
+"""`run --resume` and the command that resumes a run: exact, so that running the printed
+command resumes it, also when the stored scenario was redacted (it held a secret) and
+the scenario file and its `--set` options must be given again."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from errorflow.cli.main import main
+from errorflow.cli.resume import Source, resume_command, resume_hint
+from errorflow.runtime.store import get_run, group_runs, trial_rows
+from errorflow.scenario.bundled import bundled
+
+SECRET = "EnvSecret321"
+
+
+def secret_scenario(tmp: Path, name: str = "contamination") -> Path:
+    """The bundled contamination scenario under its own name, its fault's text holding an
+    environment-style secret: the store keeps it redacted, so not exactly."""
+    text = bundled()["contamination"].read_text()
+    text = text.replace("name: contamination", f"name: {name}")
+    line = next(ln for ln in text.splitlines() if "error_text:" in ln)
+    text = text.replace(line, f'        error_text: "HTTP 401 Unauthorized: SECRET_KEY={SECRET}"')
+    path = tmp / "own.yaml"
+    path.write_text(text)
+    return path
+
+
+def interrupt(db: Path, run_id: str, keep: int = 1) -> None:
+    """As a run killed after its first trials leaves the store."""
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE runs SET status = 'interrupted', summary_json = NULL")
+        conn.execute("DELETE FROM trials WHERE run_id = ? AND trial >= ?", (run_id, keep))
+    conn.close()
+
+
+def run_printed(command: str) -> subprocess.CompletedProcess[str]:
+    words = shlex.split(command)
+    assert words[0] == "errorflow"
+    return subprocess.run([sys.executable, "-m", "errorflow", *words[1:]],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_a_run_stored_exactly_resumes_by_its_id(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    assert main(["run", "partial-success", "--trials", "2", "-q", "--run-id", "ex-1",
+                 "--db", str(db)]) == 0  # fmt: skip
+    interrupt(db, "ex-1")
+    source = Source("partial-success", ("trials=7",))
+    assert resume_command("ex-1", str(db), source) == f"errorflow run --resume ex-1 --db {db}"
+
+
+def test_a_bundled_scenario_with_secrets_resumes_by_its_id(tmp_path: Path) -> None:
+    db = tmp_path / "b.db"
+    assert main(["run", "contamination", "--trials", "2", "-q", "--run-id", "bu-1",
+                 "--db", str(db)]) == 0  # fmt: skip
+    interrupt(db, "bu-1")
+    run = get_run(db, "bu-1")
+    assert run is not None and run["scenario_exact"] == 0
+    assert resume_command("bu-1", str(db)) == f"errorflow run --resume bu-1 --db {db}"
+
+
+def test_an_own_file_with_secrets_is_named_in_the_command_and_it_resumes(
+    tmp_path: Path,
+) -> None:
+    """The scenario's name is a bundled one, but its file is not: `--resume ID` alone
+    would take the bundled scenario and be refused."""
+    own, db = secret_scenario(tmp_path), tmp_path / "o.db"
+    sets = ["agents.writer.model.params={p_heed_upstream: 0.5}"]
+    argv = ["run", str(own), "--set", sets[0], "--trials", "3", "-q", "--run-id", "own-1"]
+    assert main([*argv, "--db", str(db)]) == 0
+    interrupt(db, "own-1")
+    assert resume_command("own-1", str(db)) == (
+        f"errorflow run SCENARIO --resume own-1 --db {db} (SCENARIO: the file the run came from)"
+    )
+    command = resume_command("own-1", str(db), Source(str(own), tuple(sets)))
+    assert command == (f"errorflow run {own} --set '{sets[0]}' --resume own-1 --db {db}")
+    done = run_printed(command)
+    assert done.returncode == 0, done.stderr
+    run = get_run(db, "own-1")
+    assert run is not None and run["status"] == "finished" and len(trial_rows(db, "own-1")) == 3
+
+
+def test_both_arms_of_an_own_file_resume_from_the_printed_commands(tmp_path: Path) -> None:
+    own, db = secret_scenario(tmp_path), tmp_path / "a.db"
+    assert main(["run", str(own), "--propagation", "both", "--baseline", "--trials", "2",
+                 "-q", "--db", str(db)]) == 0  # fmt: skip
+    (group,) = {r["group_id"] for r in group_runs_any(db)}
+    for run in group_runs(db, group):
+        interrupt(db, run["run_id"])
+    hint = resume_hint(str(db), group_id=group, source=Source(str(own)))
+    commands = hint.removeprefix("; resume with: ").split(" ; ")
+    assert len(commands) == 4  # two arms and their fault-free baselines
+    assert sum(str(own) in c for c in commands) == 2  # the baselines have no secret left
+    for command in commands:
+        done = run_printed(command)
+        assert done.returncode == 0, (command, done.stderr)
+    assert all(r["status"] == "finished" for r in group_runs(db, group))
+
+
+def group_runs_any(db: Path) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    rows = conn.execute("SELECT group_id FROM runs WHERE group_id IS NOT NULL").fetchall()
+    conn.close()
+    return rows
+
+
+def test_a_secret_in_a_set_option_is_not_printed(tmp_path: Path) -> None:
+    own, db = secret_scenario(tmp_path), tmp_path / "s.db"
+    assert main(["run", str(own), "--trials", "1", "-q", "--run-id", "s-1", "--db", str(db)]) == 0
+    interrupt(db, "s-1", keep=0)
+    source = Source(str(own), ("tools.search_papers.faults.0.error_text=SECRET_KEY=abc",))
+    command = resume_command("s-1", str(db), source)
+    assert "abc" not in command and "SECRET_KEY=[REDACTED]" in command
+    assert command.endswith("(give the secret --set values again)")
+
+
+def _has_trials(db: Path, run_id: str) -> bool:
+    try:
+        return bool(trial_rows(db, run_id))
+    except (FileNotFoundError, sqlite3.Error):  # not created yet, or being created
+        return False
+
+
+def test_the_command_printed_on_ctrl_c_resumes_the_run(tmp_path: Path) -> None:
+    own, db = secret_scenario(tmp_path), tmp_path / "c.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errorflow", "run", str(own), "--trials", "300",
+         "--run-id", "cut-1", "--db", str(db), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not _has_trials(db, "cut-1"):  # the run is under way
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt reached it")
+    assert proc.returncode == 130, err
+    prefix = "error: interrupted; resume with: "
+    assert err.startswith(prefix) and SECRET not in err
+    command = err.strip().removeprefix(prefix)
+    assert command == f"errorflow run {own} --resume cut-1 --db {db}"
+    done = run_printed(command)
+    assert done.returncode == 0, done.stderr
+    run = get_run(db, "cut-1")
+    assert run is not None and run["status"] == "finished"
+    assert len(trial_rows(db, "cut-1")) == 300
