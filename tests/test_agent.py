@@ -136,3 +136,59 @@ async def test_a_crashed_agent_reports_it(tmp_path: Path, monkeypatch: pytest.Mo
         0,
     )
     assert "/srv/app" not in final.model_dump_json()
+
+
+CHAIN_ROLES = """
+name: roles
+seed: 2
+trials: 4
+world:
+  metrics: {a.x: 1}
+tools:
+  q: {kind: metric_store}
+  out: {kind: report_sink}
+agents:
+  planner:
+    {role: planner, behaviour: route, instructions: Plan it., tools: [q], sends_to: [analyst]}
+  analyst:
+    role: analyst
+    behaviour: gather
+    instructions: Read the metric.
+    tools: [q]
+    model: {params: {p_drop_required_arg: 0.0}}
+    sends_to: [writer]
+  writer: {role: writer, tools: [out]}
+task:
+  prompt: get x
+  needs:
+    - {id: x, tool: q, wording: x, value: a.x}
+"""
+
+
+async def test_the_persona_follows_the_declared_behaviour_and_instructions() -> None:
+    scenario = load_text(CHAIN_ROLES)
+    bus = InProcessBus()
+
+    async def agent(name: str) -> Agent:
+        return Agent(name, scenario, "run", await bus.connect(name), run_key=b"k" * 32)
+
+    planner, analyst, writer = [await agent(n) for n in ("planner", "analyst", "writer")]
+    assert planner.persona.system == "Plan it." and planner.persona.tools == []  # routes
+    assert analyst.persona.system == "Read the metric." and analyst.persona.behaviour == "gather"
+    assert writer.persona.system.startswith("You are a writer.")
+    assert [(t.name, t.delivers) for t in writer.persona.tools] == [("out", True)]
+
+
+async def test_a_chain_passes_findings_on_and_the_writer_delivers(tmp_path: Path) -> None:
+    result = await run_scenario(
+        load_text(CHAIN_ROLES), RunOptions(bus=InProcessBus(), db_path=tmp_path / "r.db")
+    )
+    assert result.outcomes["success"] == 4
+    for messages in result.messages.values():
+        by_sender = {m.sender: m for m in messages if m.kind.value == "result"}
+        planner = by_sender["planner"].payload["answer"]["claims"]
+        analyst = by_sender["analyst"].payload["answer"]["claims"]
+        assert planner == [] and analyst == [{"key": "x", "value": 1, "certain": True}]
+        assert by_sender["writer"].payload["answer"]["claims"][0]["value"] == 1
+    # One backend call reads the metric, one sends the report through the sink.
+    assert result.summary["metrics"]["per_trial"]["backend_calls"] == 2.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -161,3 +162,35 @@ def test_failure_keeps_the_positional_constructor() -> None:
     assert (f.code, f.tool, f.raw, f.http_status) == (ErrorCode.TRANSIENT, "model", "boom", 529)
     assert f.argument is None and f.options == () and f.item_errors == {} and f.attempts == 1
     assert Failure(ErrorCode.RATE_LIMIT, "model", "x", http_status=429).http_status == 429
+
+
+# -- exceptions that are not errorflow's own (a Python tool's libraries) --------------
+def test_a_library_http_error_is_classified_by_its_status() -> None:
+    request = httpx.Request("GET", "http://svc.test/")
+    response = httpx.Response(429, request=request, headers={"Retry-After": "3"})
+    exc = httpx.HTTPStatusError("slow down", request=request, response=response)
+    f = classify_exception("api", exc)
+    assert (f.code, f.http_status, f.retry_after_s) == (ErrorCode.RATE_LIMIT, 429, 3.0)
+    assert (f.exc_type, f.raw) == ("HTTPStatusError", "HTTPStatusError: slow down")
+    assert f.argument is None and f.options == ()
+
+
+def test_own_connect_timeout_stays_transient_while_a_librarys_is_a_timeout() -> None:
+    assert classify_exception("t", ConnectTimeout("ETIMEDOUT")).code is ErrorCode.TRANSIENT
+    assert classify_exception("t", httpx.ConnectTimeout("timed out")).code is ErrorCode.TIMEOUT
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TypeError("unsupported operand type(s)"),
+        ValueError("quantity must be positive"),
+        OSError(28, "No space left on device"),
+        RuntimeError("503"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_tools_own_bug_is_internal_error(exc: BaseException) -> None:
+    f = classify_exception("t", exc)
+    assert (f.code, f.http_status, f.retry_after_s) == (ErrorCode.INTERNAL_ERROR, None, None)
+    assert f.raw == f"{type(exc).__name__}: {exc}"

@@ -212,8 +212,8 @@ NEEDS = [need("x", "q"), need("y", "q"), need("z", "r")]
 
 
 def test_a_researcher_answers_for_the_needs_its_tools_serve() -> None:
-    assert [n.id for n in own_needs("researcher", ["q"], NEEDS)] == ["x", "y"]
-    assert [n.id for n in own_needs("writer", ["q"], NEEDS)] == ["x", "y", "z"]
+    assert [n.id for n in own_needs("gather", ["q"], NEEDS)] == ["x", "y"]
+    assert [n.id for n in own_needs("synthesise", ["q"], NEEDS)] == ["x", "y", "z"]
 
 
 def test_open_tools() -> None:

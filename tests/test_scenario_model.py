@@ -103,7 +103,7 @@ def test_references_are_each_reported_at_their_path() -> None:
 def test_reserved_names_returns_to_and_faults() -> None:
     errors = _errors(
         agents={
-            "runner": {"role": "researcher", "sends_to": ["b"]},
+            "runner": {"role": "researcher", "sends_to": ["b"], "tools": ["m"]},
             "b": {"role": "reviewer", "returns_to": "nobody"},
         },
         tools__m={
@@ -119,7 +119,8 @@ def test_reserved_names_returns_to_and_faults() -> None:
     ]
     assert "reserved for the bus (all, observers, runner)" in errors[0][1]
     assert "sends to 'b' (runner)" in errors[1][1]
-    assert "expected a batch tool (kind: batch_fetch), found kind 'metric_store'" in errors[2][1]
+    assert "expected a batch tool (kind batch_fetch, or a lookup" in errors[2][1]
+    assert "found kind 'metric_store'" in errors[2][1]
 
 
 def test_a_cycle_has_no_entry_agent() -> None:

@@ -35,7 +35,9 @@ def model(**params: float) -> SimulatedModel:
 
 
 def ask(m: SimulatedModel, turns: list[Any], role: str = "researcher") -> Any:
-    return asyncio.run(m.complete(ModelRequest("a", role, "sys", turns, TOOLS)))
+    # A writer holding the need's tool would fetch what upstream left open itself.
+    tools = [] if role == "writer" else TOOLS
+    return asyncio.run(m.complete(ModelRequest("a", role, "sys", turns, tools)))
 
 
 def failed_call(need: NeedView, arg: Any, obs: dict[str, Any]) -> list[Any]:

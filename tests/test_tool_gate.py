@@ -684,3 +684,81 @@ async def test_secrets_in_arguments_do_not_reach_events_or_observations() -> Non
     assert h.gate.trace[0].args == {"name": "/home/alice/.config/creds.json"}
     assert leaked(out.observation) == [] and leaked([e.to_payload() for e in h.events]) == []
     assert out.observation["received"] == "[PATH]"
+
+
+# -- user-defined tools ------------------------------------------------------------------
+
+USER_TOOLS = '''
+import httpx
+
+
+def flaky(mode: str) -> dict[str, object]:
+    request = httpx.Request("GET", "http://stock.internal/items")
+    if mode == "503":
+        response = httpx.Response(503, request=request)
+        raise httpx.HTTPStatusError("503 Service Unavailable", request=request, response=response)
+    if mode == "timeout":
+        raise httpx.ConnectTimeout("timed out", request=request)
+    if mode == "refused":
+        return {"ok": False, "reason": "sku discontinued"}
+    return {"ok": True, "units": 3}
+'''
+
+
+def user_scenario(tmp_path: Any) -> Scenario:
+    path = tmp_path / "user_tools.py"
+    path.write_text(USER_TOOLS)
+    return Scenario.model_validate(
+        {
+            "name": "user-tools",
+            "world": {"tables": {"tickets": {"rows": [{"id": "T-1", "priority": "high"}]}}},
+            "tools": {
+                "py": {
+                    "kind": "python",
+                    "function": f"{path}:flaky",
+                    "business_failure": {"field": "ok", "equals": False},
+                },
+                "ticket": {"kind": "lookup", "table": "tickets", "args": {"id": {}}},
+            },
+            "agents": {"a": {"role": "researcher", "tools": ["py", "ticket"]}},
+            "task": {
+                "prompt": "p",
+                "needs": [{"id": "n", "tool": "ticket", "wording": "w", "args": {"id": "T-1"}}],
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "status"),
+    [("503", "transient", 503), ("timeout", "timeout", None), ("refused", "business_rule", 200)],
+)
+async def test_a_python_tool_is_classified_by_what_its_code_raises_or_returns(
+    tmp_path: Any, mode: str, code: str, status: int | None
+) -> None:
+    h = Harness(user_scenario(tmp_path), overrides=ONE_SHOT)
+    out = await h.call({"mode": mode}, tool="py")
+    assert out.failure is not None and out.failure.code.value == code
+    assert out.failure.http_status == status
+    assert h.of("tool_call")[0]["code"] == code
+
+
+async def test_a_python_tool_answers_and_its_arguments_are_checked_first(tmp_path: Any) -> None:
+    h = Harness(user_scenario(tmp_path), overrides=ONE_SHOT)
+    ok = await h.call({"mode": "fine"}, tool="py")
+    assert ok.failure is None and ok.observation["result"] == {"ok": True, "units": 3}
+    bad = await h.call({"mode": 3}, tool="py")  # the type hint says str
+    assert bad.failure is not None and bad.failure.code.value == "invalid_args"
+
+
+async def test_an_unknown_key_lists_the_valid_keys_only_in_the_actionable_style(
+    tmp_path: Any,
+) -> None:
+    sc = user_scenario(tmp_path)
+    actionable = await Harness(sc, overrides=ONE_SHOT).call({"id": "T-9"}, tool="ticket")
+    assert actionable.failure is not None and actionable.failure.code.value == "not_found"
+    assert actionable.observation["options"] == ["T-1"]
+    assert actionable.observation["field"] == "id" and "T-1" in actionable.observation["suggestion"]
+    raw = await Harness(sc, overrides=RAW).call({"id": "T-9"}, tool="ticket")
+    assert raw.failure is not None and raw.failure.code.value == "not_found"
+    assert "options" not in raw.observation and "T-1" not in json.dumps(raw.observation)

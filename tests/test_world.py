@@ -36,7 +36,7 @@ world:
 tools:
 {tools}
 agents:
-  a: {{role: researcher}}
+  a: {{role: researcher, tools: [metrics]}}
 task:
   prompt: p
   needs:

@@ -14,7 +14,10 @@ from errorflow.bus.envelope import JsonObject
 
 
 def claim_to_wire(claim: Claim) -> JsonObject:
-    return {"key": claim.key, "value": claim.value, "certain": claim.certain}
+    wire: JsonObject = {"key": claim.key, "value": claim.value, "certain": claim.certain}
+    if claim.source is not None:
+        wire["source"] = claim.source
+    return wire
 
 
 def answer_to_wire(answer: FinalAnswer) -> JsonObject:
@@ -38,7 +41,15 @@ def answer_from_wire(data: object) -> FinalAnswer:
     claims = []
     for c in data.get("claims") or []:
         if isinstance(c, dict) and isinstance(c.get("key"), str):
-            claims.append(Claim(c["key"], c.get("value"), bool(c.get("certain", True))))
+            source = c.get("source")
+            claims.append(
+                Claim(
+                    c["key"],
+                    c.get("value"),
+                    bool(c.get("certain", True)),
+                    source if isinstance(source, str) else None,
+                )
+            )
     return FinalAnswer(
         claims=claims,
         abstained=bool(data.get("abstained", False)),

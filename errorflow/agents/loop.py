@@ -52,6 +52,7 @@ class Persona:
     role: str
     system: str
     tools: list[ToolDef]
+    behaviour: str = "gather"
 
 
 @dataclass
@@ -106,7 +107,7 @@ class TrialLoop:
             out.failures.append(Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
             return None
         p = self.persona
-        request = ModelRequest(p.agent, p.role, p.system, list(out.turns), p.tools)
+        request = ModelRequest(p.agent, p.role, p.system, list(out.turns), p.tools, p.behaviour)
         try:
             response = await self.model.complete(request)
         except ModelCallError as exc:

@@ -24,6 +24,8 @@ class ToolDef:
     name: str
     description: str
     input_schema: JsonObject  # a JSON Schema
+    #: The tool delivers the agent's output (a report sink) rather than fetching facts.
+    delivers: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Claim:
     key: str
     value: JsonValue
     certain: bool = True
+    #: The agent that found it, when the claim was carried on from upstream.
+    source: str | None = None
 
 
 @dataclass
@@ -66,10 +70,14 @@ class NeedView:
     tool: str
     arg: str
     wording: str
-    identifier: str | list[str] | None
+    identifier: JsonValue
     #: Simulator only, never rendered to a real model: the value a model that reads the
     #: wording would recognise among listed options (it "knows" 营收 means revenue).
-    meant: str | list[str] | None = None
+    meant: JsonValue = None
+    #: The call's other arguments, as the task states them.
+    fixed: Mapping[str, JsonValue] = field(default_factory=dict)
+    #: Arguments taken from another need's value: argument -> (need id, field or None).
+    depends: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,9 @@ class ModelRequest:
     system: str
     turns: list[Turn]
     tools: list[ToolDef]
+    #: What the agent does (errorflow.scenario.roles): gather, synthesise, check, route
+    #: (None: the preset of `role`).
+    behaviour: str | None = None
 
 
 @dataclass

@@ -142,9 +142,12 @@ def dedupe(failures: Sequence[Failure]) -> list[Failure]:
 # -- which failures are reported ------------------------------------------------------
 
 
-def own_needs(role: str, tools: Collection[str], needs: Sequence[NeedView]) -> list[NeedView]:
-    """A researcher answers for the needs its tools serve; other roles for all."""
-    if role != "researcher":
+def own_needs(behaviour: str, tools: Collection[str], needs: Sequence[NeedView]) -> list[NeedView]:
+    """A gathering agent answers for the needs its tools serve, a routing one for none,
+    the others (synthesise, check) for all."""
+    if behaviour == "route":
+        return []
+    if behaviour != "gather":
         return list(needs)
     return [n for n in needs if n.tool in tools]
 

@@ -41,6 +41,8 @@ _MISSING_WORDS = ("missing", "undefined", "required")
 
 #: A model-facing observation, as the model reads it.
 _Obs = Mapping[str, JsonValue]
+#: The behaviour of a request that names only a preset role.
+_PRESETS = {"researcher": "gather", "reviewer": "check", "writer": "synthesise"}
 
 
 @dataclass
@@ -55,12 +57,18 @@ class SimulatedModel:
         self.rng = rng
         self._given_up: set[str] = set()
         self._decided: set[str] = set()  # observation ids already reacted to
+        self._draft: FinalAnswer | None = None  # a writer's report, once composed
+        self._known: dict[str, JsonValue] = {}  # need values this conversation has seen
+        self._troubled = False  # whether an upstream message showed a failure
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if request.role == "researcher":
+        does = request.behaviour or _PRESETS.get(request.role, "synthesise")
+        if does == "gather":
             response = self._research(request)
-        elif request.role == "reviewer":
+        elif does == "check":
             response = self._review(request)
+        elif does == "route":
+            response = ModelResponse(final=FinalAnswer(text="Passed the task on."))
         else:
             response = self._write(request)
         response.usage = self._usage(request, response)
@@ -75,16 +83,34 @@ class SimulatedModel:
         # A researcher answers for the needs its tools serve (fan-in: each its own).
         mine = TaskTurn(task.prompt, [n for n in task.needs if n.tool in tools])
         states = self._need_states(mine, request.turns)
+        self._learn(_upstream(request.turns), states)
         calls = self._calls(states)
         if calls:
             return ModelResponse(calls=calls, stop_reason="tool_use")
         return ModelResponse(final=self._research_answer(states), stop_reason="end_turn")
 
+    def _learn(self, upstream: list[UpstreamTurn], states: list[_NeedState]) -> None:
+        """What the conversation knows so far: certain upstream claims and own results
+        (the values dependent needs take their arguments from)."""
+        self._troubled = _troubled(upstream)
+        for turn in upstream:
+            for claim in turn.answer.claims:
+                if claim.certain and _substantial(claim):
+                    self._known.setdefault(claim.key, claim.value)
+        for st in states:
+            obs = _resolved(st)
+            if obs is not None and obs.get("result") not in (None, [], {}):
+                self._known[st.need.id] = obs.get("result")
+
     def _calls(self, states: list[_NeedState]) -> list[ToolCall]:
         calls: list[ToolCall] = []
+        pending = {st.need.id for st in states if st.need.id not in self._given_up}
+        pending -= {st.need.id for st in states if _resolved(st) is not None}
         for st in states:
             if st.need.id in self._given_up or _resolved(st) is not None:
                 continue
+            if any(dep in pending for dep, _ in st.need.depends.values()):
+                continue  # its argument comes from a need still being fetched
             call = self._next_call(st)
             if call is None:
                 self._given_up.add(st.need.id)
@@ -112,7 +138,14 @@ class SimulatedModel:
         need = st.need
         n = len(st.calls)
         if n == 0:
-            return self._call(need, self._first_argument(need), n)
+            first = self._first_argument(need)
+            if first is None and need.depends:
+                return None  # heeded the upstream failure: the need is given up
+            call = self._call(need, first, n)
+            # Drawn only when the profile gives it a chance: older scenarios keep their draws.
+            if self.b.p_call_unknown_tool and self.rng.random() < self.b.p_call_unknown_tool:
+                call = ToolCall(call.id, f"{need.tool}_v2", call.arguments)
+            return call
         last_call, last_obs = st.calls[-1]
         if last_obs is None:
             return None
@@ -123,25 +156,53 @@ class SimulatedModel:
         if kind == "transient":
             if self.rng.random() < self.b.p_self_retry_transient:
                 args = last_call.arguments if isinstance(last_call.arguments, dict) else {}
-                return self._call(need, args.get(need.arg), n)
+                return self._call(need, args.get(need.arg), n, previous=args)
             return None
         if kind == "missing":
             if self.rng.random() < self.b.p_repair_missing_arg:
                 previous = last_call.arguments if isinstance(last_call.arguments, dict) else {}
-                return self._call(need, previous.get(need.arg, self._first_argument(need)), n)
+                value = previous.get(need.arg, self._first_argument(need))
+                return self._call(need, value, n, previous)
+            return None
+        if kind == "wrong_tool":
+            if need.tool in _strings(obs.get("options")) and (
+                self.rng.random() < self.b.p_repair_with_options
+            ):
+                return ToolCall(f"{need.id}#{n}", need.tool, last_call.arguments)
             return None
         if kind == "wrong_arg":
             options = _strings(obs.get("options"))
             p = self.b.p_repair_with_options if options else self.b.p_repair_without_options
             if self.rng.random() < p:
-                target = need.identifier if need.identifier else _best_option(need, options)
-                if target is None:
-                    return None
-                return self._call(need, _json_arg(target), n)
+                return self._repair(need, last_call, obs, options, n)
             return None
         return None  # permission, not found, circuit open, blocked...: give up
 
+    def _repair(
+        self, need: NeedView, last: ToolCall, obs: _Obs, options: list[str], n: int
+    ) -> ToolCall | None:
+        """A new call with the wrong argument replaced: by the identifier when the task
+        gives it, else by the listed option the wording points at, else (an argument
+        that came from upstream, which the model cannot check) by a guess among them."""
+        previous = last.arguments if isinstance(last.arguments, dict) else {}
+        wrong = obs.get("field")
+        if isinstance(wrong, str) and wrong in need.depends and wrong != need.arg:
+            if not options:
+                return None
+            guess = options[self.rng.randrange(len(options))]
+            return self._call(need, previous.get(need.arg), n, previous={**previous, wrong: guess})
+        if need.arg in need.depends and need.identifier is None:
+            if not options:
+                return None
+            return self._call(need, options[self.rng.randrange(len(options))], n, previous)
+        target = need.identifier if need.identifier else _best_option(need, options)
+        if target is None:
+            return None
+        return self._call(need, _json_arg(target), n, previous)
+
     def _first_argument(self, need: NeedView) -> JsonValue:
+        if need.arg in need.depends:
+            return self._dependency(need, need.arg)
         if need.identifier is not None:
             return _json_arg(need.identifier)
         if self.rng.random() < self.b.p_use_task_wording:
@@ -152,8 +213,35 @@ class SimulatedModel:
             return _json_arg(_hidden_identifier(need))
         return need.wording
 
-    def _call(self, need: NeedView, value: JsonValue, n: int) -> ToolCall:
-        args: JsonObject = {need.arg: value}
+    def _dependency(self, need: NeedView, arg: str) -> JsonValue:
+        """An argument that comes from another need: the value the conversation has for
+        it; without one, the task's wording (a model must write something), unless the
+        model heeds an upstream failure and gives the need up (None)."""
+        source, field = need.depends[arg]
+        value = self._known.get(source)
+        if field is not None:
+            value = value.get(field) if isinstance(value, dict) else None
+        if value is not None:
+            return value
+        if self._troubled and self.rng.random() < self.b.p_heed_upstream:
+            return None
+        return need.wording
+
+    def _call(
+        self,
+        need: NeedView,
+        value: JsonValue,
+        n: int,
+        previous: Mapping[str, JsonValue] | None = None,
+    ) -> ToolCall:
+        args: JsonObject = {}
+        if need.fixed or need.depends:
+            args.update(need.fixed)
+            for arg in need.depends:
+                if arg != need.arg:
+                    known = (previous or {}).get(arg)
+                    args[arg] = known if known is not None else self._dependency(need, arg)
+        args[need.arg] = value
         if self.rng.random() < self.b.p_drop_required_arg:
             args = {}
         return ToolCall(id=f"{need.id}#{n}", name=need.tool, arguments=args)
@@ -193,6 +281,31 @@ class SimulatedModel:
         task = _task(request.turns)
         upstream = _upstream(request.turns)
         needs = task.needs if task else []
+        sink = next((t for t in request.tools if t.delivers), None)
+        sent = [
+            t
+            for t in request.turns
+            if isinstance(t, ObservationTurn) and sink and t.tool == sink.name
+        ]
+        if self._draft is not None and sent:  # the report went out (or failed to)
+            if sent[-1].is_error:
+                self._draft.flags.append(f"delivery: {sent[-1].tool} failed; report not sent")
+            return ModelResponse(final=self._draft, stop_reason="end_turn")
+        gathered = self._gather_gaps(request, needs, upstream)
+        if isinstance(gathered, ModelResponse):
+            return gathered  # fetching what no upstream agent found
+        draft = self._compose(needs, [*upstream, *gathered])
+        if sink is not None and not draft.abstained:
+            self._draft = draft
+            body: JsonObject = {
+                "title": f"{request.agent} report"[:300],
+                "body": draft.text[:50_000],
+            }
+            call = ToolCall(id=f"deliver#{sink.name}", name=sink.name, arguments=body)
+            return ModelResponse(calls=[call], stop_reason="tool_use")
+        return ModelResponse(final=draft, stop_reason="end_turn")
+
+    def _compose(self, needs: list[NeedView], upstream: list[UpstreamTurn]) -> FinalAnswer:
         heed = _troubled(upstream) and self.rng.random() < self.b.p_heed_upstream
         rejected = {k for u in upstream for k in u.answer.revise}
         answer = FinalAnswer()
@@ -205,7 +318,29 @@ class SimulatedModel:
             if answer.abstained
             else f"Report on {', '.join(c.key for c in answer.claims)}."
         )
-        return ModelResponse(final=answer, stop_reason="end_turn")
+        return answer
+
+    def _gather_gaps(
+        self, request: ModelRequest, needs: list[NeedView], upstream: list[UpstreamTurn]
+    ) -> ModelResponse | list[UpstreamTurn]:
+        """A writer holding fetch tools first fetches the needs they serve that no
+        upstream agent answered; what it finds joins its inputs."""
+        fetch = {t.name for t in request.tools if not t.delivers}
+        answered = {
+            c.key for u in upstream for c in u.answer.claims if c.certain and _substantial(c)
+        }
+        gaps = [n for n in needs if n.tool in fetch and not any(_key_of(k, n) for k in answered)]
+        if not gaps:
+            return []
+        task = _task(request.turns)
+        assert task is not None
+        states = self._need_states(TaskTurn(task.prompt, gaps), request.turns)
+        self._learn(upstream, states)
+        calls = self._calls(states)
+        if calls:
+            return ModelResponse(calls=calls, stop_reason="tool_use")
+        own = self._research_answer(states)
+        return [UpstreamTurn(request.agent, "ok", 1.0, [], own)]
 
     def _report(
         self,
@@ -336,6 +471,10 @@ def _perceive(obs: _Obs) -> str:
         return "transient"
     if code == "invalid_args":
         return "missing" if obs.get("received") is None and obs.get("field") else "wrong_arg"
+    if code == "not_found" and obs.get("options"):
+        return "wrong_arg"  # no such key, and here are the ones there are
+    if code == "unknown_tool":
+        return "wrong_tool"
     if code is not None:
         return "other"
     text = str(obs.get("error", "")).lower().replace(" ", "")
@@ -393,7 +532,7 @@ def _strings(value: JsonValue) -> list[str]:
     return [v for v in _list(value) if isinstance(v, str)]
 
 
-def _json_arg(value: str | list[str] | None) -> JsonValue:
+def _json_arg(value: JsonValue) -> JsonValue:
     """An identifier as a call argument (a JSON value: the list is copied as one)."""
     return list(value) if isinstance(value, list) else value
 
@@ -406,7 +545,7 @@ def _best_option(need: NeedView, options: list[str]) -> str | None:
     return options[0] if options else None
 
 
-def _hidden_identifier(need: NeedView) -> str | list[str] | None:
+def _hidden_identifier(need: NeedView) -> JsonValue:
     return need.meant if need.meant is not None else need.identifier
 
 
@@ -417,8 +556,16 @@ def _turn_text(turn: Turn) -> str:
         return json.dumps(turn.content, ensure_ascii=False, default=str)
     if isinstance(turn, UpstreamTurn):
         return json.dumps(
-            {"c": [c.__dict__ for c in turn.answer.claims], "e": turn.errors}, default=str
+            {"c": [_claim_text(c) for c in turn.answer.claims], "e": turn.errors}, default=str
         )
     if isinstance(turn, AssistantTurn):
         return json.dumps([c.arguments for c in turn.calls], default=str)
     return ""
+
+
+def _claim_text(claim: Claim) -> dict[str, object]:
+    """A claim as the model reads it (its provenance only when it was carried on)."""
+    text: dict[str, object] = {"key": claim.key, "value": claim.value, "certain": claim.certain}
+    if claim.source is not None:
+        text["source"] = claim.source
+    return text

@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
+from errorflow.agents import records
+from errorflow.agents.python_tool import business_error
+from errorflow.agents.services import Admission, ServiceRegistry
+from errorflow.agents.tool_catalog import ToolCatalog
 from errorflow.core.seeding import stream
 from errorflow.core.tool_errors import (
     CallTimeout,
@@ -30,7 +35,6 @@ from errorflow.core.tool_errors import (
     UnknownValue,
 )
 from errorflow.scenario.catalog import (
-    ARG_MODELS,
     FetchManyArgs,
     QueryMetricArgs,
     SearchPapersArgs,
@@ -78,7 +82,7 @@ def truth(world: WorldSpec, tools: dict[str, ToolSpec], need: NeedSpec) -> Any:
     if kind == "paper_search":
         return _search(world, str(need.value))
     if kind == "batch_fetch":
-        ids = need.value if isinstance(need.value, list) else [need.value]
+        ids = need.value if isinstance(need.value, list) else [str(need.value)]
         return {i: world.documents.get(i) for i in ids}
     return None
 
@@ -145,7 +149,16 @@ CALL_FAULTS = frozenset(
 class ToolClient:
     """One agent's connection to the tool world within one trial."""
 
-    def __init__(self, scenario: Scenario, trial: int, agent: str) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        trial: int,
+        agent: str,
+        catalog: ToolCatalog | None = None,
+        services: ServiceRegistry | None = None,
+    ) -> None:
+        self.catalog = catalog if catalog is not None else ToolCatalog.of(scenario)
+        self.services = services
         self.trial = trial
         self.agent = agent
         self.world = scenario.world
@@ -153,6 +166,8 @@ class ToolClient:
         self.seed = scenario.seed
         self._plans: dict[str, FaultPlan] = {}
         self._malform: dict[str, FaultPlan] = {}
+        # Degraded-service draws, one stream for this agent's view of the services.
+        self._rng_service = stream(scenario.seed, trial, agent, "services")
         # Per-item draws (partial faults), one stream per tool.
         self._rng_items = {
             name: stream(scenario.seed, trial, agent, name, "items") for name in self.tools
@@ -173,9 +188,7 @@ class ToolClient:
         if fault is None:
             return dict(args)
         # Drop or retype a field the schema requires (an optional one would not fail).
-        required = [
-            n for n, f in ARG_MODELS[self.tools[tool].kind].model_fields.items() if f.is_required()
-        ]
+        required = [n for n, f in self.catalog.models[tool].model_fields.items() if f.is_required()]
         first = next((k for k in args if k in required), next(iter(args), None))
         if fault.mode == "truncated_json" or fault.mode is None:
             text = json.dumps(dict(args), ensure_ascii=False)
@@ -193,7 +206,7 @@ class ToolClient:
         """Pre-flight: check the call against the tool's schema before it runs."""
         if tool not in self.tools:
             raise UnknownTool(f"Error: no tool named '{tool}'", options=sorted(self.tools))
-        model = ARG_MODELS[self.tools[tool].kind]
+        model = self.catalog.models[tool]
         payload = _parse_arguments(args) if isinstance(args, str) else dict(args)
         if not isinstance(payload, dict):
             raise SchemaViolation(
@@ -208,9 +221,63 @@ class ToolClient:
             raise _schema_violation(tool, model, exc) from None
 
     def invoke(
-        self, tool: str, args: ToolArgs, *, timeout_s: float, idempotency_key: str | None
+        self,
+        tool: str,
+        args: ToolArgs,
+        *,
+        timeout_s: float,
+        idempotency_key: str | None,
+        now: float = 0.0,
     ) -> ToolResult:
-        """Run the tool once. Raises a ToolException on failure, like a client library."""
+        """Run a tool once (at run time `now`). Raises a ToolException on failure, like
+        a client library."""
+        spec = self.tools[tool]
+        before = self._before(tool, args, timeout_s, idempotency_key, now)
+        if isinstance(before, ToolResult):
+            return before
+        fault, latency = before
+        value, item_errors = self._serve(tool, args, fault)
+        if spec.kind == "report_sink":
+            value = self._send(args, idempotency_key)
+        empty = value in ([], {}, None) and spec.kind != "report_sink"
+        return ToolResult(value, latency, empty=empty, item_errors=item_errors)
+
+    async def ainvoke(
+        self,
+        tool: str,
+        args: ToolArgs,
+        *,
+        timeout_s: float,
+        idempotency_key: str | None,
+        now: float = 0.0,
+    ) -> ToolResult:
+        """`invoke` for every kind: a Python tool's code is awaited (its own exceptions
+        propagate, to be classified like any client library's)."""
+        spec = self.tools[tool]
+        if spec.kind != "python":
+            return self.invoke(
+                tool, args, timeout_s=timeout_s, idempotency_key=idempotency_key, now=now
+            )
+        before = self._before(tool, args, timeout_s, idempotency_key, now)
+        if isinstance(before, ToolResult):
+            return before
+        _, latency = before
+        raw = await self.catalog.python[tool].call(args, timeout_s)
+        value = to_jsonable_python(raw, fallback=str)
+        refused = business_error(spec.business_failure, value) if spec.business_failure else None
+        return ToolResult(value, latency, business_error=refused, empty=value in ([], {}, None, ""))
+
+    def _before(
+        self,
+        tool: str,
+        args: ToolArgs,
+        timeout_s: float,
+        idempotency_key: str | None,
+        now: float = 0.0,
+    ) -> ToolResult | tuple[FaultSpec | None, float]:
+        """The injected faults' turn, before the tool itself: a raised failure, a result
+        the fault makes up (a refusal, an empty answer, a deduplicated send), or the
+        fault left for the tool to apply (partial) and the call's latency."""
         spec = self.tools[tool]
         if spec.kind == "report_sink" and idempotency_key and idempotency_key in self._sent:
             # Deduplicated on the key: the retried send is not sent twice.
@@ -234,11 +301,35 @@ class ToolClient:
                 )
             if fault.kind == "empty":
                 return ToolResult(empty_of(spec.kind), latency, empty=True)
-        value, item_errors = self._serve(tool, args, fault)
-        if spec.kind == "report_sink":
-            value = self._send(args, idempotency_key)
-        empty = value in ([], {}, None) and spec.kind != "report_sink"
-        return ToolResult(value, latency, empty=empty, item_errors=item_errors)
+        service = self.services.get(spec.service) if self.services is not None else None
+        if service is not None:
+            admission = service.admit(self.trial, self.agent, now, latency, self._rng_service)
+            latency = self._raise_for_service(admission, tool, timeout_s)
+        return fault, latency
+
+    def _raise_for_service(self, admission: Admission, tool: str, timeout_s: float) -> float:
+        """The service's answer as a client library raises it; the latency when it took
+        the call."""
+        host = f"{self.tools[tool].service}.internal"
+        status = admission.status
+        if admission.verdict in ("ok", "degraded") and admission.latency_s > timeout_s:
+            # The client gives up; the service goes on working on the call (its ledger
+            # keeps it busy until the call would have ended): a retry adds load.
+            raise CallTimeout(
+                f"TimeoutError: {tool} did not answer within {timeout_s:g}s ({host} loaded)",
+                waited_s=timeout_s,
+            )
+        if admission.verdict == "ok":
+            return admission.latency_s
+        if status == "connect_timeout":
+            raise ConnectTimeout(f"Error: connect ETIMEDOUT {host}:443 (service down)")
+        if admission.verdict == "rate_limited":
+            ra = admission.retry_after_s or 0.0
+            raise HTTPStatusError(429, f"HTTP 429 Too Many Requests (Retry-After: {ra:g})", ra)
+        code = int(status or 503)
+        raise HTTPStatusError(
+            code, f"HTTP {code} Service Unavailable ({host}: {admission.verdict})"
+        )
 
     def _send(self, args: ToolArgs, idempotency_key: str | None) -> SendReceipt:
         """The report_sink side effect: one entry in `sent_reports` per send."""
@@ -313,6 +404,20 @@ class ToolClient:
             return out, errors
         if isinstance(args, SendReportArgs):
             return {"sent": True, "title": args.title}, {}
+        spec = self.tools[tool]
+        if spec.kind in ("lookup", "search") and spec.table is not None:
+            table = self.world.tables[spec.table]
+            given = args.model_dump()
+            if spec.kind == "search":
+                return records.search(spec, table, given), {}
+            value, errors = records.lookup(spec, table, given)
+            if fault is not None and fault.kind == "partial" and isinstance(value, dict):
+                p = fault.item_p if fault.item_p is not None else 0.5
+                for item in sorted(value):
+                    if self._rng_items[tool].random() < p:
+                        del value[item]
+                        errors[item] = "HTTP 503 Service Unavailable"
+            return value, errors
         raise AssertionError(f"no handler for {type(args).__name__}")
 
 
@@ -357,7 +462,7 @@ def _schema_violation(tool: str, model: type[ToolArgs], exc: ValidationError) ->
 
 
 def empty_of(kind: str) -> Any:
-    return {"metric_store": None, "paper_search": [], "batch_fetch": {}}.get(kind)
+    return {"metric_store": None, "paper_search": [], "batch_fetch": {}, "search": []}.get(kind)
 
 
 def hidden_identifier(scenario: Scenario, trial: int, need: NeedSpec) -> bool:

@@ -10,15 +10,18 @@ from rich.table import Table
 
 from errorflow.agents.backends import check_backends
 from errorflow.bus.envelope import json_schema
-from errorflow.cli.console import out
+from errorflow.cli.console import err, out
 from errorflow.cli.errors import EXIT_OK
 from errorflow.cli.scenario_input import load_ref
-from errorflow.scenario.bundled import bundled, describe
+from errorflow.scenario.bundled import bundled, describe, resolve
+from errorflow.scenario.loader import warnings_for
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     scenario = load_ref(args.scenario)
     check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
+    for line in warnings_for(scenario, resolve(args.scenario)):
+        err.print(f"warning: {line}", markup=False, highlight=False)
     out.print(
         f"[green]ok[/] {args.scenario}: scenario {scenario.name!r}, "
         f"{len(scenario.agents)} agents, {len(scenario.tools)} tools, "

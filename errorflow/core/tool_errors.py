@@ -76,3 +76,14 @@ class UnknownTool(ToolException):
     def __init__(self, raw: str, *, options: list[str]) -> None:
         super().__init__(raw)
         self.options = options
+
+
+class UnknownKey(ToolException):
+    """A record lookup found no record for a key (HTTP 404-style, `not_found`): the
+    valid keys travel with it, for observations whose style lists them."""
+
+    def __init__(self, raw: str, *, field: str, received: Any, options: list[str]) -> None:
+        super().__init__(raw)
+        self.field = field
+        self.received = received
+        self.options = options

@@ -1,6 +1,8 @@
 """Classification at the tool edge: exception type and HTTP status → one error code.
 
 Never string matching on messages: the same code must come out whatever the wording.
+errorflow's own tool exceptions (errorflow.core.tool_errors) are classified here; the
+exceptions of real client libraries a Python tool raises, in foreign_errors.
 A 2xx body with `success: false` is a failure (business_rule); an empty body and a
 batch with failed items are soft failures the agent must still see.
 """
@@ -19,9 +21,11 @@ from errorflow.core.tool_errors import (
     HTTPStatusError,
     SchemaViolation,
     ToolException,
+    UnknownKey,
     UnknownTool,
     UnknownValue,
 )
+from errorflow.policies.foreign_errors import classify_foreign
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +64,36 @@ class Failure:
 
 
 def classify_exception(tool: str, exc: BaseException) -> Failure:
+    """errorflow's own tool exceptions by their structured facts; any other exception
+    (a Python tool's httpx, requests, aiohttp or builtin error) by its type and status
+    (errorflow.policies.foreign_errors); what neither knows is `internal_error`."""
     name = type(exc).__name__
+    if isinstance(exc, ToolException):
+        own = _classify_own(tool, exc)
+        if own is not None:
+            return own
     raw = exc.raw if isinstance(exc, ToolException) else f"{name}: {exc}"
+    foreign = classify_foreign(exc)
+    if foreign is None:
+        return Failure(ErrorCode.INTERNAL_ERROR, tool, raw, exc_type=name)
+    return Failure(
+        foreign.code,
+        tool,
+        raw,
+        foreign.http_status,
+        exc_type=name,
+        retry_after_s=foreign.retry_after_s,
+    )
+
+
+def _classify_own(tool: str, exc: ToolException) -> Failure | None:
+    name, raw = type(exc).__name__, exc.raw
     if isinstance(exc, HTTPStatusError):
         code = classify_http(exc.status) or ErrorCode.INTERNAL_ERROR
         return Failure(code, tool, raw, exc.status, exc_type=name, retry_after_s=exc.retry_after_s)
-    if isinstance(exc, ConnectTimeout | ConnectionError):
+    if isinstance(exc, ConnectTimeout):
         return Failure(ErrorCode.TRANSIENT, tool, raw, exc_type=name)
-    if isinstance(exc, CallTimeout | TimeoutError):
+    if isinstance(exc, CallTimeout):
         return Failure(ErrorCode.TIMEOUT, tool, raw, exc_type=name)
     if isinstance(exc, SchemaViolation):
         problem = ArgumentProblem(
@@ -91,13 +117,20 @@ def classify_exception(tool: str, exc: BaseException) -> Failure:
             argument=problem,
             options=tuple(exc.options),
         )
+    if isinstance(exc, UnknownKey):
+        problem = ArgumentProblem(exc.field, "must name an existing record", exc.received)
+        return Failure(
+            ErrorCode.NOT_FOUND,
+            tool,
+            raw,
+            404,
+            exc_type=name,
+            argument=problem,
+            options=tuple(exc.options),
+        )
     if isinstance(exc, UnknownTool):
         return Failure(ErrorCode.UNKNOWN_TOOL, tool, raw, exc_type=name, options=tuple(exc.options))
-    if isinstance(exc, PermissionError):
-        return Failure(ErrorCode.PERMISSION_DENIED, tool, raw, exc_type=name)
-    if isinstance(exc, FileNotFoundError | LookupError):
-        return Failure(ErrorCode.NOT_FOUND, tool, raw, exc_type=name)
-    return Failure(ErrorCode.INTERNAL_ERROR, tool, raw, exc_type=name)
+    return None
 
 
 def classify_body(

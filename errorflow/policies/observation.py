@@ -114,6 +114,14 @@ def observe_failure(
         obs["received"] = None if arg.missing else arg.received
         if failure.options:
             obs["options"] = list(failure.options[:MAX_OPTIONS])
+    elif failure.code is ErrorCode.UNKNOWN_TOOL and failure.options:
+        obs["options"] = list(failure.options[:MAX_OPTIONS])  # the tools there are
+    elif failure.code is ErrorCode.NOT_FOUND and failure.argument is not None:
+        # A key with no record (a declared lookup): which argument, and the keys there are.
+        obs["field"] = failure.argument.field
+        obs["received"] = failure.argument.received
+        if failure.options:
+            obs["options"] = list(failure.options[:MAX_OPTIONS])
     if failure.item_errors:
         obs["failed_items"] = sorted(failure.item_errors)
     # Everything model-facing is redacted, options and suggestions included.
@@ -129,6 +137,9 @@ def _message(f: Failure) -> str:
             return f"'{arg.field}' is not an argument of {f.tool}."
         received = redact(str(arg.received))[:80]
         return f"Argument '{arg.field}' of {f.tool} is not valid: received '{received}'."
+    if f.code is ErrorCode.NOT_FOUND and f.argument is not None:
+        received = redact(str(f.argument.received))[:80]
+        return f"{f.tool} has no record for '{f.argument.field}' = '{received}'."
     if f.code is ErrorCode.PARTIAL_SUCCESS:
         return f"{f.tool}: {len(f.item_errors)} item(s) failed; the others succeeded."
     if f.code is ErrorCode.BUSINESS_RULE:
@@ -151,4 +162,7 @@ def _suggestion(f: Failure) -> str:
             shown = ", ".join(f.options[:MAX_OPTIONS])
             return f"Call {f.tool} again with '{arg.field}' set to one of: {shown}."
         return f"Call {f.tool} again with a valid '{arg.field}' ({arg.constraint})."
+    if f.code is ErrorCode.NOT_FOUND and f.argument is not None and f.options:
+        shown = ", ".join(f.options[:MAX_OPTIONS])
+        return f"Call {f.tool} again with '{f.argument.field}' set to one of: {shown}."
     return _SUGGESTIONS.get(f.code, "Report the failure.")

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.strategies import PRESETS, merged_data
 from errorflow.scenario.agent_policy import AgentPolicy, split
-from errorflow.scenario.catalog import ARG_MODELS
+from errorflow.scenario.catalog import ARG_MODELS, ToolArgs
 from errorflow.scenario.explain import clean_loc, message, problems_from
 from errorflow.scenario.model import (
     MAX_DOCUMENT_BYTES,
@@ -36,6 +36,8 @@ from errorflow.scenario.model import (
 )
 from errorflow.scenario.problems import LIMITS_HINT, Marks, NodePath, Problem, problem_at
 from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour, profile_with
+from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
+from errorflow.scenario.tool_args import tool_args_model
 from errorflow.scenario.wording import closest, found, unknown_name
 
 #: Problems of the agents' policy blocks, by agent name.
@@ -99,8 +101,30 @@ def semantic_problems(s: Scenario, policies: PolicyProblems, marks: Marks) -> li
         problems.extend(policies.get(name, []))
         problems.extend(_model_problems(name, agent, marks))
     problems.extend(_document_problems(s, marks))
-    problems.extend(_need_problems(s, marks))
+    models, python = _tool_models(s, marks)
+    problems.extend(python)
+    problems.extend(_need_problems(s, marks, models))
     return problems
+
+
+def _tool_models(s: Scenario, marks: Marks) -> tuple[dict[str, type[ToolArgs]], list[Problem]]:
+    """Every tool's argument model; a Python tool's code is imported to build it (a
+    tool that cannot be loaded is a problem at its `function`)."""
+    models: dict[str, type[ToolArgs]] = {}
+    problems: list[Problem] = []
+    for name, tool in s.tools.items():
+        model = tool_args_model(name, tool, s.world.tables)
+        if tool.kind == "python":
+            assert tool.function is not None
+            try:
+                fn = load_callable(tool.function)
+                model = signature_args_model(fn, name, tool.args)
+            except PythonToolError as exc:
+                problems.append(problem_at(marks, ("tools", name, "function"), str(exc)))
+                continue
+        if model is not None:
+            models[name] = model
+    return models, problems
 
 
 def _model_problems(name: str, agent: AgentSpec, marks: Marks) -> list[Problem]:
@@ -138,8 +162,10 @@ def _document_problems(s: Scenario, marks: Marks) -> Iterator[Problem]:
             )
 
 
-def _need_problems(s: Scenario, marks: Marks) -> Iterator[Problem]:
-    """Each need's argument against its tool, and what the needs fetch in total."""
+def _need_problems(
+    s: Scenario, marks: Marks, models: Mapping[str, type[ToolArgs]]
+) -> Iterator[Problem]:
+    """Each need's arguments against its tool, and what the needs fetch in total."""
     total = 0
     reported = False
     for i, need in enumerate(s.task.needs):
@@ -147,8 +173,13 @@ def _need_problems(s: Scenario, marks: Marks) -> Iterator[Problem]:
         tool = s.tools.get(need.tool)
         if tool is None:
             continue  # reported by Scenario._references
-        yield from _need_argument_problems(need, tool, at, marks)
-        total += _findings_bytes(s, need.value, tool.kind)
+        if tool.kind in ARG_MODELS:
+            yield from _need_argument_problems(need, tool, at, marks)
+            assert need.value is not None
+            total += _findings_bytes(s, need.value, tool.kind)
+        elif need.tool in models:
+            yield from _declared_argument_problems(need, models[need.tool], at, marks)
+            total += _table_bytes(s, tool)
         if total > MAX_FINDINGS_BYTES and not reported:
             reported = True
             yield problem_at(
@@ -162,7 +193,7 @@ def _need_problems(s: Scenario, marks: Marks) -> Iterator[Problem]:
 def _need_argument_problems(
     need: NeedSpec, tool: ToolSpec, at: NodePath, marks: Marks
 ) -> Iterator[Problem]:
-    args_model = ARG_MODELS[tool.kind]
+    args_model = ARG_MODELS[tool.kind]  # type: ignore[index]  # a built-in kind
     if need.arg not in args_model.model_fields:
         close = closest(need.arg, args_model.model_fields)
         hint = (
@@ -189,6 +220,46 @@ def _need_argument_problems(
                 (*at, "value", *sub),
                 f"not a valid {need.arg!r} for tool {need.tool!r} (kind {tool.kind}): {msg}",
             )
+
+
+def _declared_argument_problems(
+    need: NeedSpec, model: type[ToolArgs], at: NodePath, marks: Marks
+) -> Iterator[Problem]:
+    """A need's arguments against a declared tool's (those from another need are only
+    known at run time: they are left out, and may be missing)."""
+    depends = need.depends_on()
+    given = {k: v for k, v in need.arguments().items() if k not in depends}
+    args_at: NodePath = (*at, "args") if need.args is not None else (*at, "value")
+    try:
+        model.model_validate(given)
+    except ValidationError as exc:
+        for err in exc.errors():
+            name = str(err["loc"][0]) if err["loc"] else ""
+            if err["type"] == "missing" and name in depends:
+                continue
+            where: NodePath = (
+                (*args_at, name) if need.args is not None and name in given else args_at
+            )
+            if err["type"] == "extra_forbidden":
+                close = closest(name, model.model_fields)
+                hint = (
+                    f"did you mean {close!r}?"
+                    if close
+                    else (f"expected one of: {', '.join(model.model_fields)}")
+                )
+                msg = f"tool {need.tool!r} takes no argument {name!r}; {hint}"
+            else:
+                msg = f"not a valid {name!r} for tool {need.tool!r}: {err['msg']}"
+            yield problem_at(marks, where, msg)
+
+
+def _table_bytes(s: Scenario, tool: ToolSpec) -> int:
+    """What a declared tool can return at most: its whole table (a search), one row."""
+    table = s.world.tables.get(tool.table or "")
+    if table is None:
+        return 0
+    sizes = [len(json.dumps(row, ensure_ascii=False)) for row in table.rows]
+    return sum(sizes) if tool.kind == "search" else max(sizes, default=0)
 
 
 def _findings_bytes(s: Scenario, value: str | list[str], kind: str) -> int:

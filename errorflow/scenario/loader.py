@@ -1,17 +1,24 @@
-"""Read a scenario file and turn every problem into a ScenarioError a person can act on.
+"""Read a scenario and turn every problem into a ScenarioError a person can act on.
 
 Theory of operation
 -------------------
-The file is read with its marks (errorflow.scenario.marked_yaml: the line and column of
-every node, by path), so any error path can be pointed back at the line that caused
-it. Validation happens in passes, and every problem of a pass is reported at once:
+Every source of a scenario goes through one pipeline, `validate_data`: a file
+(`load`, read safely by errorflow.scenario.scenario_file), YAML text (`load_text`),
+JSON (`load_json`: a stored run, a roll call), and the plain data an override or a run
+setting gives (errorflow.scenario.overrides). A file is read with its marks
+(errorflow.scenario.marked_yaml: the line and column of every node, by path), so any
+error path can be pointed back at the line that caused it. Validation happens in
+passes, and every problem of a pass is reported at once:
 
-1. the pydantic `Scenario` model: shapes, types, bounds, unknown keys, and the
-   cross-references of `Scenario._references` (which reports each one at its own path);
-2. the checks the model cannot make (errorflow.scenario.checks): the policy blocks,
-   the simulated model's profile and params, need arguments against the tool kind's
-   schema, and the size limits documented in scenarios/FORMAT.md ("Limits");
-3. each value of the `sweep:` block, applied alone, must give a valid scenario.
+1. the pydantic `Scenario` model, strictly (`trials: true` is an error, not 1): shapes,
+   types, bounds, unknown keys, and the cross-references of the model;
+2. the checks the model cannot make, `SECOND_PASS`: the policy blocks, the simulated
+   model's profile and params, need arguments against the tool kind's schema and the
+   size limits documented in scenarios/FORMAT.md ("Limits") (errorflow.scenario.checks),
+   strict types inside the free blocks (errorflow.scenario.coercions), and whether the
+   roll call that carries the scenario fits on the bus (errorflow.scenario.bus_fit);
+3. each value of the `sweep:` block, applied alone, must give a valid scenario (for a
+   scenario as written; an override or a setting leaves the block as it was checked).
 
 Every `Problem` renders as one line, `FILE:LINE:COL: PATH: MESSAGE`, and messages say
 what was expected and what was found, with the closest valid name for a typo
@@ -21,17 +28,19 @@ what was expected and what was found, with the closest valid name for a typo
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from errorflow.scenario.bundled import bundled
-from errorflow.scenario.checks import prebuilt_policies, semantic_problems
+from errorflow.scenario.bus_fit import bus_problems
+from errorflow.scenario.checks import PolicyProblems, prebuilt_policies, semantic_problems
+from errorflow.scenario.coercions import coercion_problems
 from errorflow.scenario.explain import problems_from
 from errorflow.scenario.marked_yaml import parse_yaml
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.overrides import OverrideError, set_path
+from errorflow.scenario.paths import OverrideError, set_path
 from errorflow.scenario.problems import (
     LIMITS_HINT,
     Marks,
@@ -42,79 +51,94 @@ from errorflow.scenario.problems import (
     dotted,
     file_error,
     nearest_mark,
+    problem_at,
 )
+from errorflow.scenario.python_ref import resolve_tool_paths
+from errorflow.scenario.references import modelling_warnings
+from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
 from errorflow.scenario.wording import found
 
-__all__ = ["MAX_SCENARIO_BYTES", "Problem", "ScenarioError", "load", "load_scenario", "load_text"]
+__all__ = [
+    "MAX_SCENARIO_BYTES",
+    "SECOND_PASS",
+    "Problem",
+    "ScenarioError",
+    "load",
+    "load_json",
+    "load_scenario",
+    "load_text",
+    "validate_data",
+]
 
-#: Files larger than this are refused before parsing (documented limit).
-MAX_SCENARIO_BYTES = 1_000_000
+#: One check of the second pass: the problems of a scenario the model accepted.
+Check = Callable[[Scenario, Marks], Iterable[Problem]]
 
 
-def load(path: Path) -> Scenario:
+def _semantic(policies: PolicyProblems) -> Check:
+    return lambda scenario, marks: semantic_problems(scenario, policies, marks)
+
+
+#: The second pass after errorflow.scenario.checks (which also reports the policy
+#: blocks' problems held back from the first): add a check here and every source of
+#: a scenario runs it.
+SECOND_PASS: tuple[Check, ...] = (coercion_problems, bus_problems)
+
+
+def load(path: str | Path) -> Scenario:
     """Read, parse and validate a scenario file; every problem raises ScenarioError."""
     file = str(path)
-    text = _read_text(path, file)
+    text = read_text(Path(path), file)
     if not text.strip():
         raise file_error(file, "the file is empty; expected a scenario mapping")
     data, marks = parse_yaml(text, file)
-    return _validate(data, marks, file)
+    # A Python tool's `file.py:callable` is relative to the scenario file.
+    return validate_data(resolve_tool_paths(data, Path(path).parent), file, marks)
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    return load(Path(path))
+    return load(path)
 
 
 def load_text(text: str, file: str = "<string>") -> Scenario:
-    """Parse and validate scenario YAML held in a string."""
-    data, marks = parse_yaml(text, file)
-    return _validate(data, marks, file)
-
-
-def _read_text(path: Path, file: str) -> str:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise file_error(file, _not_found()) from None
-    except IsADirectoryError:
-        raise file_error(file, "is a directory; expected a scenario file (YAML)") from None
-    except OSError as exc:
-        raise file_error(file, f"cannot be read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_SCENARIO_BYTES:
-        msg = f"expected at most {MAX_SCENARIO_BYTES} bytes, found {len(raw)} ({LIMITS_HINT})"
+    """Parse and validate scenario YAML held in a string (the same limits as a file)."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SCENARIO_BYTES:
+        msg = f"expected at most {MAX_SCENARIO_BYTES} bytes, found {size} ({LIMITS_HINT})"
         raise file_error(file, msg)
-    if b"\x00" in raw:
-        raise file_error(file, "binary file (contains NUL bytes); expected a YAML text file")
+    data, marks = parse_yaml(text, file)
+    return validate_data(data, file, marks)
+
+
+def load_json(text: str | bytes, file: str = "<json>") -> Scenario:
+    """Validate a scenario held as JSON (a stored run's, a roll call's); it runs as it
+    is, so its `sweep:` block, checked when it was written, is not checked again."""
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        msg = f"expected UTF-8 text, found byte 0x{raw[exc.start]:02x} (a binary file?)"
-        raise file_error(file, msg, line, col) from None
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise file_error(file, f"not valid JSON: {str(exc)[:200]}") from None
+    return validate_data(data, file, sweep=False)
 
 
-def _not_found() -> str:
-    msg = "no such file; expected a scenario file"
-    try:
-        names = ", ".join(bundled())
-    except OSError:
-        names = ""
-    return msg + (f" or a bundled scenario name ({names})" if names else "")
-
-
-def _validate(data: object, marks: Marks, file: str) -> Scenario:
+def validate_data(
+    data: object, file: str = "<data>", marks: Marks | None = None, *, sweep: bool = True
+) -> Scenario:
+    """The scenario the plain `data` describes, through every pass; `file` names the
+    source in problems, `marks` (if any) point them at lines. `sweep=False` skips the
+    third pass (for a scenario made from one already checked)."""
+    marks = marks or {}
     if not isinstance(data, dict):
         msg = f"expected a mapping of scenario fields at top level, found {found(data)}"
-        raise file_error(file, msg, 1, 1)
-    prepared, policy_problems = prebuilt_policies(data, marks)
+        raise file_error(file, msg, *(marks.get(()) or (None, None)))
+    prepared, policies = prebuilt_policies(data, marks)
     try:
-        scenario = Scenario.model_validate(prepared)
+        scenario = Scenario.model_validate(prepared, strict=True)
     except ValidationError as exc:
         raise ScenarioError(file, by_position(problems_from(exc, data, marks, Scenario))) from None
-    problems = semantic_problems(scenario, policy_problems, marks) or _sweep_problems(
-        scenario, data, marks
-    )
+    problems: list[Problem] = []
+    for check in (_semantic(policies), *SECOND_PASS):
+        problems.extend(check(scenario, marks))
+    if not problems and sweep:
+        problems = _sweep_problems(scenario, data, marks)
     if problems:
         raise ScenarioError(file, by_position(problems))
     return scenario
@@ -141,7 +165,7 @@ def _cell_problem(data: Mapping[str, object], key: str, value: object) -> str | 
     cell = copy.deepcopy({k: v for k, v in data.items() if k != "sweep"})
     try:
         set_path(cell, key, value)
-        _validate(cell, {}, "<sweep>")
+        validate_data(cell, "<sweep>", sweep=False)
     except OverrideError as exc:
         return f"cannot apply: {str(exc).removeprefix(f'{key}: ')}"
     except ScenarioError as exc:
@@ -150,3 +174,18 @@ def _cell_problem(data: Mapping[str, object], key: str, value: object) -> str | 
         where = f"{inner.path}: " if inner.path else ""
         return f"this override gives an invalid scenario: {where}{inner.message}{more}"
     return None
+
+
+def warnings_for(scenario: Scenario, path: str | Path | None = None) -> list[str]:
+    """What is allowed but probably not meant (a tool nobody calls), each line worded
+    like a problem, at its `file:line:col` when `path` is the scenario's file."""
+    found = modelling_warnings(scenario)
+    if not found:
+        return []
+    marks: Marks = {}
+    file = "<scenario>"
+    if path is not None and Path(path).is_file():
+        file = str(path)
+        _, marks = parse_yaml(read_text(Path(path), file), file)
+    return [problem_at(marks, loc, message).render(file) for loc, message in found]
+

@@ -1,27 +1,49 @@
 """Scenario files: the pydantic model of a scenario.
 
-A scenario names the agents (role, model, tools, policy, who they send to), the tools
-(their kind, schema and injected faults), the world of facts the tools serve, and the
-task. The loader (errorflow.scenario.loader) validates everything a run needs before
-anything starts, and words every problem for the person who wrote the file.
+A scenario names the agents (role, what they do, model, tools, policy, who they send
+to), the tools (their kind, schema and injected faults), the world of facts the tools
+serve, and the task. The loader (errorflow.scenario.loader) validates everything a run
+needs before anything starts, and words every problem for the person who wrote the
+file. The blocks live in their own modules (world_model, tool_model, fault_model,
+need_model); cross-references are checked in errorflow.scenario.references.
 See scenarios/FORMAT.md for the reference.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from errorflow.scenario.agent_policy import AgentPolicy
-from errorflow.scenario.catalog import BATCH_KINDS, ToolKind
+from errorflow.scenario.catalog import BATCH_KINDS
+from errorflow.scenario.fault_model import FaultKind, FaultSpec, Probability
+from errorflow.scenario.need_model import FromNeed, NeedSpec, TaskSpec
+from errorflow.scenario.references import all_problems, key_columns
+from errorflow.scenario.roles import GATHERS, ROLE_PRESETS, Behaviour
+from errorflow.scenario.service_model import ArrivalSpec, ServiceSpec
+from errorflow.scenario.tool_model import BusinessFailure, ToolSpec
+from errorflow.scenario.world_model import Extended, Ident, Paper, Strict, TableSpec, WorldSpec
 
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+__all__ = [
+    "AgentSpec",
+    "BusinessFailure",
+    "FaultKind",
+    "FaultSpec",
+    "FromNeed",
+    "ModelSpec",
+    "NeedSpec",
+    "Paper",
+    "Probability",
+    "Reference",
+    "Scenario",
+    "TableSpec",
+    "TaskSpec",
+    "ToolSpec",
+    "WorldSpec",
+]
 
 #: Documented limits (scenarios/FORMAT.md "Limits"); the loader refuses anything beyond
 #: them. MAX_TOOLS, MAX_STEPS, MAX_DOCUMENT_BYTES and MAX_FINDINGS_BYTES are checked by
@@ -42,53 +64,6 @@ MAX_DOCUMENT_BYTES = 64 * 1024
 #: the errors and a report that quotes the findings.
 MAX_FINDINGS_BYTES = 128 * 1024
 
-FaultKind = Literal[
-    "transient",
-    "timeout",
-    "rate_limit",
-    "bad_args",
-    "permission",
-    "not_found",
-    "business_rule",
-    "empty",
-    "partial",
-    "malformed_call",
-]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FaultSpec(Strict):
-    """One injected fault. It fires on the first `first_n` calls, or with probability
-    `p` per call, or on every call when neither is given."""
-
-    kind: FaultKind
-    first_n: int | None = Field(default=None, ge=0, le=1_000_000)
-    p: Probability | None = None
-    status: int | None = Field(default=None, ge=100, le=599)
-    retry_after_s: float | None = Field(default=None, ge=0, le=86_400)
-    duration_s: float | None = Field(default=None, ge=0, le=86_400)
-    reason: str | None = Field(default=None, max_length=500)
-    mode: Literal["missing_field", "wrong_type", "extra_field", "truncated_json"] | None = None
-    item_p: Probability | None = Field(default=None, description="partial: per-item failure p")
-    error_text: str | None = Field(default=None, max_length=2000, description="raw error text")
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> FaultSpec:
-        if self.first_n is not None and self.p is not None:
-            raise ValueError("give either first_n or p, not both")
-        return self
-
-
-class ToolSpec(Strict):
-    kind: ToolKind
-    description: str = ""
-    idempotent: bool = True
-    latency_s: float = Field(default=0.05, ge=0, le=3600)
-    faults: list[FaultSpec] = Field(default_factory=list, max_length=32)
-
 
 class ModelSpec(Strict):
     backend: Literal["simulated", "anthropic"] = "simulated"
@@ -102,8 +77,16 @@ class ModelSpec(Strict):
     temperature: float = Field(default=0.7, ge=0, le=2)
 
 
-class AgentSpec(Strict):
-    role: Literal["researcher", "writer", "reviewer"]
+class AgentSpec(Extended):
+    added_fields = frozenset({"behaviour", "instructions", "waits_for"})
+
+    # `behaviour` comes first so that `role` is checked knowing it (a dump leaves it
+    # out while it is None, so the order of an older file's dump is unchanged).
+    behaviour: Behaviour | None = None
+    #: A preset (researcher, writer, reviewer) or a name of the user's, with `behaviour`.
+    role: Ident
+    #: The system prompt a real model gets (default: the behaviour's).
+    instructions: str | None = Field(default=None, min_length=1, max_length=20_000)
     model: ModelSpec = Field(default_factory=ModelSpec)
     tools: list[Ident] = Field(default_factory=list, max_length=32)
     #: The preset and overrides as written, and the PolicyConfig they build.
@@ -114,35 +97,28 @@ class AgentSpec(Strict):
         description="reviewers: the upstream agent to send work back to for revision",
     )
     max_revisions: int = Field(default=1, ge=0, le=5, description="send-back rounds per trial")
+    #: Upstream agents, declared from the receiving side (the same edges as their
+    #: `sends_to`: a result goes to every agent that waits for it).
+    waits_for: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
 
+    @field_validator("role")
+    @classmethod
+    def _preset_or_behaviour(cls, role: str, info: ValidationInfo) -> str:
+        if role in ROLE_PRESETS or info.data.get("behaviour") is not None:
+            return role
+        presets = " or ".join(repr(r) for r in ROLE_PRESETS).replace(" or ", ", ", 1)
+        close = difflib.get_close_matches(role, ROLE_PRESETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise PydanticCustomError(
+            "role",
+            f"role {role!r} is not a preset: expected one of {presets}{hint}, or say what "
+            "the agent does with `behaviour: gather | synthesise | check | route`",
+        )
 
-class Paper(Strict):
-    id: Ident
-    title: str
-    topic: str
-
-
-class WorldSpec(Strict):
-    metrics: dict[str, float | int | str] = Field(default_factory=dict)
-    papers: list[Paper] = Field(default_factory=list)
-    documents: dict[str, str] = Field(default_factory=dict)
-
-
-class NeedSpec(Strict):
-    """One fact the task needs. `wording` is how the task phrases it; `value` is the
-    identifier the tool really accepts. When the tool carries a `bad_args` fault the
-    identifier is not given to the model, which must guess it from the wording."""
-
-    id: Ident
-    tool: Ident
-    arg: Ident = "name"
-    wording: str
-    value: str | list[str]
-
-
-class TaskSpec(Strict):
-    prompt: str = Field(min_length=1, max_length=10_000)
-    needs: list[NeedSpec] = Field(min_length=1, max_length=MAX_NEEDS)
+    @property
+    def does(self) -> Behaviour:
+        """The behaviour: declared, or the role preset's."""
+        return self.behaviour or ROLE_PRESETS.get(self.role, "gather")
 
 
 class SweepAxis(Strict):
@@ -164,28 +140,9 @@ class Reference(Strict):
     cells: dict[str, dict[str, float | int | str]] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class _Reference:
-    """One cross-reference problem: where, what is wrong, and the value found there."""
+class Scenario(Extended):
+    added_fields = frozenset({"services", "arrivals"})
 
-    loc: tuple[str | int, ...]
-    message: str
-    found: object
-
-    def details(self) -> InitErrorDetails:
-        error = PydanticCustomError("reference", self.message)
-        return InitErrorDetails(type=error, loc=self.loc, input=self.found)
-
-
-def _unknown(what: str, name: str, known: Iterable[str]) -> str:
-    names = list(known)
-    close = difflib.get_close_matches(name, names, n=1)
-    if close:
-        return f"unknown {what} {name!r}; did you mean {close[0]!r}?"
-    return f"unknown {what} {name!r}; expected one of: {', '.join(names) or '(none)'}"
-
-
-class Scenario(Strict):
     name: Ident
     description: str = ""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
@@ -195,6 +152,9 @@ class Scenario(Strict):
     max_in_flight: int = Field(default=32, ge=1, le=1024, description="trials run at once")
     world: WorldSpec = Field(default_factory=WorldSpec)
     tools: dict[Ident, ToolSpec] = Field(default_factory=dict)
+    #: Services behind the tools, with state for the whole run (service_model).
+    services: dict[Ident, ServiceSpec] = Field(default_factory=dict, max_length=64)
+    arrivals: ArrivalSpec = Field(default_factory=ArrivalSpec)
     agents: dict[Ident, AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
     task: TaskSpec
     sweep: SweepSpec | None = None
@@ -204,96 +164,68 @@ class Scenario(Strict):
     def _references(self) -> Scenario:
         """Cross-references, each reported at the path that names it (so the loader can
         point at the line): every problem at once, as one ValidationError."""
-        problems = [
-            *self._agent_problems(),
-            *self._fault_problems(),
-            *self._need_problems(),
-        ]
-        if not problems and not self.entry_agents():
-            problems.append(
-                _Reference(
-                    ("agents",),
-                    "no entry agent: every agent receives from another (sends_to forms a "
-                    "cycle); expected at least one agent that nobody sends to",
-                    list(self.agents),
-                )
-            )
+        problems = all_problems(self, RESERVED_NAMES)
         if problems:
             raise ValidationError.from_exception_data(
                 "Scenario", [problem.details() for problem in problems]
             )
-        return self
-
-    def _agent_problems(self) -> Iterator[_Reference]:
+        # `waits_for` is the receiving side of `sends_to`: one set of edges for the rest.
         for name, agent in self.agents.items():
-            if name in RESERVED_NAMES:
-                yield _Reference(
-                    ("agents", name),
-                    f"{name!r} is reserved for the bus "
-                    f"({', '.join(sorted(RESERVED_NAMES))}); rename the agent",
-                    name,
-                )
-            yield from self._sends_to_problems(name, agent)
-            upstream = self.upstream_of(name)
-            if agent.returns_to is not None and agent.returns_to not in upstream:
-                msg = (
-                    f"returns_to must name an agent that sends to {name!r} "
-                    f"({', '.join(upstream) or 'none does'})"
-                )
-                yield _Reference(("agents", name, "returns_to"), msg, agent.returns_to)
-            for i, tool_name in enumerate(agent.tools):
-                if tool_name not in self.tools:
-                    msg = _unknown("tool", tool_name, self.tools) + " (define it under tools:)"
-                    yield _Reference(("agents", name, "tools", i), msg, tool_name)
-
-    def _sends_to_problems(self, name: str, agent: AgentSpec) -> Iterator[_Reference]:
-        for i, target in enumerate(agent.sends_to):
-            loc = ("agents", name, "sends_to", i)
-            if target == name:
-                yield _Reference(loc, f"agent {name!r} sends to itself", target)
-            elif target not in self.agents:
-                yield _Reference(loc, _unknown("agent", target, self.agents), target)
-            elif target in agent.sends_to[:i]:
-                yield _Reference(loc, f"agent {target!r} is named twice", target)
-
-    def _fault_problems(self) -> Iterator[_Reference]:
-        for tname, tool in self.tools.items():
-            for i, fault in enumerate(tool.faults):
-                if fault.kind == "partial" and tool.kind not in BATCH_KINDS:
-                    yield _Reference(
-                        ("tools", tname, "faults", i, "kind"),
-                        f"fault 'partial' cannot apply to tool {tname!r}: expected a batch "
-                        f"tool (kind: {', '.join(sorted(BATCH_KINDS))}), found kind "
-                        f"{tool.kind!r}",
-                        fault.kind,
-                    )
-                if fault.item_p is not None and fault.kind != "partial":
-                    yield _Reference(
-                        ("tools", tname, "faults", i, "item_p"),
-                        f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
-                        fault.item_p,
-                    )
-
-    def _need_problems(self) -> Iterator[_Reference]:
-        seen: dict[str, int] = {}
-        for i, need in enumerate(self.task.needs):
-            if need.id in seen:
-                yield _Reference(
-                    ("task", "needs", i, "id"),
-                    f"duplicate need id {need.id!r} (first at task.needs.{seen[need.id]})",
-                    need.id,
-                )
-            seen.setdefault(need.id, i)
-            if need.tool not in self.tools:
-                yield _Reference(
-                    ("task", "needs", i, "tool"),
-                    _unknown("tool", need.tool, self.tools) + " (define it under tools:)",
-                    need.tool,
-                )
+            for sender in agent.waits_for:
+                if name not in self.agents[sender].sends_to:
+                    self.agents[sender].sends_to.append(name)
+        return self
 
     # -- topology -------------------------------------------------------------
     def upstream_of(self, agent: str) -> list[str]:
-        return [n for n, a in self.agents.items() if agent in a.sends_to]
+        waits = self.agents[agent].waits_for if agent in self.agents else []
+        return [n for n, a in self.agents.items() if agent in a.sends_to or n in waits]
+
+    def downstream_of(self, agent: str) -> list[str]:
+        spec = self.agents[agent]
+        waiting = [n for n, a in self.agents.items() if agent in a.waits_for]
+        return list(dict.fromkeys([*spec.sends_to, *waiting]))
+
+    def reaches(self, src: str, dst: str) -> bool:
+        """Whether `src`'s results reach `dst` (through any number of agents)."""
+        seen: set[str] = set()
+        todo = list(self.downstream_of(src))
+        while todo:
+            node = todo.pop()
+            if node == dst:
+                return True
+            if node not in seen and node in self.agents:
+                seen.add(node)
+                todo.extend(self.downstream_of(node))
+        return False
+
+    @property
+    def run_scoped(self) -> bool:
+        """Whether state lives across trials (a service, a breaker with `scope: run`):
+        trials then arrive over run time and run one at a time, in arrival order."""
+        if self.services or self.arrivals.process != "all_at_once":
+            return True
+        return any(
+            "run" in (c.breaker.scope, c.limiter.scope, c.bulkhead.scope)
+            for c in (a.policy.config for a in self.agents.values())
+        )
+
+    def gatherers_of(self, tool: str) -> list[str]:
+        """Agents that fetch needs with `tool` (they hold it and gather or synthesise)."""
+        return [n for n, a in self.agents.items() if tool in a.tools and a.does in GATHERS]
+
+    def is_batch_tool(self, tool: str) -> bool:
+        """Calls fetch several items, so some may fail (a `partial` fault)."""
+        spec = self.tools[tool]
+        if spec.kind in BATCH_KINDS:
+            return True
+        if spec.kind != "lookup" or spec.table not in self.world.tables:
+            return False
+        columns = self.world.tables[spec.table].columns
+        return any(
+            (spec.args or {}).get(a) is not None and (spec.args or {})[a].type == "array"
+            for a in key_columns(spec, columns)
+        )
 
     def entry_agents(self) -> list[str]:
         """Agents that receive the task from the runner (nobody sends to them)."""
@@ -301,4 +233,4 @@ class Scenario(Strict):
 
     def terminal_agents(self) -> list[str]:
         """Agents whose results go to the runner."""
-        return [n for n, a in self.agents.items() if not a.sends_to]
+        return [n for n in self.agents if not self.downstream_of(n)]

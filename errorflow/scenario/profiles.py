@@ -47,6 +47,10 @@ class Behaviour(BaseModel):
     p_heed_upstream: float = P
     """Downstream: acts on upstream errors / partial_failure / low confidence (flags,
     abstains) instead of writing confidently anyway."""
+    p_call_unknown_tool: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Names a tool it was not given (a hallucinated variant of the right one) in its
+    first call for a need; it repairs the name when the error lists the tools
+    (p_repair_with_options). Default 0: no profile is calibrated on it."""
     tokens_per_char: float = Field(default=0.25, gt=0, le=4)
     base_prompt_tokens: int = Field(default=300, ge=0)
     output_tokens_per_call: int = Field(default=40, ge=0)

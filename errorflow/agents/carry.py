@@ -1,0 +1,49 @@
+"""Passing on what an agent relied on: upstream findings travel down a chain.
+
+A gathering or routing agent answers for its own needs; what it received from upstream
+agents (their claims, open needs and flags) goes on with its result, each claim with
+its provenance (`source`, the agent that found it), so a chain of any length reaches
+the writer with every finding, and a wrong finding travels as far as it is trusted.
+Synthesising and checking agents write their own complete answer and carry nothing.
+Pure: the agent applies it to the final answer before the result is published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from errorflow.agents.model import Claim, FinalAnswer, UpstreamTurn
+
+#: Behaviours whose results carry their inputs' findings on.
+CARRIERS = frozenset({"gather", "route"})
+
+
+def _covers(keys: set[str], key: str) -> bool:
+    """`key` (or the batch it is an item of, or an item of it) is already answered."""
+    return key in keys or key.split(".", 1)[0] in keys or any(k.startswith(key + ".") for k in keys)
+
+
+def carry_forward(final: FinalAnswer, upstream: Sequence[UpstreamTurn]) -> FinalAnswer:
+    """`final` with every upstream finding it does not answer itself added: claims
+    (provenance kept, or set to the sender), open needs and flags."""
+    if not upstream:
+        return final
+    own = {c.key for c in final.claims} | set(final.unresolved)
+    claims = list(final.claims)
+    unresolved = list(final.unresolved)
+    flags = list(final.flags)
+    for turn in upstream:
+        for claim in turn.answer.claims:
+            if not _covers(own, claim.key) and all(c.key != claim.key for c in claims):
+                claims.append(_sourced(claim, turn.sender))
+        for key in turn.answer.unresolved:
+            known = {c.key for c in claims}
+            if not _covers(own, key) and key not in unresolved and key not in known:
+                unresolved.append(key)
+        flags.extend(f for f in turn.answer.flags if f not in flags)
+    return replace(final, claims=claims, unresolved=unresolved, flags=flags)
+
+
+def _sourced(claim: Claim, sender: str) -> Claim:
+    return claim if claim.source is not None else replace(claim, source=sender)

@@ -1,0 +1,100 @@
+"""Ground truth of a task: the correct answer to every need, dependencies followed.
+
+A need's answer is its `expect` when the scenario states one, otherwise what its tool
+returns, fault-free, for the right arguments: a dependent need's argument is taken
+from the *correct* answer of the need it depends on, so a wrong value upstream makes
+a downstream claim false, which is how the scorer follows an error across agents.
+Built-in kinds answer from the world's older shapes (`truth`), declarative tools from
+their tables (the same functions that serve calls), Python tools by calling the code
+once per need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from pydantic import JsonValue, ValidationError
+from pydantic_core import to_jsonable_python
+
+from errorflow.agents import records
+from errorflow.agents.tool_catalog import ToolCatalog
+from errorflow.agents.world import truth
+from errorflow.core.tool_errors import ToolException
+from errorflow.scenario.model import NeedSpec, Scenario
+from errorflow.scenario.need_model import FromNeed
+
+#: How long one Python tool call for ground truth may take (seconds).
+TRUTH_TIMEOUT_S = 30.0
+
+
+def need_order(needs: list[NeedSpec]) -> list[NeedSpec]:
+    """The needs with every dependency before the needs that use it (the loader has
+    rejected cycles); otherwise in the task's order."""
+    done: dict[str, NeedSpec] = {}
+    by_id = {n.id: n for n in needs}
+
+    def visit(need: NeedSpec) -> None:
+        if need.id in done:
+            return
+        for dep in need.depends_on().values():
+            if dep.from_ in by_id and dep.from_ not in done:
+                visit(by_id[dep.from_])
+        done[need.id] = need
+
+    for need in needs:
+        visit(need)
+    return list(done.values())
+
+
+def dependency_value(value: JsonValue, dep: FromNeed) -> JsonValue:
+    """The argument a dependency gives: the need's value, or one field of a record."""
+    if dep.field is None:
+        return value
+    return value.get(dep.field) if isinstance(value, dict) else None
+
+
+def need_truths(scenario: Scenario, catalog: ToolCatalog | None = None) -> dict[str, JsonValue]:
+    """The correct answer to each need, by need id."""
+    values: dict[str, JsonValue] = {}
+    catalog = catalog or ToolCatalog.of(scenario)
+    for need in need_order(scenario.task.needs):
+        if need.expect is not None:
+            values[need.id] = need.expect
+            continue
+        args: dict[str, object] = {
+            k: dependency_value(values.get(v.from_), v) if isinstance(v, FromNeed) else v
+            for k, v in need.arguments().items()
+        }
+        values[need.id] = answer(scenario, catalog, need, args)
+    return values
+
+
+def answer(
+    scenario: Scenario, catalog: ToolCatalog, need: NeedSpec, args: Mapping[str, object]
+) -> JsonValue:
+    """What `need`'s tool answers, fault-free, for `args` (None when it finds nothing)."""
+    spec = scenario.tools[need.tool]
+    if spec.kind in ("metric_store", "paper_search", "batch_fetch", "report_sink"):
+        known: JsonValue = to_jsonable_python(truth(scenario.world, scenario.tools, need))
+        return known
+    try:
+        given = catalog.models[need.tool].model_validate(dict(args)).model_dump()
+    except ValidationError:
+        return None  # the right arguments are not valid ones: nothing to find
+    try:
+        if spec.kind == "python":
+            tool = catalog.python[need.tool]
+            with ThreadPoolExecutor(1) as pool:  # callable from inside a running loop
+                raw = pool.submit(asyncio.run, tool.call(given, TRUTH_TIMEOUT_S)).result()
+            answered: JsonValue = to_jsonable_python(raw, fallback=str)
+            return answered
+        assert spec.table is not None
+        table = scenario.world.tables[spec.table]
+        if spec.kind == "search":
+            return records.search(spec, table, given)
+        value, _ = records.lookup(spec, table, given)
+        return value
+    except (ToolException, LookupError):
+        return None

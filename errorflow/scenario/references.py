@@ -1,0 +1,336 @@
+"""The scenario's cross-references and modelling mistakes, each at the path that names it.
+
+The model checks each block's shape; this module checks what blocks say about each
+other: agents that send to, wait for or return to agents that exist; tools that exist
+and fit the table they serve; needs whose tool some gathering agent holds, whose
+dependencies exist, form no cycle and can reach the agent that needs them; a topology
+with an entry, no `sends_to` cycle, and every agent reached. Every problem found is
+reported at once (Scenario raises them as one ValidationError, which the loader words
+with `file:line:col`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from errorflow.scenario.roles import GATHERS
+
+if TYPE_CHECKING:
+    from errorflow.scenario.model import AgentSpec, Scenario
+    from errorflow.scenario.tool_model import ToolSpec
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One cross-reference problem: where, what is wrong, and the value found there."""
+
+    loc: Loc
+    message: str
+    found: object
+
+    def details(self) -> InitErrorDetails:
+        error = PydanticCustomError("reference", self.message)
+        return InitErrorDetails(type=error, loc=self.loc, input=self.found)
+
+
+def unknown(what: str, name: str, known: Iterable[str]) -> str:
+    names = list(known)
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return f"unknown {what} {name!r}; did you mean {close[0]!r}?"
+    return f"unknown {what} {name!r}; expected one of: {', '.join(names) or '(none)'}"
+
+
+def all_problems(s: Scenario, reserved: frozenset[str]) -> list[Reference]:
+    problems = [
+        *agent_problems(s, reserved),
+        *tool_problems(s),
+        *fault_problems(s),
+        *need_problems(s),
+    ]
+    if not problems:
+        problems.extend(topology_problems(s))
+    return problems
+
+
+# -- agents -----------------------------------------------------------------------------
+
+
+def agent_problems(s: Scenario, reserved: frozenset[str]) -> Iterator[Reference]:
+    for name, agent in s.agents.items():
+        if name in reserved:
+            yield Reference(
+                ("agents", name),
+                f"{name!r} is reserved for the bus ({', '.join(sorted(reserved))}); "
+                "rename the agent",
+                name,
+            )
+        yield from _edge_problems(s, name, agent, "sends_to", agent.sends_to)
+        yield from _edge_problems(s, name, agent, "waits_for", agent.waits_for)
+        upstream = s.upstream_of(name)
+        if agent.returns_to is not None and agent.returns_to not in upstream:
+            msg = (
+                f"returns_to must name an agent that sends to {name!r} "
+                f"({', '.join(upstream) or 'none does'})"
+            )
+            yield Reference(("agents", name, "returns_to"), msg, agent.returns_to)
+        for i, tool_name in enumerate(agent.tools):
+            if tool_name not in s.tools:
+                msg = unknown("tool", tool_name, s.tools) + " (define it under tools:)"
+                yield Reference(("agents", name, "tools", i), msg, tool_name)
+
+
+def _edge_problems(
+    s: Scenario, name: str, agent: AgentSpec, field: str, targets: list[str]
+) -> Iterator[Reference]:
+    for i, target in enumerate(targets):
+        loc = ("agents", name, field, i)
+        if target == name:
+            verb = "sends to" if field == "sends_to" else "waits for"
+            yield Reference(loc, f"agent {name!r} {verb} itself", target)
+        elif target not in s.agents:
+            yield Reference(loc, unknown("agent", target, s.agents), target)
+        elif target in targets[:i]:
+            yield Reference(loc, f"agent {target!r} is named twice", target)
+
+
+# -- tools ------------------------------------------------------------------------------
+
+
+def tool_problems(s: Scenario) -> Iterator[Reference]:
+    for name, tool in s.tools.items():
+        if tool.service is not None and tool.service not in s.services:
+            msg = unknown("service", tool.service, s.services) + " (define it under services:)"
+            yield Reference(("tools", name, "service"), msg, tool.service)
+        if tool.table is None:
+            continue
+        at: Loc = ("tools", name)
+        table = s.world.tables.get(tool.table)
+        if table is None:
+            yield Reference(
+                (*at, "table"),
+                unknown("table", tool.table, s.world.tables) + " (define it under world.tables:)",
+                tool.table,
+            )
+            continue
+        yield from _table_tool_problems(at, tool, table.columns)
+
+
+def _table_tool_problems(at: Loc, tool: ToolSpec, columns: list[str]) -> Iterator[Reference]:
+    args = tool.args or {}
+    for i, column in enumerate(tool.returns or []):
+        if column not in columns:
+            yield Reference((*at, "returns", i), unknown("column", column, columns), column)
+    for i, column in enumerate(tool.search_fields or []):
+        if column not in columns:
+            yield Reference((*at, "search_fields", i), unknown("column", column, columns), column)
+    for arg, column in (tool.key or {}).items():
+        if tool.args is not None and arg not in args:
+            yield Reference((*at, "key", arg), unknown("argument", arg, args), arg)
+        if column not in columns:
+            yield Reference((*at, "key", arg), unknown("column", column, columns), column)
+    named: list[tuple[str, str | None]] = [("select", tool.select), ("limit", tool.limit)]
+    if tool.kind == "search" and tool.query is not None:
+        named.append(("query", tool.query))
+    for field, name in named:
+        if name is not None and tool.args is not None and name not in args:
+            msg = unknown("argument", name, args) + " (declare it under args:)"
+            yield Reference((*at, field), msg, name)
+    if tool.kind == "lookup" and not key_columns(tool, columns):
+        yield Reference(
+            (*at, "key"),
+            "a lookup tool matches at least one argument against a column; name them "
+            f"with `key: {{ARGUMENT: COLUMN}}` (columns: {', '.join(columns)})",
+            tool.key,
+        )
+
+
+def key_columns(tool: ToolSpec, columns: list[str]) -> dict[str, str]:
+    """A lookup tool's key arguments and the columns they match (`key`, or every
+    declared argument named like a column, except the `select` argument)."""
+    if tool.key is not None:
+        return dict(tool.key)
+    return {a: a for a in (tool.args or {}) if a in columns and a != tool.select}
+
+
+def fault_problems(s: Scenario) -> Iterator[Reference]:
+    for tname, tool in s.tools.items():
+        for i, fault in enumerate(tool.faults):
+            if fault.kind == "partial" and not s.is_batch_tool(tname):
+                yield Reference(
+                    ("tools", tname, "faults", i, "kind"),
+                    f"fault 'partial' cannot apply to tool {tname!r}: expected a batch tool "
+                    "(kind batch_fetch, or a lookup whose key argument is an array), "
+                    f"found kind {tool.kind!r}",
+                    fault.kind,
+                )
+            if fault.item_p is not None and fault.kind != "partial":
+                yield Reference(
+                    ("tools", tname, "faults", i, "item_p"),
+                    f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
+                    fault.item_p,
+                )
+
+
+# -- needs ------------------------------------------------------------------------------
+
+
+def need_problems(s: Scenario) -> Iterator[Reference]:
+    seen: dict[str, int] = {}
+    ids = [n.id for n in s.task.needs]
+    dangling = False
+    for i, need in enumerate(s.task.needs):
+        at: Loc = ("task", "needs", i)
+        if need.id in seen:
+            msg = f"duplicate need id {need.id!r} (first at task.needs.{seen[need.id]})"
+            yield Reference((*at, "id"), msg, need.id)
+        seen.setdefault(need.id, i)
+        if need.tool not in s.tools:
+            msg = unknown("tool", need.tool, s.tools) + " (define it under tools:)"
+            yield Reference((*at, "tool"), msg, need.tool)
+        else:
+            yield from _holder_problems(s, at, need.tool)
+        for arg, dep in need.depends_on().items():
+            loc = (*at, "args", arg, "from")
+            if dep.from_ == need.id:
+                dangling = True
+                yield Reference(loc, "a need cannot depend on itself", dep.from_)
+            elif dep.from_ not in ids:
+                dangling = True
+                yield Reference(loc, unknown("need", dep.from_, ids), dep.from_)
+    if not dangling:  # the graph checks need every dependency to exist
+        yield from _dependency_problems(s)
+
+
+def _holder_problems(s: Scenario, at: Loc, tool: str) -> Iterator[Reference]:
+    holders = [n for n, a in s.agents.items() if tool in a.tools]
+    gatherers = [n for n in holders if s.agents[n].does in GATHERS]
+    if gatherers:
+        return
+    where = (
+        f"tool {tool!r} is held only by {', '.join(holders)}, which do(es) not fetch needs"
+        if holders
+        else f"no agent holds tool {tool!r}"
+    )
+    yield Reference(
+        (*at, "tool"),
+        f"no agent can fetch this need: {where}; add it to the tools of an agent with "
+        "role researcher (or behaviour gather / synthesise)",
+        tool,
+    )
+
+
+def _dependency_problems(s: Scenario) -> Iterator[Reference]:
+    by_id = {n.id: (i, n) for i, n in enumerate(s.task.needs)}
+    cycle = _need_cycle({n.id: [d.from_ for d in n.depends_on().values()] for n in s.task.needs})
+    if cycle:
+        i, _ = by_id[cycle[0]]
+        yield Reference(
+            ("task", "needs", i, "args"),
+            f"the needs depend on each other in a cycle: {' -> '.join(cycle)}",
+            cycle[0],
+        )
+        return
+    for i, need in enumerate(s.task.needs):
+        for arg, dep in need.depends_on().items():
+            finders = s.gatherers_of(by_id[dep.from_][1].tool)
+            for agent in s.gatherers_of(need.tool):
+                if agent not in finders and not any(s.reaches(f, agent) for f in finders):
+                    yield Reference(
+                        ("task", "needs", i, "args", arg, "from"),
+                        f"need {need.id!r} (fetched by {agent!r}) depends on {dep.from_!r}, "
+                        f"found by {', '.join(finders) or 'nobody'}, whose results never "
+                        f"reach {agent!r}; add {agent!r} downstream of it (sends_to)",
+                        dep.from_,
+                    )
+
+
+def _need_cycle(deps: Mapping[str, list[str]]) -> list[str]:
+    """A dependency cycle among the needs (its ids, first repeated last), or []."""
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = 1
+        for nxt in deps.get(node, []):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, [*path, nxt])
+                if found:
+                    return found
+        state[node] = 2
+        return []
+
+    for start in deps:
+        if start not in state:
+            found = visit(start, [start])
+            if found:
+                return found
+    return []
+
+
+# -- topology ---------------------------------------------------------------------------
+
+
+def topology_problems(s: Scenario) -> Iterator[Reference]:
+    entries = s.entry_agents()
+    if not entries:
+        yield Reference(
+            ("agents",),
+            "no entry agent: every agent receives from another (sends_to forms a cycle); "
+            "expected at least one agent that nobody sends to",
+            list(s.agents),
+        )
+        return
+    graph = {n: s.downstream_of(n) for n in s.agents}
+    cycle = _need_cycle(graph)
+    if cycle:
+        yield Reference(
+            ("agents", cycle[0], "sends_to"),
+            f"sends_to forms a cycle: {' -> '.join(cycle)}; no task ever reaches these "
+            "agents (each waits for every upstream result, so a cycle never starts; send "
+            "work back with returns_to)",
+            cycle,
+        )
+        return
+
+
+# -- warnings ---------------------------------------------------------------------------
+
+
+def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
+    """Things that are allowed but probably not meant: a tool nobody holds, a tool an
+    agent holds but never calls (no need uses it, it delivers nothing, or the agent
+    routes and calls no tool)."""
+    warnings: list[tuple[Loc, str]] = []
+    held = {t for a in s.agents.values() for t in a.tools}
+    needed = {n.tool for n in s.task.needs}
+    for name in s.tools:
+        if name not in held:
+            warnings.append((("tools", name), f"tool {name!r} is defined but no agent holds it"))
+    for agent_name, agent in s.agents.items():
+        for i, tool in enumerate(agent.tools):
+            spec = s.tools.get(tool)
+            if spec is None:
+                continue
+            if agent.does == "route":
+                why = "it routes and calls no tool"
+            elif spec.kind == "report_sink":
+                if agent.does == "synthesise":
+                    continue
+                why = "only an agent that synthesises (a writer) delivers a report"
+            elif tool not in needed:
+                why = "no need of the task uses it"
+            else:
+                continue
+            warnings.append(
+                (("agents", agent_name, "tools", i), f"{agent_name!r} never calls {tool!r}: {why}")
+            )
+    return warnings

@@ -1,0 +1,169 @@
+"""Modelling mistakes the loader rejects, and the warnings it gives (errorflow.scenario
+.references): each at the path (and so the line) that causes it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errorflow.scenario.loader import ScenarioError, load_text
+from errorflow.scenario.references import modelling_warnings
+
+CHAIN = """\
+name: chain
+world:
+  tables:
+    tickets:
+      rows:
+        - {id: T-1, product: router}
+    kb:
+      rows:
+        - {id: KB-1, product: router}
+tools:
+  ticket: {kind: lookup, table: tickets, args: {id: {}, field: {}}, select: field}
+  kb: {kind: search, table: kb, args: {product: {}}}
+agents:
+  triage: {role: researcher, tools: [ticket], sends_to: [retriever]}
+  retriever: {role: researcher, tools: [kb], sends_to: [writer]}
+  writer: {role: writer}
+task:
+  prompt: p
+  needs:
+    - {id: product, tool: ticket, wording: the product, args: {id: T-1, field: product}}
+    - {id: kb, tool: kb, wording: kb, args: {product: {from: product}}}
+"""
+
+
+def problems(text: str) -> list[tuple[str, int, str]]:
+    with pytest.raises(ScenarioError) as info:
+        load_text(text, "s.yaml")
+    return [(p.path, p.line or 0, p.message) for p in info.value.problems]
+
+
+def test_the_chain_is_valid() -> None:
+    s = load_text(CHAIN)
+    assert s.terminal_agents() == ["writer"] and s.reaches("triage", "writer")
+    assert modelling_warnings(s) == []
+
+
+def test_a_need_whose_tool_no_agent_holds() -> None:
+    text = CHAIN.replace("tools: [kb], sends_to", "tools: [], sends_to")
+    [(path, line, msg)] = problems(text)
+    assert path == "task.needs.1.tool" and line == 21
+    assert "no agent holds tool 'kb'" in msg and "add it to the tools" in msg
+
+
+def test_a_need_held_only_by_an_agent_that_does_not_fetch() -> None:
+    text = CHAIN.replace(
+        "retriever: {role: researcher, tools: [kb]",
+        "retriever: {role: r, behaviour: route, tools: [kb]",
+    )
+    [(path, _, msg)] = problems(text)
+    assert path == "task.needs.1.tool" and "held only by retriever" in msg
+
+
+def test_dependencies_unknown_on_itself_and_in_a_cycle() -> None:
+    unknown = CHAIN.replace("{from: product}", "{from: prodcut}")
+    [(path, line, msg)] = problems(unknown)
+    assert path == "task.needs.1.args.product.from" and line == 21
+    assert "did you mean 'product'?" in msg
+    itself = CHAIN.replace("{from: product}", "{from: kb}")
+    assert "cannot depend on itself" in problems(itself)[0][2]
+    cycle = CHAIN.replace(
+        "args: {id: T-1, field: product}", "args: {id: {from: kb}, field: product}"
+    )
+    [(path, _, msg)] = problems(cycle)
+    assert path == "task.needs.0.args" and "cycle: product -> kb -> product" in msg
+
+
+def test_a_dependency_found_by_an_agent_whose_results_never_arrive() -> None:
+    # triage now sends straight to the writer: retriever never sees the product.
+    text = CHAIN.replace(
+        "tools: [ticket], sends_to: [retriever]", "tools: [ticket], sends_to: [writer]"
+    )
+    [(path, _, msg)] = problems(text)
+    assert path == "task.needs.1.args.product.from"
+    assert "found by triage, whose results never reach 'retriever'" in msg
+
+
+def test_a_sends_to_cycle_is_an_agent_nobody_reaches() -> None:
+    text = CHAIN.replace("writer: {role: writer}", "writer: {role: writer, sends_to: [retriever]}")
+    [(path, _, msg)] = problems(text)
+    assert path == "agents.retriever.sends_to"
+    assert "cycle: retriever -> writer -> retriever" in msg and "no task ever reaches" in msg
+
+
+def test_waits_for_declares_the_same_edges_from_the_receiving_side() -> None:
+    text = CHAIN.replace(", sends_to: [retriever]}", "}").replace(
+        "tools: [kb], sends_to", "tools: [kb], waits_for: [triage], sends_to"
+    )
+    s = load_text(text)
+    assert s.upstream_of("retriever") == ["triage"] and s.agents["triage"].sends_to == ["retriever"]
+    assert "waits_for" not in s.model_dump()["agents"]["writer"]  # unused: not dumped
+    bad = CHAIN.replace("writer: {role: writer}", "writer: {role: writer, waits_for: [nobody]}")
+    assert problems(bad)[0][0] == "agents.writer.waits_for.0"
+
+
+def test_a_role_of_ones_own_needs_a_behaviour() -> None:
+    text = CHAIN.replace("writer: {role: writer}", "writer: {role: editor}")
+    [(path, _, msg)] = problems(text)
+    assert path == "agents.writer.role" and "behaviour: gather | synthesise" in msg
+    load_text(
+        CHAIN.replace("writer: {role: writer}", "writer: {role: editor, behaviour: synthesise}")
+    )
+
+
+def test_warnings_for_tools_nobody_uses() -> None:
+    text = CHAIN.replace(
+        "tools:\n", "tools:\n  spare: {kind: metric_store}\n  sink: {kind: report_sink}\n"
+    ).replace("writer: {role: writer}", "writer: {role: writer, tools: [sink]}")
+    s = load_text(text.replace("[ticket], sends_to", "[ticket, sink], sends_to"))
+    assert modelling_warnings(s) == [
+        (("tools", "spare"), "tool 'spare' is defined but no agent holds it"),
+        (
+            ("agents", "triage", "tools", 1),
+            "'triage' never calls 'sink': only an agent that synthesises (a writer) "
+            "delivers a report",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        ("tools: [kb], sends_to", "tools: [], sends_to"),
+        ("{from: product}", "{from: kb}"),
+        ("writer: {role: writer}", "writer: {role: writer, sends_to: [retriever]}"),
+    ],
+)
+def test_validate_rejects_modelling_mistakes_with_exit_2(
+    tmp_path: Path, mistake: tuple[str, str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(CHAIN.replace(*mistake))
+    done = subprocess.run(
+        [sys.executable, "-m", "errorflow", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{path}:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_validate_prints_warnings_at_their_line_and_still_passes(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(CHAIN.replace("tools:\n", "tools:\n  spare: {kind: metric_store}\n"))
+    done = subprocess.run(
+        [sys.executable, "-m", "errorflow", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {path}:11:3: tools.spare: tool 'spare' is defined but no agent holds it" in (
+        " ".join(done.stderr.split())
+    )
