@@ -18,10 +18,13 @@ from collections.abc import Callable
 
 from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.backends import BackendFactory
+from errorflow.agents.call_limits import CallLimits
+from errorflow.agents.carry import CARRIERS, carry_forward
 from errorflow.agents.inputs import InputCollector, Ready, Rejected
 from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
 from errorflow.agents.model import FinalAnswer, NeedView, TaskTurn, ToolDef, UpstreamTurn
 from errorflow.agents.model_gate import ModelGate
+from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.presence import Presence
 from errorflow.agents.propagation import (
     INFRA_STOP,
@@ -36,7 +39,10 @@ from errorflow.agents.propagation import (
     unrecovered,
 )
 from errorflow.agents.result import ResultPayload, route
+from errorflow.agents.run_clock import start_time
+from errorflow.agents.services import ServiceRegistry
 from errorflow.agents.stop import CRASHED, StopReason
+from errorflow.agents.tool_catalog import ToolCatalog
 from errorflow.agents.tool_gate import ToolGate, TraceEntry
 from errorflow.agents.world import ToolClient, hidden_identifier
 from errorflow.bus import topics
@@ -53,21 +59,11 @@ from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
-from errorflow.scenario.catalog import DESCRIPTIONS, input_schema
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.policy import policy_for
+from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS
 
 log = logging.getLogger(__name__)
-
-SYSTEM_PROMPTS = {
-    "researcher": "You are a researcher. Use the tools to find each fact the task needs, "
-    "then submit what you found. Never state a fact you did not get from a tool.",
-    "writer": "You are a writer. Turn the findings you receive into a report. If an upstream "
-    "agent reports errors, partial_failure or low confidence, do not write around the gap: "
-    "flag it or abstain.",
-    "reviewer": "You are a reviewer. Check the report you receive against its sources; flag "
-    "or withhold claims that are not supported.",
-}
 
 #: Receives each trial's local tool trace (unredacted: it never leaves the process).
 OnTrace = Callable[[str, int, list[TraceEntry]], None]
@@ -84,8 +80,12 @@ class Agent:
         run_key: bytes,
         api_key: str | None = None,
         on_trace: OnTrace | None = None,
+        services: ServiceRegistry | None = None,
     ) -> None:
         self.name = name
+        # Shared by the run's agents in this process; a scenario without services needs
+        # none (and agents in other processes refuse one: errorflow.runtime.runner).
+        self.services = services if services is not None else ServiceRegistry(scenario)
         self.scenario = scenario
         self.spec = scenario.agents[name]
         self.policy = policy_for(scenario, name)
@@ -93,16 +93,22 @@ class Agent:
         members = set(scenario.agents) | {topics.RUNNER}
         self.endpoint = Endpoint(conn, run_id, name, members, key=run_key)
         self.run_id = run_id
-        self.backends = BackendFactory(self.spec.model, scenario.seed, name, api_key)
+        self.backends = BackendFactory(
+            self.spec.model, scenario.seed, name, api_key, scenario=scenario
+        )
+        self.catalog = ToolCatalog.of(scenario)
+        does = self.spec.does
         tools = [
             ToolDef(
                 t,
-                scenario.tools[t].description or DESCRIPTIONS[scenario.tools[t].kind],
-                input_schema(scenario.tools[t].kind),
+                self.catalog.descriptions[t],
+                self.catalog.schemas[t],
+                delivers=scenario.tools[t].kind == "report_sink",
             )
-            for t in self.spec.tools
+            for t in (self.spec.tools if does in CALLS_TOOLS else [])
         ]
-        self.persona = Persona(name, self.spec.role, SYSTEM_PROMPTS[self.spec.role], tools)
+        system = self.spec.instructions or DEFAULT_INSTRUCTIONS[does]
+        self.persona = Persona(name, self.spec.role, system, tools, does)
         # Reviewers that may send work back to this agent; their revision requests
         # are answered from the original inputs, kept until the trial's last round.
         returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
@@ -112,6 +118,10 @@ class Agent:
         )
         self.presence = Presence(self.endpoint, name, run_id, scenario)
         self._tasks: set[asyncio.Task[None]] = set()
+        # `scope: run`: one breaker (limiter, bulkhead) per tool for the whole run, which
+        # is reproducible because such runs take their trials one at a time, in order.
+        self._run_breakers = BreakerBank(self.policy.breaker)
+        self._run_limits = CallLimits.of(self.policy)
         self.on_trace = on_trace
         self.done_trials = 0
 
@@ -162,7 +172,10 @@ class Agent:
                 "%s: trial %d crashed: %s", self.name, trial, redact(f"{type(exc).__name__}: {exc}")
             )
             log.debug("%s", redact("".join(traceback.format_exception(exc))))
-            await self._publish_crash(trial, round_, inputs, exc)
+            try:
+                await self._publish_crash(trial, round_, inputs, exc)
+            except Exception as lost:  # the bus itself is gone: the runner's liveness
+                log.warning("%s: trial %d: crash not reported: %s", self.name, trial, lost)
         finally:
             self.inputs.finished(trial, round_)
             self.done_trials += 1
@@ -177,27 +190,18 @@ class Agent:
         seed = self.scenario.seed
         # A revision round is a new attempt: its own draws (round 0 keeps the plain name).
         owner = self.name if round_ == 0 else f"{self.name}@r{round_}"
-        clock = SimClock(self.scenario.time_scale)
+        start = start_time(self.scenario, trial, inputs)
+        clock = SimClock(self.scenario.time_scale, start)
         budget = Budget(self.policy.budget)
         guard = LoopGuard(self.policy.guards)
         pending: list[asyncio.Task[None]] = []
+        tally = PolicyTally()
 
         def emit(event: AgentEvent) -> None:
+            tally.add(event)
             pending.append(asyncio.create_task(self.endpoint.publish_event(trial, trace_id, event)))
 
-        gate = ToolGate(
-            agent=self.name,
-            trial=trial,
-            policy=self.policy,
-            client=ToolClient(self.scenario, trial, owner),
-            clock=clock,
-            rng=stream(seed, trial, owner, "retry"),
-            budget=budget,
-            breakers=BreakerBank(self.policy.breaker),
-            guard=guard,
-            implicit=self.mode == "implicit",
-            emit=emit,
-        )
+        gate = self._tool_gate(trial, owner, clock, budget, guard, emit)
         model = ModelGate(
             self.backends.for_trial(trial, owner),
             self.policy,
@@ -213,7 +217,12 @@ class Agent:
         loop = TrialLoop(
             self.persona, model, gate, budget, guard, self.policy.stop_on_unrecoverable, emit
         )
-        out = await loop.run(task, upstream)
+        try:
+            out = await loop.run(task, upstream)
+        except asyncio.CancelledError:
+            for task_ in pending:  # nobody will wait for these events any more
+                task_.cancel()
+            raise
         await _settle(pending)
         if self.on_trace is not None:
             self.on_trace(self.name, trial, gate.trace)
@@ -224,22 +233,77 @@ class Agent:
             input_tokens=float(model.input_tokens),
             output_tokens=float(model.output_tokens),
             retries=float(gate.retries + model.retries),
-            sim_seconds=round(clock.now, 6),
+            sim_seconds=round(clock.now - start, 6),
+            cache_read_tokens=float(model.cache_read_tokens),
+            cache_write_tokens=float(model.cache_write_tokens),
         )
-        await self._publish_result(trial, trace_id, inputs, final, reported, stopped, costs, round_)
+        ended = round(clock.now, 6) if self.scenario.run_scoped else None
+        await self._publish_result(
+            trial,
+            trace_id,
+            inputs,
+            final,
+            reported,
+            stopped,
+            costs,
+            round_,
+            policy=tally.to_wire(),
+            ended_at=ended,
+        )
         await _settle(pending)
+
+    def _tool_gate(
+        self,
+        trial: int,
+        owner: str,
+        clock: SimClock,
+        budget: Budget,
+        guard: LoopGuard,
+        emit: Callable[[AgentEvent], None],
+    ) -> ToolGate:
+        """The policy layer of one trial's tool calls (breakers, limiter and bulkhead
+        of the run when their `scope` is `run`)."""
+        breakers = (
+            self._run_breakers
+            if self.policy.breaker.scope == "run"
+            else BreakerBank(self.policy.breaker)
+        )
+        return ToolGate(
+            agent=self.name,
+            trial=trial,
+            policy=self.policy,
+            client=ToolClient(self.scenario, trial, owner, self.catalog, self.services),
+            clock=clock,
+            rng=stream(self.scenario.seed, trial, owner, "retry"),
+            budget=budget,
+            breakers=breakers,
+            limits=self._limits_for_trial(),
+            guard=guard,
+            implicit=self.mode == "implicit",
+            emit=emit,
+        )
+
+    def _limits_for_trial(self) -> CallLimits:
+        """The run's limiter and bulkhead when either is `scope: run`, else fresh ones."""
+        p = self.policy
+        if p.limiter.scope == "run" or p.bulkhead.scope == "run":
+            return self._run_limits
+        return CallLimits.of(p)
 
     def _conclude(self, out: LoopOutcome) -> tuple[FinalAnswer, list[Failure], StopReason | None]:
         """The final answer (a fallback when the loop was stopped), the failures it must
         report and why the loop stopped. A model call the infrastructure failed makes
         the answer an infra fault's: the trial measured nothing."""
         needs = out.task.needs
-        own = own_needs(self.spec.role, self.spec.tools, needs)
+        own = own_needs(self.spec.does, self.spec.tools, needs)
         infra = infra_failure(out.failures)
         if infra is not None:
             final = infra_answer(infra_text(self.name, infra), own)
         else:
             final = out.final or fallback_answer(self.mode, own, out.stopped)
+            if self.spec.does in CARRIERS:
+                upstream = [t for t in out.turns if isinstance(t, UpstreamTurn)]
+                final = carry_forward(final, upstream)
         reported = unrecovered(out.failures, out.succeeded_tools, open_tools(needs, own, final))
         return final, reported, (INFRA_STOP if infra is not None else out.stopped)
 
@@ -248,7 +312,7 @@ class Agent:
     ) -> None:
         """An input reports an infrastructure fault: this agent's result says so too, so
         the trial ends at once (and no real model is called for a trial not scored)."""
-        own = own_needs(self.spec.role, self.spec.tools, self._task_turn(trial).needs)
+        own = own_needs(self.spec.does, self.spec.tools, self._task_turn(trial).needs)
         failure = Failure(ErrorCode.INFRA_FAULT, "upstream", reason)
         await self._publish_result(
             trial,
@@ -263,18 +327,22 @@ class Agent:
 
     def _task_turn(self, trial: int) -> TaskTurn:
         task = self.scenario.task
-        needs = [
-            NeedView(
-                n.id,
-                n.tool,
-                n.arg,
-                n.wording,
-                None if hidden_identifier(self.scenario, trial, n) else n.value,
-                meant=n.value,
-            )
-            for n in task.needs
-        ]
+        needs = [self._need_view(n, hidden_identifier(self.scenario, trial, n)) for n in task.needs]
         return TaskTurn(task.prompt, needs)
+
+    def _need_view(self, need: NeedSpec, hidden: bool) -> NeedView:
+        args = need.arguments()
+        primary = need.primary
+        return NeedView(
+            need.id,
+            need.tool,
+            primary,
+            need.wording,
+            None if hidden else need.identifier,
+            meant=need.identifier,
+            fixed={k: v for k, v in args.items() if k != primary and not isinstance(v, FromNeed)},  # type: ignore[misc]
+            depends={k: (v.from_, v.field) for k, v in need.depends_on().items()},
+        )
 
     def _upstream_turn(self, env: Envelope) -> UpstreamTurn:
         return UpstreamTurn(
@@ -295,6 +363,9 @@ class Agent:
         stopped: StopReason | None,
         costs: Costs | None,
         round_: int = 0,
+        *,
+        policy: dict[str, float] | None = None,
+        ended_at: float | None = None,
     ) -> None:
         verdict = propagate(
             self.mode,
@@ -312,6 +383,8 @@ class Agent:
             stopped=stopped,
             costs=costs,
             failures=[f.code for f in failures],
+            policy=policy or {},
+            ended_at=ended_at,
         )
         for i, target in enumerate(where.targets):
             if i == 1:  # the costs were spent once, whatever the number of recipients

@@ -9,7 +9,7 @@ round, while rounds are left.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pydantic import JsonValue
 
@@ -33,21 +33,32 @@ class ResultPayload:
     #: copy already carries); on the wire `{}`.
     costs: Costs | None
     failures: list[ErrorCode]
+    #: The agent's policy decisions, counted (errorflow.agents.policy_tally); sent with
+    #: the costs, once.
+    policy: dict[str, float] = field(default_factory=dict)
+    #: Run time at which the agent finished (runs whose state lives across trials).
+    ended_at: float | None = None
 
     def without_costs(self) -> ResultPayload:
-        return replace(self, costs=None)
+        return replace(self, costs=None, policy={})
 
     def to_wire(self) -> JsonObject:
         costs: dict[str, JsonValue] = {}
         if self.costs is not None:
             costs.update(self.costs.to_wire())
-        return {
+        trace: JsonObject = {"costs": costs, "failures": [code.value for code in self.failures]}
+        if self.policy:
+            trace["policy"] = dict(self.policy)
+        wire: JsonObject = {
             "role": self.role,
             "round": self.round,
             "answer": answer_to_wire(self.answer),
             "stopped": None if self.stopped is None else self.stopped.wire,
-            "trace": {"costs": costs, "failures": [code.value for code in self.failures]},
+            "trace": trace,
         }
+        if self.ended_at is not None:
+            wire["t"] = self.ended_at
+        return wire
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from errorflow.agents.attempts import (
     RetryTerms,
     spend,
 )
+from errorflow.agents.call_limits import CallLimits
 from errorflow.agents.model import ToolCall
 from errorflow.agents.world import ToolClient, empty_of
 from errorflow.core.events import Emit, GuardBlock, RetriesExhausted, RetryScheduled, ToolCallEvent
@@ -93,8 +94,10 @@ class ToolGate:
         guard: LoopGuard,
         implicit: bool,
         emit: Emit,
+        limits: CallLimits | None = None,
     ) -> None:
         self.agent, self.trial, self.policy, self.client = agent, trial, policy, client
+        self.limits = limits if limits is not None else CallLimits.of(policy)
         self.clock, self.budget = clock, budget
         self.breakers, self.guard, self.implicit, self.emit = breakers, guard, implicit, emit
         self.trace: list[TraceEntry] = []
@@ -274,23 +277,32 @@ class _ToolAttempts:
 
     async def attempt(self, number: int) -> Answered[_Answer] | Failed:
         gate, tool = self.gate, self.call.name
+        refused = await gate.limits.enter(
+            tool, clock=gate.clock, budget=gate.budget, agent=gate.agent, emit=gate.emit
+        )
+        if refused is not None:  # it never went out: no backend call
+            gate.record_trace(self.call, self.mangled, None, number, failure=refused)
+            return Failed(refused)
         gate.budget.charge_backend()
         try:
-            result = gate.client.invoke(
+            result = await gate.client.ainvoke(
                 tool,
                 self.args,
                 timeout_s=gate.policy.retry.per_call_timeout_s,
                 idempotency_key=self.key,
+                now=gate.clock.now,
             )
         except Exception as exc:  # any tool bug is a classified failure, never a crash
             waited = exc.waited_s if isinstance(exc, CallTimeout) else self.spec.latency_s
             await spend(gate.clock, gate.budget, waited)
+            gate.limits.leave(tool, gate.clock.now)
             failure = classify_exception(tool, exc)
             gate.record_trace(
                 self.call, self.mangled, exc, number, failure=failure, waited_s=waited
             )
             return Failed(failure)
         await spend(gate.clock, gate.budget, result.duration_s)
+        gate.limits.leave(tool, gate.clock.now)
         soft = classify_body(
             tool,
             business_error=result.business_error,

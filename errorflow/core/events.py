@@ -131,9 +131,22 @@ class TrialOutcomeEvent(_Event):
     reason: str
 
 
+class CallRefused(_Event):
+    """A client-side limit refused an attempt before it went out: the rate limiter (no
+    permit within its timeout) or the bulkhead (too many calls of the tool in flight)."""
+
+    type: Literal["call_refused"] = "call_refused"
+    agent: str
+    tool: str
+    by: Literal["limiter", "bulkhead"]
+    waited_s: float = 0.0
+    at: float = 0.0
+
+
 #: Events an agent emits while it works (the runner adds labels and outcomes).
 AgentEvent = (
     AgentStart
+    | CallRefused
     | ToolCallEvent
     | GuardBlock
     | BreakerChange

@@ -5,12 +5,15 @@ Theory of operation
 A `PolicyConfig` is a plain, immutable (frozen) description of *how* an agent
 handles failure: which classes to retry and how long to wait (`RetryConfig`), when to
 stop calling a broken tool (`BreakerConfig`), when to cut a looping agent off
-(`GuardConfig`) and how much it may spend (`BudgetConfig`). The same models describe
-the tool edge (`retry`, `breaker`) and the model edge (`model_retry`,
-`model_breaker`), because a failing LLM call is just another backend call.
+(`GuardConfig`), how much it may spend (`BudgetConfig`) and how hard it may press on
+a tool (`BulkheadConfig`, `LimiterConfig`: both off unless a scenario turns them on).
+The same models describe the tool edge (`retry`, `breaker`) and the model edge
+(`model_retry`, `model_breaker`), because a failing LLM call is just another backend
+call.
 
 Configs are data, not behaviour: the policy modules (`retry`, `breaker`,
-`loop_guard`, `budget`) take a config plus the facts of the moment and decide.
+`loop_guard`, `budget`, `bulkhead`, `rate_limiter`) take a config plus the facts of
+the moment and decide.
 Every model forbids unknown keys, so a typo in an override fails loudly at build
 time instead of silently running the default, and is frozen, so the one config a
 scenario builds for an agent can be shared by every trial without one changing it.
@@ -77,22 +80,173 @@ class RetryConfig(BaseModel):
 
 
 class BreakerConfig(BaseModel):
-    """A closed/open/half-open circuit breaker per tool (or per tool + argument pattern)."""
+    """A circuit breaker per tool (or per tool + argument pattern); see `breaker.py`.
+
+    `window` picks what opens the circuit. ``consecutive`` (the default, and the
+    only behaviour before issue 14) opens after `failure_threshold` failed logical
+    calls in a row. ``count`` and ``time`` are resilience4j's sliding windows: the
+    last `window_size` calls, or the calls of the last `window_size` seconds, open
+    the circuit once at least `minimum_calls` of them are in the window and their
+    failure rate reaches `failure_rate` or their slow-call rate (calls longer than
+    `slow_call_s`) reaches `slow_call_rate`. The rate fields are read only by the
+    rate windows; `failure_threshold` only by ``consecutive``.
+
+    `state` pins the breaker: ``forced_open`` refuses every call, ``disabled``
+    allows every call and records nothing (like ``enabled: false``, but reported as
+    the state ``disabled``). `scope` says how long a breaker lives: ``trial`` (one
+    per agent per trial, trials stay independent) or ``run`` (one per agent shared
+    by every trial of the run, so an outage seen by one trial protects the next);
+    the breaker itself is the same either way, the runtime decides where it lives.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(True, description="False: every call is allowed, nothing is tracked.")
     failure_threshold: int = Field(
-        5, ge=1, le=1000, description="Consecutive failed logical calls that open the circuit."
+        5,
+        ge=1,
+        le=1000,
+        description="window consecutive: failed logical calls in a row that open the circuit.",
     )
     cooldown_s: float = Field(
         30.0, ge=0.0, le=86400.0, description="Simulated seconds open before probing."
     )
     half_open_probes: int = Field(
-        1, ge=1, le=100, description="Probe calls half-open lets through; all must succeed."
+        1,
+        ge=1,
+        le=100,
+        description="Probe calls half-open lets through; consecutive: all must succeed, "
+        "count/time: their failure and slow-call rates decide.",
     )
     per_argument: bool = Field(
         False, description="Key breakers by tool + argument pattern instead of tool alone."
+    )
+    window: Literal["consecutive", "count", "time"] = Field(
+        "consecutive",
+        description="What opens the circuit: consecutive failures, or the rates over the "
+        "last window_size calls (count) or seconds (time).",
+    )
+    window_size: float = Field(
+        10,
+        gt=0.0,
+        le=86400.0,
+        description="count: the last this many calls (a whole number); time: the calls "
+        "of the last this many simulated seconds.",
+    )
+    failure_rate: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="count/time: a failure rate (0-1) at or above this opens the circuit.",
+    )
+    minimum_calls: int = Field(
+        5,
+        ge=1,
+        le=100000,
+        description="count/time: calls in the window before any rate is judged "
+        "(count: at most window_size).",
+    )
+    slow_call_s: float | None = Field(
+        None,
+        gt=0.0,
+        le=86400.0,
+        description="count/time: a call lasting longer than this is slow (None = off).",
+    )
+    slow_call_rate: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="count/time: a slow-call rate (0-1) at or above this opens the circuit.",
+    )
+    max_half_open_s: float | None = Field(
+        None,
+        gt=0.0,
+        le=86400.0,
+        description="Half-open longer than this without a verdict reopens (None = no limit).",
+    )
+    state: Literal["auto", "forced_open", "disabled"] = Field(
+        "auto",
+        description="auto: the state machine; forced_open: refuse every call; "
+        "disabled: allow every call, record nothing.",
+    )
+    scope: Literal["trial", "run"] = Field(
+        "trial",
+        description="trial: a fresh breaker per agent per trial; run: one per agent "
+        "shared across the run's trials.",
+    )
+
+    @model_validator(mode="after")
+    def _window_fields_fit(self) -> BreakerConfig:
+        if self.window == "count" and self.window_size != int(self.window_size):
+            raise ValueError(
+                f"window_size ({self.window_size}) must be a whole number of calls "
+                "with window: count"
+            )
+        if self.window == "consecutive" and self.slow_call_s is not None:
+            raise ValueError(
+                "slow_call_s needs window: count or time (consecutive counts failures)"
+            )
+        if self.state == "forced_open" and not self.enabled:
+            raise ValueError("state: forced_open needs enabled: true")
+        return self
+
+
+class BulkheadConfig(BaseModel):
+    """At most `max_concurrent_calls` calls in flight per tool (per agent); see `bulkhead.py`.
+
+    Off by default, so the presets behave as before it existed. A call that finds the
+    bulkhead full waits up to `max_wait_s` simulated seconds for a permit (0: rejected at
+    once), like resilience4j's semaphore bulkhead.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(False, description="True: limit concurrent calls per tool.")
+    max_concurrent_calls: int = Field(
+        25, ge=1, le=100000, description="Calls of one tool in flight at once."
+    )
+    max_wait_s: float = Field(
+        0.0,
+        ge=0.0,
+        le=86400.0,
+        description="Simulated seconds a call waits for a free permit (0 = reject at once).",
+    )
+    per_argument: bool = Field(
+        False, description="Key bulkheads by tool + argument pattern instead of tool alone."
+    )
+    scope: Literal["trial", "run"] = Field(
+        "trial", description="trial: one per agent per trial; run: shared across trials."
+    )
+
+
+class LimiterConfig(BaseModel):
+    """A client-side rate limiter per tool (per agent); see `rate_limiter.py`.
+
+    resilience4j's fixed-cycle limiter: `limit_for_period` permits per
+    `refresh_period_s`, unused permits do not carry over; a call waits up to
+    `timeout_s` for a permit of a later cycle, else it is rejected. Off by default.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(False, description="True: limit the call rate per tool.")
+    limit_for_period: int = Field(
+        50, ge=1, le=1000000, description="Calls permitted per refresh period."
+    )
+    refresh_period_s: float = Field(
+        1.0, gt=0.0, le=86400.0, description="Simulated seconds of one period."
+    )
+    timeout_s: float = Field(
+        5.0,
+        ge=0.0,
+        le=86400.0,
+        description="Simulated seconds a call may wait for a permit (0 = reject at once).",
+    )
+    per_argument: bool = Field(
+        False, description="Key limiters by tool + argument pattern instead of tool alone."
+    )
+    scope: Literal["trial", "run"] = Field(
+        "trial", description="trial: one per agent per trial; run: shared across trials."
     )
 
 
@@ -147,6 +301,12 @@ class PolicyConfig(BaseModel):
     )
     guards: GuardConfig = Field(default_factory=GuardConfig, description="Agent loop guards.")
     budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Per-task limits.")
+    bulkhead: BulkheadConfig = Field(
+        default_factory=BulkheadConfig, description="Concurrent-call limits per tool (off)."
+    )
+    limiter: LimiterConfig = Field(
+        default_factory=LimiterConfig, description="Client-side rate limits per tool (off)."
+    )
     error_style: Literal["raw", "actionable"] = Field(
         "actionable",
         description='"raw": the tool error text as is; "actionable": add what to do next.',

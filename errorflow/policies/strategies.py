@@ -28,7 +28,9 @@ per-tool breaker (5 failures, 30 s cooldown), loop guards and actionable errors.
 
 Every preset keeps max_steps 25 so even blind-retry loops end, and retries model
 calls (429/529/5xx/timeout) resilient-style: the model edge is not what the
-strategies are compared on.
+strategies are compared on. Every breaker is the consecutive-failure kind with
+``scope: trial``, and no preset turns on a bulkhead or a client-side rate limiter
+(both new with issue 14), so the presets run exactly as before those existed.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from errorflow.core.taxonomy import RETRYABLE
 from errorflow.policies.config import (
     BreakerConfig,
     BudgetConfig,
+    BulkheadConfig,
     GuardConfig,
+    LimiterConfig,
     PolicyConfig,
     RetryConfig,
 )
@@ -86,12 +90,18 @@ _MODEL_RETRY = _retry(
 
 
 def _breaker(*, enabled: bool) -> BreakerConfig:
+    # The rate-window knobs (window_size, failure_rate, ...) keep their defaults: a
+    # consecutive window never reads them.
     return BreakerConfig(
         enabled=enabled,
         failure_threshold=5,
         cooldown_s=30.0,
         half_open_probes=1,
         per_argument=False,
+        window="consecutive",
+        max_half_open_s=None,
+        state="auto",
+        scope="trial",
     )
 
 
@@ -103,6 +113,11 @@ _GUARDS_STEP_CAP_ONLY = GuardConfig(
     max_consecutive_failures=0,
     no_progress_steps=0,
 )
+
+# Bulkheads and client-side rate limits are new with issue 14: off in every preset, so
+# the presets run as they did before; a scenario turns them on.
+_BULKHEAD_OFF = BulkheadConfig(enabled=False)
+_LIMITER_OFF = LimiterConfig(enabled=False)
 
 _BUDGET_UNLIMITED = BudgetConfig(
     max_backend_calls_per_step=0,
@@ -131,6 +146,8 @@ def _preset(
         breaker=breaker,
         guards=guards,
         budget=_BUDGET_UNLIMITED,
+        bulkhead=_BULKHEAD_OFF,
+        limiter=_LIMITER_OFF,
         error_style=error_style,
         tell_class=tell_class,
         stop_on_unrecoverable=stop_on_unrecoverable,

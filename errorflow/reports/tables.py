@@ -10,9 +10,13 @@ from collections.abc import Callable
 from typing import Literal
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from errorflow.core.display import for_terminal
+from errorflow.reports.policy_table import policy_table
+from errorflow.reports.service_table import service_table
 from errorflow.runtime.experiment import ArmJson, RefCell, SweepJson
 from errorflow.scoring.summary import PairedOutcomes, PerTrialCosts, Rate, RunJson
 
@@ -24,6 +28,13 @@ INFRA_FAULT = "infra_fault"
 
 #: What the rate columns say for infra-fault trials.
 NOT_SCORED = "not scored"
+
+
+def shown(text: object) -> str:
+    """A string from outside (a label, a name, an id) as Rich markup that prints it as
+    it is: control characters made visible, `[` not a tag. Rich parses markup in every
+    plain `str` it prints, table cells and titles included."""
+    return escape(for_terminal(str(text)))
 
 
 def infra_faults(data: RunJson) -> int:
@@ -59,9 +70,9 @@ def outcome_table(data: RunJson, title: str = "Outcomes") -> Table:
             continue
         rate = rates.get(outcome)
         if rate is None:  # counted, never rated
-            table.add_row(outcome, str(count), "–", NOT_SCORED)
+            table.add_row(shown(outcome), str(count), "–", NOT_SCORED)
         else:
-            table.add_row(outcome, str(count), pct(rate["rate"]), ci(rate))
+            table.add_row(shown(outcome), str(count), pct(rate["rate"]), ci(rate))
     return table
 
 
@@ -95,11 +106,18 @@ def cost_line(data: RunJson) -> str:
 
 def print_run(console: Console, data: RunJson, wall: float | None = None) -> None:
     console.print(
-        f"[bold]{data['scenario']}[/]  run {data['run_id']}  seed {data['seed']}  "
-        f"trials {data['trials']}  propagation {data['propagation']}"
+        f"[bold]{shown(data['scenario'])}[/]  run {shown(data['run_id'])}  "
+        f"seed {data['seed']}  trials {data['trials']}  "
+        f"propagation {shown(data['propagation'])}"
     )
-    console.print(f"broker: {data['broker']}", highlight=False)
+    console.print(f"broker: {shown(data['broker'])}", highlight=False)
     console.print(outcome_table(data))
+    policy = data["metrics"].get("policy")
+    if policy:
+        console.print(policy_table(policy))
+    services = data.get("services")
+    if services:
+        console.print(service_table(services))
     infra = infra_line(data)
     if infra is not None:
         console.print(f"[bold red]{infra}[/]", highlight=False)
@@ -108,7 +126,7 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     if m["max_depth"]:
         console.print(f"contamination depth: mean {m['mean_depth']:.2f}, max {m['max_depth']} hops")
     if data["rejects"]:
-        console.print(f"rejected messages: {data['rejects']}")
+        console.print(f"rejected messages: {shown(data['rejects'])}")
     if wall is not None:
         console.print(f"wall time {wall:.2f}s")
 
@@ -118,13 +136,13 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
     table = Table(title="Paired arms (same seeds, same faults)", title_justify="left")
     table.add_column("")
     for name in names:
-        table.add_column(name, justify="right")
+        table.add_column(shown(name), justify="right")
     for outcome in ("success", "contained", "contaminated", *SHOWN_WHEN_PRESENT):
         if outcome in SHOWN_WHEN_PRESENT and not any(
             a["outcomes"].get(outcome, 0) for a in arms.values()
         ):
             continue
-        table.add_row(outcome, *(_arm_cell(a, outcome) for a in arms.values()))
+        table.add_row(shown(outcome), *(_arm_cell(a, outcome) for a in arms.values()))
     for key, label in (
         ("backend_calls", "backend calls/trial"),
         ("model_calls", "model calls/trial"),
@@ -135,7 +153,8 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
     for metric, d in paired.items():
         lines.append(
             Text(
-                f"{metric}: {names[0]} − {names[1]} = {d['diff']:+.0%} "
+                f"{for_terminal(metric)}: {for_terminal(names[0])} − "
+                f"{for_terminal(names[1])} = {d['diff']:+.0%} "
                 f"(95% CI {d['low']:+.0%} to {d['high']:+.0%}; discordant trials "
                 f"{d['only_a']} vs {d['only_b']} of {d['n']})"
             )
@@ -165,14 +184,15 @@ def sweep_tables(data: SweepJson) -> Group:
     ]
     parts: list[RenderableType] = []
     if len(axes) == 1:
-        table = Table(title=f"{data['scenario']}: {axes[0]['name']}", title_justify="left")
-        table.add_column(axes[0]["name"])
+        title = f"{shown(data['scenario'])}: {shown(axes[0]['name'])}"
+        table = Table(title=title, title_justify="left")
+        table.add_column(shown(axes[0]["name"]))
         for name, _ in metrics:
             table.add_column(name, justify="right")
         for label in axes[0]["values"]:
-            table.add_row(label, *(fn(cells[label]) for _, fn in metrics))
+            table.add_row(shown(label), *(fn(cells[label]) for _, fn in metrics))
             if label in ref:
-                table.add_row(*(Text(x, style="dim") for x in _ref_row(ref[label])))
+                table.add_row(*(Text(for_terminal(x), "dim") for x in _ref_row(ref[label])))
         parts.append(table)
         parts.append(
             Text(
@@ -189,26 +209,26 @@ def sweep_tables(data: SweepJson) -> Group:
             ("backend/model calls per trial", metrics[2][1], "calls"),
         ]
         for title, fn, ref_key in views:
-            table = Table(title=f"{data['scenario']}: {title}", title_justify="left")
-            table.add_column(f"{rows['name']} \\ {cols['name']}")
+            table = Table(title=f"{shown(data['scenario'])}: {title}", title_justify="left")
+            table.add_column(f"{shown(rows['name'])} \\ {shown(cols['name'])}")
             for c in cols["values"]:
-                table.add_column(c, justify="right")
+                table.add_column(shown(c), justify="right")
             for r in rows["values"]:
-                table.add_row(r, *(fn(cells[f"{r}/{c}"]) for c in cols["values"]))
+                table.add_row(shown(r), *(fn(cells[f"{r}/{c}"]) for c in cols["values"]))
                 if ref and ref_key:
                     table.add_row(
                         Text("  published", style="dim"),
                         *(
-                            Text(_ref_value(ref.get(f"{r}/{c}"), ref_key), style="dim")
+                            Text(for_terminal(_ref_value(ref.get(f"{r}/{c}"), ref_key)), "dim")
                             for c in cols["values"]
                         ),
                     )
             parts.append(table)
     if reference and ref:
-        parts.append(Text(f"published: {reference['source']}", style="dim"))
+        parts.append(Text(f"published: {for_terminal(reference['source'])}", style="dim"))
     faulty = {label: infra_faults(c) for label, c in cells.items() if infra_faults(c)}
     if faulty:
-        listed = ", ".join(f"{label} {n}" for label, n in faulty.items())
+        listed = ", ".join(f"{for_terminal(label)} {n}" for label, n in faulty.items())
         parts.append(
             Text(f"infrastructure faults (not scored, out of the counts): {listed}", "bold red")
         )

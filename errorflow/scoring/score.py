@@ -21,14 +21,15 @@ rate.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import JsonValue
 
 from errorflow.agents.answers import answer_from_wire
+from errorflow.agents.ground_truth import need_truths
 from errorflow.agents.propagation import infra_reason
-from errorflow.agents.world import truth
 from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
@@ -67,6 +68,8 @@ class TrialScore:
     labels: list[MessageLabel] = field(default_factory=list)
     costs: Costs = field(default_factory=Costs)
     reason: str = ""
+    #: Policy decisions by agent (errorflow.agents.policy_tally counts), summed.
+    policy: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class Truth:
@@ -74,11 +77,12 @@ class Truth:
 
     def __init__(self, scenario: Scenario) -> None:
         self.values: dict[str, JsonValue] = {}
+        answers = need_truths(scenario)
         for n in scenario.task.needs:
             # The model only ever sees tool results through redaction; a correct claim
             # is one that matches what it could have seen.
-            value = redact_obj(truth(scenario.world, scenario.tools, n))
-            if scenario.tools[n.tool].kind == "batch_fetch" and isinstance(value, dict):
+            value = redact_obj(answers[n.id])
+            if scenario.is_batch_tool(n.tool) and isinstance(value, dict):
                 # a batch is answered item by item: one fact per document
                 self.values.update({f"{n.id}.{item}": v for item, v in value.items()})
             else:
@@ -140,9 +144,10 @@ def score_trial(
     costs = Costs.total(
         Costs.from_wire(m.payload.get("trace", {}).get("costs")) for m in by_id.values()
     )
+    policy = policy_counts(by_id.values())
     infra = infra_reason(results)
     if infra is not None:
-        return TrialScore(trial, Outcome.INFRA_FAULT, 0, [], costs, reason=infra)
+        return TrialScore(trial, Outcome.INFRA_FAULT, 0, [], costs, reason=infra, policy=policy)
     touched: dict[str, bool] = {}
 
     def is_touched(m: Envelope) -> bool:
@@ -154,7 +159,7 @@ def score_trial(
 
     labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
     finals = [m for m in results if m.recipient == "runner"]
-    score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs)
+    score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs, policy=policy)
     if not finals:
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"
         return score
@@ -171,6 +176,25 @@ def score_trial(
         score.outcome = Outcome.CONTAINED
         score.reason = "; ".join(lb.reason for lb in final_labels if lb.reason) or "incomplete"
     return score
+
+
+def policy_counts(messages: Iterable[Envelope]) -> dict[str, dict[str, float]]:
+    """The policy decisions the messages report (`trace.policy`), summed by sender."""
+    out: dict[str, dict[str, float]] = {}
+    for m in messages:
+        trace = m.payload.get("trace")
+        counts = trace.get("policy") if isinstance(trace, dict) else None
+        if not isinstance(counts, dict):
+            continue
+        mine = out.setdefault(m.sender, {})
+        for key, value in counts.items():
+            if (
+                isinstance(key, str)
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+            ):
+                mine[key] = round(mine.get(key, 0.0) + float(value), 6)
+    return {agent: counts for agent, counts in sorted(out.items()) if counts}
 
 
 def _complete(m: Envelope, truth_: Truth) -> bool:

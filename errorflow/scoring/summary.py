@@ -18,6 +18,7 @@ from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import Costs
 from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import PairedDifference, paired_difference, pass_at_k, wilson
 
 #: Outcomes that measured nothing: counted, never rated.
@@ -49,6 +50,8 @@ Metrics = TypedDict(
         "max_depth": int,
         "per_trial": PerTrialCosts,
         "pass^3": float | None,  # None below 3 trials
+        # Policy decisions by agent, summed over the measured trials (only when any).
+        "policy": NotRequired[dict[str, dict[str, float]]],
     },
 )
 
@@ -57,6 +60,7 @@ class RunSummary(TypedDict):
     trials: int
     outcomes: OutcomeCounts
     metrics: Metrics
+    services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
 
 
 class Amplification(TypedDict):
@@ -85,6 +89,7 @@ class RunJson(TypedDict):
     metrics: Metrics
     rejects: dict[str, int]  # rejected bus messages by reason
     amplification: NotRequired[Amplification]  # a run measured against a baseline
+    services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
 
 
 def summarize(scores: list[TrialScore]) -> RunSummary:
@@ -102,19 +107,28 @@ def summarize(scores: list[TrialScore]) -> RunSummary:
     costs = Costs.mean(s.costs for s in measured if s.outcome is not Outcome.BUS_FAULT)
     depths = [s.depth for s in measured if s.outcome is Outcome.CONTAMINATED]
     success = [s.outcome is Outcome.SUCCESS for s in measured]
-    return {
-        "trials": len(scores),
-        "outcomes": outcomes,
-        "metrics": {
-            "rates": rates,
-            "success_rate": rates[Outcome.SUCCESS]["rate"],
-            "contamination_rate": rates[Outcome.CONTAMINATED]["rate"],
-            "mean_depth": sum(depths) / len(depths) if depths else 0.0,
-            "max_depth": max(depths, default=0),
-            "per_trial": {k: round(v, 4) for k, v in costs.to_wire().items()},
-            "pass^3": pass_at_k(success, 3) if n >= 3 else None,
-        },
+    metrics: Metrics = {
+        "rates": rates,
+        "success_rate": rates[Outcome.SUCCESS]["rate"],
+        "contamination_rate": rates[Outcome.CONTAMINATED]["rate"],
+        "mean_depth": sum(depths) / len(depths) if depths else 0.0,
+        "max_depth": max(depths, default=0),
+        "per_trial": {k: round(v, 4) for k, v in costs.to_wire().items()},
+        "pass^3": pass_at_k(success, 3) if n >= 3 else None,
     }
+    policy = policy_totals(measured)
+    if policy:
+        metrics["policy"] = policy
+    return {"trials": len(scores), "outcomes": outcomes, "metrics": metrics}
+
+
+def policy_totals(scores: Sequence[TrialScore]) -> dict[str, dict[str, float]]:
+    """Each agent's policy decisions summed over `scores`."""
+    out: dict[str, Counter[str]] = {}
+    for s in scores:
+        for agent, counts in s.policy.items():
+            out.setdefault(agent, Counter()).update(counts)
+    return {a: {k: round(v, 6) for k, v in sorted(c.items())} for a, c in sorted(out.items())}
 
 
 def amplification(

@@ -1,0 +1,62 @@
+"""Every policy decision of an agent's trial, counted: what `run`, `show` and `report`
+print per agent (retries and backoff, breaker transitions, calls an open circuit
+refused, limiter and bulkhead rejections, guard blocks by kind, loop stops by reason).
+
+The agent counts the typed events as it emits them, and its result carries the counts
+(`trace.policy`), so the runner sums them per agent with the costs, whatever process
+the agent runs in. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from errorflow.core.events import (
+    AgentEvent,
+    BreakerChange,
+    CallRefused,
+    GuardBlock,
+    LoopStop,
+    ModelError,
+    RetriesExhausted,
+    RetryScheduled,
+    ToolCallEvent,
+)
+from errorflow.core.taxonomy import ErrorCode
+
+#: Tool-call codes that are a client-side policy refusing the call, by counter name.
+REFUSALS = {ErrorCode.CIRCUIT_OPEN: "refused_open"}
+
+
+class PolicyTally:
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.backoff_s = 0.0
+
+    def add(self, event: AgentEvent) -> None:
+        c = self.counts
+        if isinstance(event, RetryScheduled):
+            c["retries"] += 1
+            self.backoff_s += event.delay_s
+        elif isinstance(event, RetriesExhausted):
+            c["retries_exhausted"] += 1
+        elif isinstance(event, BreakerChange):
+            c[f"breaker_{event.to}"] += 1
+        elif isinstance(event, GuardBlock):
+            c[f"guard_{event.code.value}"] += 1
+        elif isinstance(event, LoopStop):
+            c[f"stop_{event.code}"] += 1
+        elif isinstance(event, ModelError) and event.retry:
+            c["model_retries"] += 1
+            self.backoff_s += event.delay_s
+        elif isinstance(event, ToolCallEvent) and event.code in REFUSALS:
+            c[REFUSALS[event.code]] += 1
+        elif isinstance(event, CallRefused):
+            c[f"{event.by}_rejected"] += 1
+
+    def to_wire(self) -> dict[str, float]:
+        """The non-zero counts (and backoff seconds), for the result's `trace.policy`."""
+        out: dict[str, float] = {k: float(v) for k, v in sorted(self.counts.items()) if v}
+        if self.backoff_s:
+            out["backoff_s"] = round(self.backoff_s, 6)
+        return out

@@ -1,0 +1,28 @@
+"""When an agent's work on a trial starts, in run time.
+
+Runs whose state lives across trials (services, run-scoped breakers) have a run clock:
+a trial starts when it arrives (errorflow.scenario.run_time), and an agent starts when
+its last input was sent (the `t` its sender's result carries). Every other run keeps
+a clock per agent and trial that starts at 0, as it always did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from errorflow.scenario.model import Scenario
+from errorflow.scenario.run_time import arrival
+
+
+class Sent(Protocol):
+    @property
+    def payload(self) -> Mapping[str, object]: ...
+
+
+def start_time(scenario: Scenario, trial: int, inputs: Sequence[Sent]) -> float:
+    if not scenario.run_scoped:
+        return 0.0
+    sent = [m.payload.get("t") for m in inputs]
+    times = [float(t) for t in sent if isinstance(t, int | float) and not isinstance(t, bool)]
+    return max([arrival(scenario, trial), *times])
