@@ -11,7 +11,6 @@ own column, count only, when a run has any; rates are over the other trials.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 from collections.abc import Callable
@@ -20,8 +19,14 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import COST_KEYS
+from errorflow.core.display import html_text, md_text
+from errorflow.reports.policy_table import policy_rows
+from errorflow.reports.service_table import service_rows
+from errorflow.runtime import root_causes
 from errorflow.runtime.store import StoredRun, get_run, group_runs, load_scores, trial_rows
+from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes, summary_rows
 from errorflow.scoring.score import Outcome
+from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.summary import (
     RATED,
     Amplification,
@@ -68,6 +73,10 @@ class ReportArm(TypedDict):
     amplification: Amplification | None  # None: no baseline was run
     rejects: dict[str, int]
     trial_outcomes: list[str]  # outcome values in trial order (for paired differences)
+    #: Where the failed trials' failures started, who dropped them, which edges carried
+    #: contamination (errorflow.scoring.root_cause_summary).
+    root_causes: NotRequired[RootCauseSummary]
+    services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
 
 
 class ReportJson(TypedDict):
@@ -111,7 +120,7 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
     # A run killed before it finished has no summary yet; its trials are stored.
     summary: RunSummary = run.get("summary") or summary_from_trials(db, run["run_id"])
     metrics = summary["metrics"]
-    return {
+    arm: ReportArm = {
         "label": label,
         "run_id": run["run_id"],
         "scenario": run["scenario"],
@@ -125,6 +134,10 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
         "rejects": run.get("rejects_by_reason", {}),
         "trial_outcomes": [t["outcome"] for t in trial_rows(db, run["run_id"])],
     }
+    if "services" in summary:
+        arm["services"] = summary["services"]
+    arm["root_causes"] = summarize_causes(root_causes.load(db, run["run_id"]).values())
+    return arm
 
 
 def summary_from_trials(db: Path, run_id: str) -> RunSummary:
@@ -221,75 +234,190 @@ def _fmt(v: Cell) -> str:
     return str(v)
 
 
-def to_markdown(data: ReportJson) -> str:
-    arms = data["arms"]
-    first = arms[0]
-    lines = [
-        f"# errorflow report: {data['id']}",
-        "",
-        f"Scenario **{first['scenario']}**, seed {first['seed']}, {first['trials']} trials"
-        f" per run, {len(arms)} run(s).",
-        "",
-        "## Outcomes",
-        "",
-    ]
+# -- the document: what the Markdown and the HTML report both say ------------------------
+# Built as plain text, never as markup, so that each format escapes every string the
+# same way: a label, a scenario name or an id from the store is text, whatever it holds.
+
+
+@dataclass(frozen=True)
+class Strong:
+    text: str
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    spans: tuple[str | Strong, ...]
+
+
+@dataclass(frozen=True)
+class TableBlock:
+    head: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Items:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class OutcomeChart:
+    """The outcome bars (HTML only)."""
+
+
+Block = Heading | Para | TableBlock | Items | OutcomeChart
+
+
+def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
     with_infra = any_infra_faults(arms)
-    infra_head = " infra fault (not scored) |" if with_infra else ""
-    lines += [
-        f"| run | success | contained | contaminated | bus fault |{infra_head} mean depth |",
-        "|---|---|---|---|---|" + ("---|" if with_infra else "") + "---|",
-    ]
-    rows = [ArmRow.of(a) for a in arms]
+    head = ["run", "success", "contained", "contaminated", "bus fault"]
+    head += ["infra fault (not scored)"] if with_infra else []
+    cells = []
     for r in rows:
-        cells = [
+        row = [r.arm["label"]]
+        row += [
             f"{c.count} ({c.rate:.0%}, CI {c.ci_low:.0%}–{c.ci_high:.0%})"
             for c in r.outcomes.values()
         ]
-        if with_infra:
-            cells.append(str(r.infra_faults))
-        depth = _fmt(r.arm["metrics"]["mean_depth"])
-        lines.append(f"| {r.arm['label']} | " + " | ".join(cells) + f" | {depth} |")
-    lines += [
-        "",
-        "Rates with 95 % Wilson intervals"
-        + (
-            ", over the trials that measured something (an infra fault is a model server "
-            "that failed: not scored)."
-            if with_infra
-            else "."
-        ),
-        "",
-        "## Costs per trial",
-        "",
-        "| run | backend calls | model calls | tokens | retries | simulated s |"
-        " backend × | model × |",
-        "|---|---|---|---|---|---|---|---|",
+        row += [str(r.infra_faults)] if with_infra else []
+        cells.append([*row, _fmt(r.arm["metrics"]["mean_depth"])])
+    over = (
+        ", over the trials that measured something (an infra fault is a model server "
+        "that failed: not scored)."
+    )
+    return [
+        Heading(2, "Outcomes"),
+        OutcomeChart(),
+        TableBlock([*head, "mean depth"], cells),
+        Para(("Rates with 95 % Wilson intervals" + (over if with_infra else "."),)),
     ]
+
+
+def _cost_blocks(rows: list[ArmRow]) -> list[Block]:
+    head = ["run", "backend calls", "model calls", "tokens", "retries", "simulated s"]
+    cells = []
     for r in rows:
         costs, amp = r.costs, r.amplification
-        lines.append(
-            f"| {r.arm['label']} | {_fmt(costs['backend_calls'])} | "
-            f"{_fmt(costs['model_calls'])} | {r.tokens:.0f} | {_fmt(costs['retries'])} | "
-            f"{_fmt(costs['sim_seconds'])} | {_fmt(amp['backend_calls'])} | "
-            f"{_fmt(amp['model_calls'])} |"
-        )
-    lines += [
-        "",
-        "Amplification is against the same scenario with every fault removed, "
-        "same seeds (– when no baseline was run).",
+        cells.append(
+            [r.arm["label"], _fmt(costs["backend_calls"]), _fmt(costs["model_calls"]),
+             f"{r.tokens:.0f}", _fmt(costs["retries"]), _fmt(costs["sim_seconds"]),
+             _fmt(amp["backend_calls"]), _fmt(amp["model_calls"])]
+        )  # fmt: skip
+    return [
+        Heading(2, "Costs per trial"),
+        TableBlock([*head, "backend ×", "model ×"], cells),
+        Para(("Amplification is against the same scenario with every fault removed, "
+              "same seeds (– when no baseline was run).",)),
+    ]  # fmt: skip
+
+
+def _service_blocks(arms: list[ReportArm]) -> list[Block]:
+    """The load on each service, per run (when the runs had services)."""
+    head = ["run", "service", "calls/trial", "answered", "refused", "peak/s", "outages"]
+    cells = [[a["label"], *row] for a in arms for row in service_rows(a.get("services") or {})]
+    if not cells:
+        return []
+    return [Heading(2, "Services"), TableBlock(head, cells)]
+
+
+def _policy_blocks(arms: list[ReportArm]) -> list[Block]:
+    """Every policy decision per agent, per run (when the runs made any)."""
+    head = ["run", "agent", "retries", "backoff s", "breaker o/h/c", "refused", "guard blocks",
+            "loop stops"]  # fmt: skip
+    cells = [
+        [a["label"], *row] for a in arms for row in policy_rows(a["metrics"].get("policy") or {})
     ]
+    if not cells:
+        return []
+    return [
+        Heading(2, "Policy decisions"),
+        TableBlock(head, cells),
+        Para(("Totals over the measured trials: retries (and how many ran out), the backoff "
+              "they waited, breaker transitions (open / half-open / closed), calls refused "
+              "before they ran, guard blocks and loop stops by kind.",)),
+    ]  # fmt: skip
+
+
+def _root_cause_blocks(arms: list[ReportArm]) -> list[Block]:
+    """Root causes of the failed trials, per run (when any failed)."""
+    cells = [
+        [a["label"], what, where, str(n)]
+        for a in arms
+        if "root_causes" in a
+        for what, where, n in summary_rows(a["root_causes"])
+    ]
+    if not cells:
+        return []
+    return [
+        Heading(2, "Root causes"),
+        TableBlock(["run", "what", "where", "trials"], cells),
+        Para(("Of the failed trials: where the failure started (the agent, tool and error "
+              "class of the first failure nothing upstream caused), who dropped it (swallowed "
+              "it, passed it on silently, or stated a false claim as certain), where "
+              "contamination started and was stopped, the messages that carried it, where it "
+              "was first contained, and the contamination depths. One trial whole: errorflow "
+              "trace RUN_ID --trial N.",)),
+    ]  # fmt: skip
+
+
+def document(data: ReportJson) -> list[Block]:
+    """The report's content, once, for every format that shows it to a reader."""
+    arms = data["arms"]
+    first = arms[0]
+    rows = [ArmRow.of(a) for a in arms]
+    blocks: list[Block] = [
+        Heading(1, f"errorflow report: {data['id']}"),
+        Para(("Scenario ", Strong(first["scenario"]), f", seed {first['seed']}, "
+              f"{first['trials']} trials per run, {len(arms)} run(s).")),
+        *_outcome_blocks(arms, rows),
+        *_cost_blocks(rows),
+        *_policy_blocks(arms),
+        *_service_blocks(arms),
+        *_root_cause_blocks(arms),
+    ]  # fmt: skip
     if "paired" in data:
-        lines += ["", "## Paired difference (explicit − implicit, same trials)", ""]
-        for metric, d in data["paired"].items():
-            lines.append(
-                f"- {metric}: {d['diff']:+.1%} (95 % CI {d['low']:+.1%} to "
-                f"{d['high']:+.1%}); discordant trials {d['only_a']} vs {d['only_b']}"
-                f" of {d['n']}"
-            )
+        items = [
+            f"{metric}: {d['diff']:+.1%} (95 % CI {d['low']:+.1%} to {d['high']:+.1%}); "
+            f"discordant trials {d['only_a']} vs {d['only_b']} of {d['n']}"
+            for metric, d in data["paired"].items()
+        ]
+        blocks += [Heading(2, "Paired difference (explicit − implicit, same trials)"), Items(items)]
     rejects = {k: v for a in arms for k, v in (a["rejects"] or {}).items()}
     if rejects:
-        lines += ["", f"Rejected bus messages: {rejects}"]
-    return "\n".join(lines) + "\n"
+        blocks.append(Para((f"Rejected bus messages: {rejects}",)))
+    return blocks
+
+
+def _md_block(block: Block) -> str | None:
+    match block:
+        case Heading(level=level, text=text):
+            return "#" * level + " " + md_text(text)
+        case Para(spans=spans):
+            return "".join(
+                f"**{md_text(s.text)}**" if isinstance(s, Strong) else md_text(s, limit=None)
+                for s in spans
+            )
+        case TableBlock(head=head, rows=rows):
+            lines = [_md_row(head), "|" + "---|" * len(head)]
+            return "\n".join(lines + [_md_row(r) for r in rows])
+        case Items(items=items):
+            return "\n".join(f"- {md_text(item)}" for item in items)
+    return None  # the chart: HTML only
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(md_text(c) for c in cells) + " |"
+
+
+def to_markdown(data: ReportJson) -> str:
+    shown = (_md_block(b) for b in document(data))
+    return "\n\n".join(s for s in shown if s is not None) + "\n"
 
 
 def _bars_svg(arms: list[ReportArm]) -> str:
@@ -303,7 +431,7 @@ def _bars_svg(arms: list[ReportArm]) -> str:
     shown = OUTCOMES + ([INFRA_FAULT] if any_infra_faults(arms) else [])
     for i, a in enumerate(arms):
         y = i * (bar_h + gap)
-        parts.append(f'<text x="0" y="{y + 16}" font-size="13">{html.escape(a["label"])}</text>')
+        parts.append(f'<text x="0" y="{y + 16}" font-size="13">{html_text(a["label"])}</text>')
         x = float(left)
         total = max(1, sum(a["outcomes"].get(o, 0) for o in shown))
         for o in shown:
@@ -328,38 +456,29 @@ def _bars_svg(arms: list[ReportArm]) -> str:
     return "".join(parts)
 
 
+def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
+    match block:
+        case Heading(level=level, text=text):
+            return [f"<h{level}>{html_text(text)}</h{level}>"]
+        case Para(spans=spans):
+            text = "".join(s.text if isinstance(s, Strong) else s for s in spans)
+            return [f"<p>{html_text(text, limit=None)}</p>"]
+        case TableBlock(head=head, rows=rows):
+            trs = [_html_row("th", head), *(_html_row("td", r) for r in rows)]
+            return ["<table>", *trs, "</table>"]
+        case Items(items=items):
+            return [f"<li>{html_text(item)}</li>" for item in items]
+        case OutcomeChart():
+            return [_bars_svg(arms)]
+    return []
+
+
+def _html_row(tag: str, cells: list[str]) -> str:
+    return "<tr>" + "".join(f"<{tag}>{html_text(c)}</{tag}>" for c in cells) + "</tr>"
+
+
 def to_html(data: ReportJson) -> str:
-    md = to_markdown(data)
-    body = []
-    for line in md.splitlines():
-        if line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
-            if line.startswith("## Outcomes"):
-                body.append(_bars_svg(data["arms"]))
-        elif line.startswith("|---"):
-            continue
-        elif line.startswith("| "):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            tag = "th" if body and not body[-1].startswith("<tr") else "td"
-            row = "".join(f"<{tag}>{html.escape(c).replace('**', '')}</{tag}>" for c in cells)
-            body.append(f"<tr>{row}</tr>")
-        elif line.startswith("- "):
-            body.append(f"<li>{html.escape(line[2:])}</li>")
-        elif line:
-            body.append(f"<p>{html.escape(line).replace('**', '')}</p>")
-    out, in_table = [], False
-    for piece in body:
-        if piece.startswith("<tr") and not in_table:
-            out.append("<table>")
-            in_table = True
-        if not piece.startswith("<tr") and in_table:
-            out.append("</table>")
-            in_table = False
-        out.append(piece)
-    if in_table:
-        out.append("</table>")
+    out = [piece for b in document(data) for piece in _html_block(b, data["arms"])]
     style = (
         "body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
@@ -367,7 +486,7 @@ def to_html(data: ReportJson) -> str:
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>errorflow report "
-        f"{html.escape(data['id'])}</title><style>{style}</style></head><body>"
+        f"{html_text(data['id'])}</title><style>{style}</style></head><body>"
         + "\n".join(out)
         + "</body></html>\n"
     )

@@ -1,0 +1,172 @@
+"""OpenTelemetry export: a trace per trial with GenAI / OpenInference spans, provenance as
+links, reproducible ids; sent over OTLP/HTTP to a receiver and read back."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from errorflow.cli.main import main
+from errorflow.reports import otlp
+from errorflow.runtime.store import get_run
+from errorflow.runtime.trial_store import load_trace
+from tests.conftest import free_port
+from tests.otlp_receiver import Phoenix, ProtoReceiver, phoenix_binary
+from tests.trace_runs import run_stored
+
+TRIALS = 4
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    db = tmp_path_factory.mktemp("otlp") / "o.db"
+    result, _ = run_stored("contamination", db, trials=TRIALS, propagation="implicit")
+    return db, result.run_id
+
+
+def export_json(db: Path, run_id: str, out: Path) -> list[dict[str, Any]]:
+    args = ["export", run_id, "--format", "otlp-json", "-o", str(out), "--db", str(db)]
+    assert main(args) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def spans_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for rs in request["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def attrs(span: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].values())) for a in span.get("attributes", [])}
+
+
+def test_one_trace_per_trial_with_the_same_ids_every_time(
+    stored: tuple[Path, str], tmp_path: Path
+) -> None:
+    db, run_id = stored
+    first = export_json(db, run_id, tmp_path / "a.jsonl")
+    again = export_json(db, run_id, tmp_path / "b.jsonl")
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert len(first) == TRIALS and first == again
+    for trial, request in enumerate(first):
+        ids = {s["traceId"] for s in spans_of(request)}
+        assert ids == {f"{otlp.trace_id(run_id, trial):032x}"}
+
+
+def test_spans_follow_the_genai_conventions_with_labels_and_links(
+    stored: tuple[Path, str], tmp_path: Path
+) -> None:
+    db, run_id = stored
+    spans = spans_of(export_json(db, run_id, tmp_path / "t.jsonl")[0])
+    by_name = {s["name"]: s for s in spans}
+    root = by_name["trial 0"]
+    researcher, writer = by_name["invoke_agent researcher"], by_name["invoke_agent writer"]
+    tool = by_name["execute_tool search_papers"]
+    chats = {s["parentSpanId"]: s for s in spans if s["name"] == "chat small-local"}
+    assert sorted(chats) == sorted([researcher["spanId"], writer["spanId"]])
+    chat = chats[researcher["spanId"]]
+    assert "parentSpanId" not in root or not root["parentSpanId"]
+    assert researcher["parentSpanId"] == root["spanId"] == writer["parentSpanId"]
+    assert tool["parentSpanId"] == researcher["spanId"]
+    a = attrs(root)
+    assert (a["openinference.span.kind"], a["errorflow.outcome"], a["errorflow.depth"]) == (
+        "CHAIN",
+        "contaminated",
+        "2",
+    )
+    assert (a["errorflow.origin.agent"], a["errorflow.origin.tool"]) == (
+        "researcher",
+        "search_papers",
+    )
+    a = attrs(researcher)
+    assert (a["gen_ai.operation.name"], a["gen_ai.agent.name"], a["openinference.span.kind"]) == (
+        "invoke_agent",
+        "researcher",
+        "AGENT",
+    )
+    assert a["errorflow.label"] == "contaminated" and a["errorflow.handling"] == "swallowed"
+    assert a["errorflow.label.reason"].startswith("false claim(s)")
+    a = attrs(tool)
+    assert (a["gen_ai.operation.name"], a["gen_ai.tool.name"], a["openinference.span.kind"]) == (
+        "execute_tool",
+        "search_papers",
+        "TOOL",
+    )
+    assert a["error.type"] == "permission_denied" and tool["status"]["code"] == 2  # ERROR
+    a = attrs(chat)
+    assert (a["gen_ai.operation.name"], a["openinference.span.kind"]) == ("chat", "LLM")
+    assert int(a["gen_ai.usage.output_tokens"]) > 0
+    # provenance: the writer worked from the researcher's message
+    assert [link["spanId"] for link in writer["links"]] == [researcher["spanId"]]
+
+
+def test_received_by_an_otlp_http_receiver_with_parents_and_links(
+    stored: tuple[Path, str], tmp_path: Path
+) -> None:
+    db, run_id = stored
+    expected = [s for r in export_json(db, run_id, tmp_path / "e.jsonl") for s in spans_of(r)]
+    with ProtoReceiver() as receiver:
+        assert main(["export", run_id, "--otlp", receiver.url, "--db", str(db)]) == 0
+    got = {s["span_id"]: s for s in receiver.spans}
+    assert sorted(got) == sorted(s["spanId"] for s in expected)
+    for s in expected:
+        mine = got[s["spanId"]]
+        assert mine["name"] == s["name"] and mine["trace_id"] == s["traceId"]
+        assert mine["parent"] == (s.get("parentSpanId") or None)
+        assert mine["links"] == [(link["traceId"], link["spanId"]) for link in s.get("links", [])]
+    writers = [s for s in receiver.spans if s["name"] == "invoke_agent writer"]
+    assert len(writers) == TRIALS
+    for w in writers:  # each links to its own trial's researcher
+        ((trace, span),) = w["links"]
+        assert got[span]["name"] == "invoke_agent researcher" and trace == w["trace_id"]
+    assert {s["resource"]["openinference.project.name"] for s in receiver.spans} == {run_id}
+
+
+def test_a_receiver_that_is_not_there_is_a_connection_error(stored: tuple[Path, str]) -> None:
+    db, run_id = stored
+    run = get_run(db, run_id)
+    trace = load_trace(db, run_id, 0)
+    assert run is not None and trace is not None
+    spans = otlp.trial_spans(
+        trace, otlp.agent_models(run["scenario_json"]), otlp.run_resource(run_id, "contamination")
+    )
+    with pytest.raises(ConnectionError, match="did not take the spans"):
+        otlp.send(spans, f"http://127.0.0.1:{free_port()}", timeout_s=1)
+
+
+@pytest.mark.slow
+def test_phoenix_receives_the_traces(stored: tuple[Path, str], tmp_path: Path) -> None:
+    """A real OpenTelemetry backend (Arize Phoenix, from PyPI) takes the export and gives
+    back every span with its parent; Phoenix keeps no span links, so the provenance is
+    read from `errorflow.derived_from` here (the links from the receiver above)."""
+    binary = phoenix_binary()
+    if binary is None:
+        pytest.skip(
+            "Arize Phoenix not installed (pip install arize-phoenix, in a venv of its "
+            "own; ERRORFLOW_TEST_PHOENIX=PATH/TO/phoenix)"
+        )
+    db, run_id = stored
+    expected = [s for r in export_json(db, run_id, tmp_path / "p.jsonl") for s in spans_of(r)]
+    with Phoenix(binary, tmp_path) as phoenix:
+        assert main(["export", run_id, "--otlp", phoenix.url, "--db", str(db)]) == 0
+        deadline = time.monotonic() + 60
+        spans = phoenix.spans(run_id)
+        while len(spans) < len(expected) and time.monotonic() < deadline:
+            time.sleep(0.5)  # Phoenix writes what it received in the background
+            spans = phoenix.spans(run_id)
+    got = {s["context"]["span_id"]: s for s in spans}
+    assert sorted(got) == sorted(s["spanId"] for s in expected)
+    for s in expected:
+        theirs = got[s["spanId"]]
+        assert theirs["name"] == s["name"]
+        assert theirs["parent_id"] == (s.get("parentSpanId") or None)
+        assert theirs["context"]["trace_id"] == s["traceId"]
+    kinds = {s["name"].split()[0]: s["span_kind"] for s in spans}
+    assert kinds["invoke_agent"] == "AGENT" and kinds["execute_tool"] == "TOOL"
+    assert kinds["chat"] == "LLM" and kinds["trial"] == "CHAIN"
+    writers = [s for s in spans if s["name"] == "invoke_agent writer"]
+    for w in writers:
+        (parent,) = w["attributes"]["errorflow.derived_from"]
+        assert got[parent]["name"] == "invoke_agent researcher"
