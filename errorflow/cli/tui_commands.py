@@ -7,18 +7,28 @@ exit code: 0 ok, 1 a runtime failure, 2 bad input, with one line on stderr.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
-from errorflow.cli.args import nonneg, nonneg_float, port, positive
+from errorflow.cli.args import db_arg, nonneg_float, port
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
-from errorflow.cli.preflight import broker_of, free_port
+from errorflow.cli.preflight import broker_of, free_port, writable_db
 from errorflow.cli.run_keys import observer_key
-from errorflow.cli.scenario_input import RunSettings, scenario_from
+from errorflow.cli.run_options import scenario_args
+from errorflow.cli.scenario_input import (
+    RunSettings,
+    check_axis,
+    configure,
+    parse_sets,
+    scenario_from,
+)
 from errorflow.cli.store_commands import stored_id
-from errorflow.runtime.store import DEFAULT_DB
+from errorflow.runtime.experiment import sweep_arms
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.wording import closest
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, find_run
 
@@ -49,10 +59,6 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         metavar="PATH",
         help="--attach: the run key, to verify what is shown (default: $ERRORFLOW_RUN_KEY)",
     )
-    t.add_argument(
-        "--speed", type=nonneg_float, default=1.0, metavar="X",
-        help="replay speed: X times real time, 0 = at once (default: 1)",
-    )  # fmt: skip
     t.set_defaults(func=cmd_tui)
 
     s = sub.add_parser(
@@ -68,11 +74,21 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trials", type=positive, help="number of trials (default: the scenario's)")
-    p.add_argument("--seed", type=nonneg, help="seed (default: the scenario's)")
-    p.add_argument("--propagation", choices=["explicit", "implicit"])
+    """The options of `run` that choose the scenario, a sweep's cell, and the pace."""
+    scenario_args(p, ["explicit", "implicit"], "to run")
+    p.add_argument(
+        "--cell",
+        metavar="LABEL",
+        help="one cell of the scenario's sweep: block, by its label as `sweep` prints it "
+        "(e.g. hierarchy/implicit)",
+    )
+    p.add_argument(
+        "--speed", type=nonneg_float, default=1.0, metavar="X",
+        help="pace of the display: X times ×1 (two messages a second), 0 = as fast as "
+        "they come; + and - change it (default: 1)",
+    )  # fmt: skip
     p.add_argument("--broker", metavar="URL", help="mqtt://HOST:PORT (default: embedded)")
-    p.add_argument("--db", default=str(DEFAULT_DB), help=f"SQLite file (default: {DEFAULT_DB})")
+    db_arg(p)
 
 
 def build_session(args: argparse.Namespace) -> Session:
@@ -97,15 +113,41 @@ def build_session(args: argparse.Namespace) -> Session:
             stored = find_run(db, args.attach)  # the run may be recorded here already
             scenario = stored.scenario if stored else None
         key = observer_key(getattr(args, "key_file", None))
-        return Session("attach", holder, db, scenario, args.attach, run_key=key)
+        return Session("attach", holder, db, scenario, args.attach, args.speed, run_key=key)
     if not args.scenario:
         raise BadInput("give a SCENARIO to run, or --attach RUN_ID, or --replay RUN_ID")
-    return Session("live", holder, db, _scenario(args))
+    scenario = _scenario(args)
+    writable_db(args.db)  # a bad --db is one line here, not an error inside the app
+    return Session("live", holder, db, scenario, speed=args.speed)
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    settings = RunSettings(trials=args.trials, seed=args.seed, propagation=args.propagation)
-    return scenario_from(args.scenario, (), settings)
+    """The scenario file, its `--set` overrides, a sweep cell (`--cell`), then the run
+    settings: as `sweep` runs a cell (`--propagation` is a default the cell may vary,
+    `--trials` and `--seed` win over the cell's)."""
+    sets = parse_sets(getattr(args, "set", None))
+    cell = getattr(args, "cell", None)
+    if cell is None:
+        settings = RunSettings(trials=args.trials, seed=args.seed, propagation=args.propagation)
+        return scenario_from(args.scenario, sets, settings)
+    base = scenario_from(args.scenario, sets, RunSettings(propagation=args.propagation))
+    return configure(sweep_cell(base, cell, args.scenario), (),
+                     RunSettings(trials=args.trials, seed=args.seed))  # fmt: skip
+
+
+def sweep_cell(scenario: Scenario, label: str, where: str) -> Scenario:
+    """The cell `label` (`row/col`, or `value` for one axis) of the scenario's sweep."""
+    if scenario.sweep is None:
+        raise BadInput(f"{where} has no sweep: block, so no cells for --cell")
+    axes = [(a.name, a.values) for a in scenario.sweep.axes]
+    for name, values in axes:
+        check_axis(scenario, f"sweep: {name}", values)
+    arms = {a.label: a.scenario for a in sweep_arms(scenario, axes)}
+    if label in arms:
+        return arms[label]
+    close = closest(label, list(arms))
+    hint = f"did you mean {close!r}?" if close else "the cells are " + ", ".join(arms)
+    raise BadInput(f"no cell {label!r} in the sweep of {where} ({hint})")
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
@@ -123,23 +165,61 @@ def serve_command(args: argparse.Namespace) -> str:
         scenario = str(Path(scenario).resolve())  # the child may start elsewhere
     argv = [sys.executable, "-m", "errorflow", "tui", scenario,
             "--db", str(Path(args.db).resolve())]  # fmt: skip
-    for flag in ("trials", "seed", "propagation", "broker"):
-        value = getattr(args, flag)
+    for flag in ("trials", "seed", "propagation", "cell", "speed", "broker"):
+        value = getattr(args, flag, None)
         if value is not None:
             argv += [f"--{flag}", str(value)]
+    for spec in getattr(args, "set", None) or []:
+        argv += ["--set", spec]
     return shlex.join(argv)
+
+
+#: The page textual-serve shows, made to measure the terminal in the font it draws in:
+#: its own copy of Roboto Mono instead of a web font that arrives after the terminal
+#: has counted its columns (a wider font then pushes the right end out of the window),
+#: and a page that can never grow a scrollbar over the last columns.
+PAGE_FIXES = """
+    <style>
+      @font-face {
+        font-family: "Roboto Mono"; font-display: block;
+        src: url("{{ config.static.url }}fonts/RobotoMono-VariableFont_wght.ttf");
+      }
+      html, body { margin: 0; padding: 0; overflow: hidden; }
+    </style>
+    <script>
+      const startTerminal = window.onload;  // textual.js's: fit the terminal, connect
+      window.onload = (event) => document.fonts.load("16px 'Roboto Mono'")
+        .catch(() => null).finally(() => startTerminal && startTerminal(event));
+    </script>
+"""
+WEB_FONT = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*/>", re.S)
+
+
+def serve_templates(into: Path) -> Path:
+    """A copy of textual-serve's page template with `PAGE_FIXES`, in `into`."""
+    from textual_serve import server
+
+    page = (Path(server.__file__).parent / "templates" / "app_index.html").read_text()
+    page = WEB_FONT.sub("", page)
+    page = page.replace("</head>", PAGE_FIXES + "  </head>", 1)
+    into.mkdir(parents=True, exist_ok=True)
+    (into / "app_index.html").write_text(page)
+    return into
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     _scenario(args)  # fail here, not in every browser tab
     broker_of(args.broker)
+    writable_db(args.db)
     free_port(SERVE_HOST, args.port)
     try:
         from textual_serve.server import Server
     except ImportError:
         raise RunFailure("serving needs textual-serve: pip install 'errorflow[serve]'") from None
 
-    server = Server(serve_command(args), host=SERVE_HOST, port=args.port,
-                    title=f"errorflow {args.scenario}")  # fmt: skip
-    server.serve()
+    with tempfile.TemporaryDirectory(prefix="errorflow-serve-") as tmp:
+        server = Server(serve_command(args), host=SERVE_HOST, port=args.port,
+                        title=f"errorflow {args.scenario}",
+                        templates_path=serve_templates(Path(tmp)))  # fmt: skip
+        server.serve()
     return EXIT_OK

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from errorflow.core.display import for_terminal
 from errorflow.scoring.score import Label, Outcome
 from errorflow.scoring.stats import paired_difference
 from errorflow.tui.channel import Channel
@@ -59,11 +60,11 @@ def agent_lines(model: RunModel) -> Table:
         table.add_column(justify="right", no_wrap=True)
     for agent in model.agents.values():
         cells = [
-            Text(f"{STATE_GLYPH[LABEL_STATE[lb]]}{agent.labels[lb]}",
-                 _STATE_STYLE[LABEL_STATE[lb]] if agent.labels[lb] else "dim")
+            Text(f"{STATE_GLYPH[LABEL_STATE[lb]]}{agent.counts[lb]}",
+                 _STATE_STYLE[LABEL_STATE[lb]] if agent.counts[lb] else "dim")
             for lb in Label
         ]  # fmt: skip
-        table.add_row(Text(agent.name, "bold"), *cells)
+        table.add_row(Text(for_terminal(agent.name), "bold"), *cells)
     return table
 
 
@@ -124,7 +125,7 @@ class ArmPanel(Vertical):
         parts: list[Text | Table] = [progress_line(model), tally_table(model)]
         parts += [trial_strip(model, width), agent_lines(model)]
         if error:
-            parts.append(Text(error, "red"))
+            parts.append(Text(for_terminal(error), "red"))
         self.body.update(Group(*parts))
         self.spark.set_values(model.contamination_history)
 
@@ -144,7 +145,7 @@ class CompareScreen(Screen[None]):
     ]
 
     def __init__(self, arms: dict[str, Channel], title: str) -> None:
-        super().__init__()
+        super().__init__(id="compare")  # the app shows a run at its pace unless this is up
         self.channels = arms
         self.title_text = title
 
@@ -165,7 +166,7 @@ class CompareScreen(Screen[None]):
         return cls(arms, title)
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(self.title_text, "bold"), id="compare-title")
+        yield Static(Text(for_terminal(self.title_text), "bold"), id="compare-title")
         with Horizontal(id="arms"):
             for propagation in ARMS:
                 yield ArmPanel(propagation)

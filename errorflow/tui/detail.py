@@ -3,7 +3,6 @@ messages it was derived from, as far back as this view has seen)."""
 
 from __future__ import annotations
 
-import json
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -16,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from errorflow.bus.envelope import Kind
+from errorflow.core.display import for_terminal, json_text
 from errorflow.tui.feed import status_text
 from errorflow.tui.palette import label_text
 from errorflow.tui.state import RunModel
@@ -26,9 +26,9 @@ def provenance_text(model: RunModel, message_id: str) -> Text:
     for depth, env, mid in model.provenance(message_id):
         out.append("  " * depth + ("└ " if depth else ""))
         if env is None:
-            out.append(f"{mid[:12]}… (not seen)\n", "dim")
+            out.append(f"{for_terminal(mid[:12])}… (not seen)\n", "dim")
             continue
-        out.append(f"t{env.trial} {env.sender} → {env.recipient} ", "bold")
+        out.append(for_terminal(f"t{env.trial} {env.sender} → {env.recipient} "), "bold")
         out.append_text(status_text(env))
         out.append(f" conf {env.confidence:.2f} " if env.kind is Kind.RESULT else " ")
         if env.errors:
@@ -44,7 +44,7 @@ def detail(model: RunModel, message_id: str) -> RenderableType:
     if env is None:
         return Text("message no longer in memory", "dim")
     label = model.labels.get(message_id)
-    body = json.dumps(env.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    body = json_text(env.model_dump(mode="json"))  # no control character left raw
     return Group(
         Text.assemble(("label: ", "bold"), label_text(label)),
         Text("provenance (derived_from)", "bold underline"),

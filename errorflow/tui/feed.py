@@ -1,5 +1,6 @@
 """The message feed: one row per task/result message, newest last, following the tail
 until the user moves the cursor up; Enter (or a second click) opens the whole envelope.
+A filter (errorflow.tui.feed_filter) lists only the rows it matches, from all held.
 
 A line-API widget (ScrollView + render_line) rather than a DataTable: only the rows on
 screen are ever rendered, and adding rows costs an append, not a re-measure of every
@@ -25,6 +26,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from errorflow.bus.envelope import Envelope, Kind, Status
+from errorflow.core.display import for_terminal
+from errorflow.tui.feed_filter import FeedFilter
 from errorflow.tui.palette import GREEN, LABEL_STATE, RED, STATE_GLYPH, STATE_STYLE, YELLOW
 from errorflow.tui.state import AgentState, FeedItem, RunModel
 
@@ -69,7 +72,7 @@ def cells(item: FeedItem) -> list[tuple[str, Style]]:
     codes = ", ".join(e.code.value for e in env.errors)
     return [
         (f"t{env.trial}", Style()),
-        (f"{env.sender} → {env.recipient}", BOLD),
+        (for_terminal(f"{env.sender} → {env.recipient}"), BOLD),
         status,
         ("" if env.kind is Kind.TASK else f"{env.confidence:.2f}", Style()),
         (codes, Style(color=RED)) if codes else ("—", DIM),
@@ -113,7 +116,9 @@ class FeedTable(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.items: deque[FeedItem] = deque(maxlen=ROW_LIMIT)
+        self.all: deque[FeedItem] = deque(maxlen=ROW_LIMIT)
+        self.items: deque[FeedItem] = self.all  # the rows listed: all, or the filter's
+        self.filter = FeedFilter()
         self.widths = self._initial_widths()
 
     @staticmethod
@@ -136,21 +141,42 @@ class FeedTable(ScrollView, can_focus=True):
         return len(self.items) - 1 if self.cursor == FOLLOW else self.cursor
 
     def reset(self) -> None:
-        self.items.clear()
+        self.all.clear()
+        self.items = self.all if not self.filter.active else deque(maxlen=ROW_LIMIT)
         self.widths = self._initial_widths()
         self.cursor = FOLLOW
+        self._resize()
+
+    def set_filter(self, feed_filter: FeedFilter) -> None:
+        """List only what `feed_filter` matches (from the messages still held)."""
+        self.filter = feed_filter
+        self._refilter()
+        self.cursor = FOLLOW
+        self.scroll_end(animate=False)
+        self.refresh()
+
+    def _refilter(self) -> None:
+        if not self.filter.active:
+            self.items = self.all
+        else:
+            self.items = deque((i for i in self.all if self.filter.matches(i)), maxlen=ROW_LIMIT)
         self._resize()
 
     def show(self, model: RunModel) -> None:
         new, relabelled = model.take_feed()
         if not new and not relabelled:
             return
-        overflow = max(0, len(self.items) + len(new) - ROW_LIMIT)
+        before = len(self.items)
         for item in new:
-            self.items.append(item)
+            self.all.append(item)
+            if self.items is not self.all and self.filter.matches(item):
+                self.items.append(item)
             for i, (text, _) in enumerate(cells(item)):
                 limit = ERRORS_MAX if i == 4 else 10_000
                 self.widths[i] = max(self.widths[i], min(len(text), limit))
+        if relabelled and self.filter.by_label:
+            self._refilter()  # a late label moves messages in or out
+        overflow = max(0, before + len(new) - ROW_LIMIT) if self.items is self.all else 0
         if overflow and self.cursor != FOLLOW:
             self.cursor = max(0, self.cursor - overflow)  # keep the same message under it
         self._resize()
@@ -160,8 +186,12 @@ class FeedTable(ScrollView, can_focus=True):
         self.refresh()
 
     def selected_id(self) -> str | None:
+        item = self.selected()
+        return item.env.id if item is not None else None
+
+    def selected(self) -> FeedItem | None:
         row = self.cursor_row
-        return self.items[row].env.id if 0 <= row < len(self.items) else None
+        return self.items[row] if 0 <= row < len(self.items) else None
 
     def _fitted(self) -> list[int]:
         """Column widths for the current width: the errors column gives way first."""

@@ -16,21 +16,25 @@ from errorflow.tui.palette import state_text
 from errorflow.tui.state import AgentState
 
 KEYS = [
+    ("space", "pause / resume the display (the run goes on; what arrives is queued)"),
+    ("s", "while paused: show the next hop (a message and the events around it)"),
+    ("+ / -", "faster / slower: ×1 shows two hops a second, ×max all as it comes"),
+    ("t", "on a message: its trial, every message in provenance order with its label"),
+    ("/", "filter the messages: a label, an agent, a trial (t3); escape clears"),
+    ("enter", "on a message: the whole envelope and its provenance"),
     ("p", "flip propagation (explicit ↔ implicit) and rerun the same seeds"),
     ("c", "compare explicit and implicit on the same trials (paired)"),
-    ("space", "pause / resume the display (the run goes on; events queue)"),
-    ("s", "while paused: apply one queued event"),
     ("r", "rerun (replay: play the stored run again)"),
-    ("enter", "on a message: the whole envelope and its provenance"),
+    ("a", "show / hide the per-agent policy panel"),
+    ("g", "the graph alone, on the whole screen (g again: back)"),
     ("?", "this help"),
     ("q", "quit"),
 ]
 STATES = {
-    AgentState.IDLE: "no message yet",
-    AgentState.WORKING: "has input, no answer yet",
-    AgentState.CLEAN: "no failure touched its last message, claims true",
-    AgentState.CONTAINED: "a failure reached it and it said so",
-    AgentState.CONTAMINATED: "passed on something false as certain",
+    AgentState.WORKING: "box: has input, no answer yet",
+    AgentState.CLEAN: "✓ n: trials its last message was clean (no failure touched it)",
+    AgentState.CONTAINED: "◐ n: a failure reached it and it said so",
+    AgentState.CONTAMINATED: "✗ n: it passed on something false as certain",
 }
 
 
@@ -44,7 +48,16 @@ def help_table() -> Table:
     for state, what in STATES.items():
         table.add_row(state_text(state), what)
     table.add_row("", "")
-    table.add_row(Text("arrows", "bold"), "coloured by the label of the last message on them")
+    table.add_row(
+        Text("!n", "bold red"),
+        "on a box: n of its results carried a failure that "
+        "started there (its own tool calls failed)",
+    )
+    table.add_row(
+        Text("arrows", "bold"),
+        "messages that crossed, ◐ contained, ✗ contaminated; "
+        "lit (and a ● travelling) while a message crosses, in its label's colour",
+    )
     return table
 
 

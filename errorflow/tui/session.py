@@ -34,7 +34,9 @@ class Session:
     db_path: Path
     scenario: Scenario | None = None  # with trials / seed / propagation applied
     target: str | None = None  # the run to attach to or replay
-    speed: float = 1.0
+    #: The pace the main screen starts at (errorflow.tui.pace): 0 shows everything as
+    #: it comes; the commands start at 1, a pace a person can watch.
+    speed: float = 0.0
     stored: StoredRun | None = None  # replay: the stored run
     # attach: the run's key, to verify what it shows (None: shown as unverified)
     run_key: bytes | None = None
@@ -42,7 +44,7 @@ class Session:
     def first(self) -> Source:
         if self.mode == "replay":
             assert self.stored is not None
-            return Replay(self.db_path, self.stored.run_id, self.speed, self.stored.scenario)
+            return Replay(self.db_path, self.stored.run_id, self.stored.scenario)
         if self.mode == "attach":
             assert self.target is not None
             return Attach(self.target, self.holder, self.scenario, key=self.run_key)
@@ -74,8 +76,14 @@ class Session:
             )
             found = find_arm(self.db_path, like, propagation)
             if found is not None:
-                return Replay(self.db_path, found.run_id, 0.0, found.scenario)
+                return Replay(self.db_path, found.run_id, found.scenario)
         return LiveRun(scenario, self.holder, self.db_path)
+
+    @property
+    def can_run(self) -> bool:
+        """Whether this session can start runs (rerun, flip, compare): it knows the
+        scenario (an attached run it was not given the scenario of cannot)."""
+        return self.scenario is not None
 
     def _need_scenario(self) -> Scenario:
         if self.scenario is None:

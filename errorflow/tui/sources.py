@@ -27,12 +27,11 @@ from errorflow.bus.url import BrokerURL
 from errorflow.runtime.recorder import is_run_end
 from errorflow.runtime.runner import RunOptions, configure, new_run_id, run_scenario
 from errorflow.runtime.store import connect_ro
+from errorflow.scenario.loader import load_json
 from errorflow.scenario.model import Scenario
 
 Sink = Callable[[Envelope], None]
 
-#: Replay never waits longer than this between two stored events (idle stretches).
-MAX_REPLAY_GAP_S = 2.0
 #: After the run returns, how long to wait for its `end` message to reach us.
 END_GRACE_S = 5.0
 
@@ -150,30 +149,20 @@ class Attach:
 
 @dataclass
 class Replay:
-    """Plays a stored run back in its recorded order, `speed` times as fast (0: at once)."""
+    """Hands a stored run over in its recorded order, all at once: the app's pace
+    (errorflow.tui.pace) decides how fast it is shown, as for a live run."""
 
     db_path: Path
     run_id: str
-    speed: float = 1.0
     scenario: Scenario | None = None
     rows: list[tuple[float, str]] = field(default_factory=list, repr=False)
 
     async def run(self, sink: Sink) -> None:
         if not self.rows:
             self.rows = await asyncio.to_thread(stored_envelopes, self.db_path, self.run_id)
-        loop = asyncio.get_running_loop()
-        start, first, skipped, prev = loop.time(), None, 0.0, None
-        for i, (received, text) in enumerate(self.rows):
-            if self.speed > 0:
-                first = received if first is None else first
-                if prev is not None and received - prev > MAX_REPLAY_GAP_S * self.speed:
-                    skipped += received - prev - MAX_REPLAY_GAP_S * self.speed
-                due = start + (received - first - skipped) / self.speed
-                if due - loop.time() > 0.002:  # a schedule, not per-event sleeps: no drift
-                    await asyncio.sleep(due - loop.time())
-                prev = received
-            elif i % 500 == 499:
-                await asyncio.sleep(0)  # let the UI breathe during an instant replay
+        for i, (_, text) in enumerate(self.rows):
+            if i % 500 == 499:
+                await asyncio.sleep(0)  # let the UI breathe while a long run is read
             sink(Envelope.model_validate_json(text))
 
 
@@ -222,7 +211,7 @@ def find_arm(db_path: Path, like: StoredRun, propagation: str) -> StoredRun | No
 def _stored(row: sqlite3.Row) -> StoredRun:
     return StoredRun(
         row["run_id"],
-        Scenario.model_validate_json(row["scenario_json"]),
+        load_json(row["scenario_json"], f"stored run {row['run_id']}"),
         int(row["seed"]),
         int(row["trials"]),
         str(row["propagation"]),

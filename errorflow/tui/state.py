@@ -9,6 +9,8 @@ Theory of operation
   trial: a message's "touched" bit depends only on its own trace and on the messages it
   was derived from, which arrived before it. That is what lets contamination travel
   along the graph's arrows live.
+* Every label moves the counts of the graph (errorflow.tui.flow): per agent, per trial;
+  per edge, per message. A corrected label moves them again.
 * A trial is scored locally (`score_trial`) as soon as the `TrialTracker` says it is
   done (every terminal's final result and its provenance in): the runner's own rule,
   from the same module. The runner's own `label` / `trial_outcome` events (published
@@ -16,18 +18,17 @@ Theory of operation
   the only source when no scenario is known (attaching to a run we cannot score).
 * Events and control messages are read through their typed contracts (`parse_event`,
   `parse_control`); an event payload no known kind parses is counted, never applied.
-* Without a scenario the topology is learnt from the result messages seen.
+* Without a scenario the topology is learnt from the messages seen.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 
 from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.control import ControlAction, End, RollCall, parse_control
 from errorflow.core.events import (
     AgentStart,
@@ -46,71 +47,37 @@ from errorflow.core.events import (
 )
 from errorflow.policies.breaker import BreakerState
 from errorflow.runtime.trial_tracker import TrialTracker
+from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.model import Scenario
-from errorflow.scoring.score import Label, Outcome, Truth, label_message, score_trial
+from errorflow.scoring.score import (
+    Label,
+    MessageLabel,
+    Outcome,
+    Truth,
+    label_message,
+    score_trial,
+)
 from errorflow.scoring.stats import wilson
+from errorflow.tui.flow import (
+    STATE_OF_LABEL,
+    AgentState,
+    AgentView,
+    BreakerStep,
+    EdgeKind,
+    EdgeView,
+)
+
+__all__ = ["STATE_OF_LABEL", "AgentState", "AgentView", "EdgeView", "FeedItem", "RunModel"]
 
 #: Messages kept for provenance; older trials are forgotten first (long sweeps).
 MESSAGE_LIMIT = 50_000
-
-
-class AgentState(StrEnum):
-    IDLE = "idle"
-    WORKING = "working"
-    CLEAN = "clean"
-    CONTAINED = "contained"
-    CONTAMINATED = "contaminated"
-
-
-STATE_OF_LABEL = {
-    Label.CLEAN: AgentState.CLEAN,
-    Label.CONTAINED: AgentState.CONTAINED,
-    Label.CONTAMINATED: AgentState.CONTAMINATED,
-}
-
+#: Trials whose policy events are kept for the trial view (older ones are forgotten).
+TRIAL_EVENT_LIMIT = 5_000
 #: Outcomes shown in the tallies (bus faults are shown only when they happen).
 TALLY_OUTCOMES = (Outcome.SUCCESS, Outcome.CONTAINED, Outcome.CONTAMINATED)
-
-
-@dataclass
-class AgentView:
-    name: str
-    tools: list[str] = field(default_factory=list)
-    sends_to: list[str] = field(default_factory=list)
-    steps: int = 0
-    retries: int = 0
-    breakers: dict[str, BreakerState] = field(default_factory=dict)
-    last_error: str | None = None
-    confidence: float | None = None
-    last_label: Label | None = None
-    working: set[int] = field(default_factory=set)  # trials started, not yet answered
-    labels: Counter[Label] = field(default_factory=Counter)
-
-    @property
-    def state(self) -> AgentState:
-        # The latest verdict wins over "working": with many trials in flight an agent
-        # is nearly always working, and the colour must say what it passes on.
-        if self.last_label is not None:
-            return STATE_OF_LABEL[self.last_label]
-        return AgentState.WORKING if self.working else AgentState.IDLE
-
-    @property
-    def majority(self) -> AgentState:
-        """The most frequent verdict over the run (ties: the worse one)."""
-        if not self.labels:
-            return self.state
-        order = [Label.CONTAMINATED, Label.CONTAINED, Label.CLEAN]
-        best = max(order, key=lambda lb: (self.labels[lb], -order.index(lb)))
-        return STATE_OF_LABEL[best]
-
-
-@dataclass
-class EdgeView:
-    src: str
-    dst: str
-    label: Label | None = None
-    messages: int = 0
-    batch: int = -1  # the UI tick in which the last message travelled (for the pulse)
+#: Agent events the trial view lists (starts and model calls would drown them).
+POLICY_EVENTS = (ToolCallEvent, RetryScheduled, RetriesExhausted, GuardBlock, BreakerChange,
+                 LoopStop, ModelError)  # fmt: skip
 
 
 @dataclass(eq=False)  # identity: rows are matched by object, never by value
@@ -126,6 +93,7 @@ class TrialView:
     outcome: Outcome | None = None
     depth: int = 0
     authoritative: bool = False  # decided by the runner's trial_outcome event
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,6 +110,11 @@ class Rate:
         return wilson(self.count, self.n)
 
 
+def carries_failure(env: Envelope, touched: bool) -> bool:
+    """A failure travels with this message: its sender's or upstream, said or not."""
+    return touched or bool(env.errors) or env.status is not Status.OK
+
+
 class RunModel:
     def __init__(
         self,
@@ -152,25 +125,19 @@ class RunModel:
         trials: int | None = None,
     ) -> None:
         self.run_id = run_id
-        self.scenario = scenario
+        self.scenario: Scenario | None = None
         self.propagation = propagation or (scenario.propagation if scenario else "?")
         self.total = trials if trials is not None else (scenario.trials if scenario else None)
-        self.truth = Truth(scenario) if scenario else None
-        self.tracker = TrialTracker(scenario.terminal_agents() if scenario else ())
+        self.truth: Truth | None = None
+        self.tracker = TrialTracker()
         self.agents: dict[str, AgentView] = {}
         self.edges: dict[tuple[str, str], EdgeView] = {}
-        if scenario is not None:
-            for name, spec in scenario.agents.items():
-                self._agent(name).tools = list(spec.tools)
-                self._agent(name).sends_to = list(spec.sends_to)
-                for t in spec.tools:
-                    self._agent(name).breakers[t] = BreakerState.CLOSED
-                for dst in spec.sends_to:
-                    self.edges[(name, dst)] = EdgeView(name, dst)
         self.trials: dict[int, TrialView] = {}
         self.messages: OrderedDict[str, Envelope] = OrderedDict()
         self.labels: dict[str, Label] = {}
+        self.reasons: dict[str, str] = {}  # message id -> why it got its label
         self._touched: dict[str, bool] = {}
+        self.trial_events: OrderedDict[int, list[tuple[str, str]]] = OrderedDict()
         self.feed: list[FeedItem] = []  # appended here, drained by the feed widget
         self._feed_items: dict[str, FeedItem] = {}
         self.relabelled: list[FeedItem] = []  # feed rows whose label arrived later
@@ -183,6 +150,26 @@ class RunModel:
         self.ended = False
         self.last_event = ""
         self.topology_changed = False
+        if scenario is not None:
+            self._topology(scenario)
+
+    def _topology(self, scenario: Scenario) -> None:
+        """Agents, tools and edges as the scenario declares them (`downstream_of` has
+        `waits_for` too; `returns_to` is the reviewer's send-back)."""
+        self.scenario = scenario
+        self.truth = Truth(scenario)
+        self.tracker.terminals = frozenset(scenario.terminal_agents())
+        for name, spec in scenario.agents.items():
+            view = self._agent(name)
+            view.tools = list(spec.tools)
+            for t in spec.tools:
+                view.breakers.setdefault(t, BreakerState.CLOSED)
+        for name, spec in scenario.agents.items():
+            for dst in scenario.downstream_of(name):
+                self._edge(name, dst, EdgeKind.SENDS)
+            if spec.returns_to is not None:
+                self._edge(name, spec.returns_to, EdgeKind.RETURNS)
+        self.topology_changed = True
 
     # -- outboxes (drained by the feed widget) -------------------------------------------
     def take_feed(self) -> tuple[list[FeedItem], list[FeedItem]]:
@@ -221,6 +208,10 @@ class RunModel:
         walk(message_id, 0)
         return out
 
+    def trial_messages(self, trial: int) -> list[Envelope]:
+        """A trial's task and result messages in arrival order."""
+        return list(self.tracker.messages(trial))
+
     # -- the one mutator ----------------------------------------------------------------
     def apply(self, env: Envelope) -> None:
         if env.run_id != self.run_id:
@@ -246,25 +237,18 @@ class RunModel:
             self._adopt(action.scenario)
 
     def _adopt(self, data: dict[str, object]) -> None:
-        """An attached run names its scenario in the roll call: score it like our own."""
+        """An attached run names its scenario in the roll call: score it like our own
+        (through the loader's every check). Not one with Python tools: scoring it would
+        run code a message named."""
         try:
-            scenario = Scenario.model_validate(data)
-        except ValueError:
+            scenario = validate_data(data, "roll call", sweep=False)
+        except (ScenarioError, ValueError):
             return
-        self.scenario = scenario
+        if any(tool.kind == "python" for tool in scenario.tools.values()):
+            return
         self.propagation = scenario.propagation
         self.total = scenario.trials
-        self.truth = Truth(scenario)
-        self.tracker.terminals = frozenset(scenario.terminal_agents())
-        for name, spec in scenario.agents.items():
-            view = self._agent(name)
-            view.tools = list(spec.tools)
-            view.sends_to = list(spec.sends_to)
-            for t in spec.tools:
-                view.breakers.setdefault(t, BreakerState.CLOSED)
-            for dst in spec.sends_to:
-                self.edges.setdefault((name, dst), EdgeView(name, dst))
-        self.topology_changed = True
+        self._topology(scenario)
 
     def _agent(self, name: str) -> AgentView:
         view = self.agents.get(name)
@@ -273,6 +257,15 @@ class RunModel:
             self.topology_changed = True
         return view
 
+    def _edge(self, src: str, dst: str, kind: EdgeKind) -> EdgeView:
+        edge = self.edges.get((src, dst))
+        if edge is None:
+            self._agent(src)
+            self._agent(dst)
+            edge = self.edges[(src, dst)] = EdgeView(src, dst, kind)
+            self.topology_changed = True
+        return edge
+
     def _message(self, env: Envelope) -> None:
         self._remember(env)
         self.trials.setdefault(env.trial, TrialView())
@@ -280,50 +273,56 @@ class RunModel:
         item = FeedItem(env)
         self._feed_items[env.id] = item
         self.last_event = f"{env.sender} → {env.recipient}: {env.kind.value} {env.status.value}"
+        from_agent = env.sender != topics.RUNNER
+        if env.recipient != topics.RUNNER and (env.recipient in self.agents or not self.scenario):
+            self._agent(env.recipient).working.add(env.trial)
         if env.kind is Kind.TASK:
-            if env.recipient in self.agents or self.scenario is None:
-                self._agent(env.recipient).working.add(env.trial)
+            if from_agent:  # work sent back (returns_to)
+                edge = self._edge(env.sender, env.recipient, EdgeKind.RETURNS)
+                edge.crossed(env.id, self.batch, self.events, failure=False)
             self.feed.append(item)
             return
-        sender = self._agent(env.sender) if env.sender != topics.RUNNER else None
-        if sender is not None:
-            sender.working.discard(env.trial)
-            sender.confidence = env.confidence
-            if env.errors:
-                sender.last_error = env.errors[0].code.value
-        if env.recipient != topics.RUNNER:
-            self._agent(env.recipient).working.add(env.trial)
-            edge = self.edges.get((env.sender, env.recipient))
-            if edge is None:
-                edge = self.edges[(env.sender, env.recipient)] = EdgeView(env.sender, env.recipient)
-                self._agent(env.sender).sends_to.append(env.recipient)
-                self.topology_changed = True
-            edge.messages += 1
-            edge.batch = self.batch
+        touched = bool(env.payload.get("trace", {}).get("failures")) or any(
+            self._touched.get(d, False) for d in env.derived_from
+        )
+        self._touched[env.id] = touched
+        if from_agent:
+            self._sent(env, touched)
         if self.truth is not None:
-            touched = bool(env.payload.get("trace", {}).get("failures")) or any(
-                self._touched.get(d, False) for d in env.derived_from
-            )
-            self._touched[env.id] = touched
-            self._set_label(env, label_message(env, self.truth, touched).label)
+            self._set_label(env, label_message(env, self.truth, touched))
         self.feed.append(item)
         if done:
             self._score(env.trial)
 
-    def _set_label(self, env: Envelope, label: Label) -> None:
+    def _sent(self, env: Envelope, touched: bool) -> None:
+        """A result left an agent: its node and the edge it travels light up."""
+        sender = self._agent(env.sender)
+        sender.working.discard(env.trial)
+        sender.confidence = env.confidence
+        sender.batch = self.batch
+        sender.sent(env.trial, env.id)
+        if env.payload.get("trace", {}).get("failures"):
+            sender.origins += 1
+        if env.errors:
+            sender.last_error = env.errors[0].code.value
+        if env.recipient != topics.RUNNER:
+            edge = self._edge(env.sender, env.recipient, EdgeKind.SENDS)
+            edge.crossed(env.id, self.batch, self.events, failure=carries_failure(env, touched))
+
+    def _set_label(self, env: Envelope, verdict: MessageLabel | tuple[Label, str]) -> None:
+        label, reason = verdict if isinstance(verdict, tuple) else (verdict.label, verdict.reason)
+        if reason:
+            self.reasons[env.id] = reason
         previous = self.labels.get(env.id)
         if previous is label:
             return
         self.labels[env.id] = label
         agent = self.agents.get(env.sender)
         if agent is not None:
-            if previous is not None:
-                agent.labels[previous] -= 1
-            agent.labels[label] += 1
-            agent.last_label = label
+            agent.relabel(env.trial, env.id, previous, label)
         edge = self.edges.get((env.sender, env.recipient))
-        if edge is not None:
-            edge.label = label
+        if edge is not None and env.kind is Kind.RESULT:
+            edge.relabel(env.id, previous, label)
         item = self._feed_items.get(env.id)
         if item is not None:
             item.label = label
@@ -335,6 +334,7 @@ class RunModel:
             old, _ = self.messages.popitem(last=False)
             self._feed_items.pop(old, None)
             self._touched.pop(old, None)
+            self.reasons.pop(old, None)
 
     def _score(self, trial_no: int) -> None:
         """The local verdict of a trial the tracker says is done (once; the runner's
@@ -347,8 +347,9 @@ class RunModel:
         for lb in score.labels:
             env = self.messages.get(lb.message_id)
             if env is not None:
-                self._set_label(env, lb.label)
+                self._set_label(env, (lb.label, lb.reason))
         self._finish(trial_no, score.outcome, score.depth, authoritative=False)
+        self.trials[trial_no].reason = score.reason
 
     def _finish(self, trial_no: int, outcome: Outcome, depth: int, *, authoritative: bool) -> None:
         trial = self.trials.setdefault(trial_no, TrialView())
@@ -378,25 +379,14 @@ class RunModel:
         name = env.sender if isinstance(event, TrialOutcomeEvent) else event.agent
         agent = self._agent(name)
         self.last_event = describe(agent.name, event)
-        match event:
-            case AgentStart():
-                agent.working.add(env.trial)
-            case ModelCall():
-                agent.steps += 1
-            case RetryScheduled():
-                agent.retries += 1
-            case ModelError(code=code, retry=retry):
-                agent.last_error = str(code)
-                if retry:
-                    agent.retries += 1
-            case ToolCallEvent(ok=False, code=code) if code:
-                agent.last_error = str(code)
-            case RetriesExhausted(code=code) | GuardBlock(code=code) | LoopStop(code=code):
-                if code:
-                    agent.last_error = str(code)
-            case BreakerChange(tool=tool, to=to):
-                with contextlib.suppress(ValueError):
-                    agent.breakers[tool] = BreakerState(to)
+        if isinstance(event, POLICY_EVENTS):
+            self._trial_event(env.trial, agent.name, self.last_event)
+        _count(agent, env.trial, event)
+
+    def _trial_event(self, trial: int, agent: str, what: str) -> None:
+        self.trial_events.setdefault(trial, []).append((agent, what))
+        while len(self.trial_events) > TRIAL_EVENT_LIMIT:
+            self.trial_events.popitem(last=False)
 
     def _verdict(self, trial_no: int, event: Event) -> None:
         """The runner's labels and outcomes: the authority over local verdicts."""
@@ -407,13 +397,49 @@ class RunModel:
             except ValueError:
                 return
             if target is not None:
-                self._set_label(target, label)
+                self._set_label(target, (label, event.reason))
         elif isinstance(event, TrialOutcomeEvent):
             try:
                 outcome = Outcome(event.outcome)
             except ValueError:
                 return
+            trial = self.trials.get(trial_no)
+            if trial is not None and trial.authoritative:
+                return
             self._finish(trial_no, outcome, event.depth, authoritative=True)
+            self.trials[trial_no].reason = event.reason
+
+
+def _count(agent: AgentView, trial: int, event: Event) -> None:
+    """What one agent event changes in its agent's figures (the policy panel's)."""
+    match event:
+        case AgentStart():
+            agent.working.add(trial)
+        case ModelCall():
+            agent.steps += 1
+        case RetryScheduled():
+            agent.retries += 1
+        case ModelError(code=code, retry=retry):
+            agent.last_error = str(code)
+            agent.model_errors += 1
+            if retry:
+                agent.retries += 1
+        case ToolCallEvent(ok=False, code=code) if code:
+            agent.last_error = str(code)
+        case RetriesExhausted(code=code):
+            agent.exhausted += 1
+            agent.last_error = str(code)
+        case GuardBlock(code=code):
+            agent.guard_blocks += 1
+            agent.last_error = str(code)
+        case LoopStop(code=code):
+            agent.loop_stops += 1
+            if code:
+                agent.last_error = str(code)
+        case BreakerChange(tool=tool, frm=frm, to=to):
+            agent.breaker_steps.append(BreakerStep(trial, tool, frm, to))
+            with contextlib.suppress(ValueError):
+                agent.breakers[tool] = BreakerState(to)
 
 
 def describe(agent: str, event: Event) -> str:

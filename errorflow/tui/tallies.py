@@ -1,5 +1,6 @@
 """Tallies: success / contained / contaminated with rates and 95 % Wilson intervals, and
-a sparkline of the contamination rate after each finished trial."""
+a sparkline of the contamination rate after each finished trial; on a narrow screen, all
+of it on one line above the graph (`tally_strip`), so the graph gets the whole width."""
 
 from __future__ import annotations
 
@@ -93,6 +94,36 @@ def progress_line(model: RunModel) -> Text:
     return Text.assemble(("trials ", "dim"), f"{model.done}{total}", ("  " + state, "dim"))
 
 
+def tally_strip(model: RunModel, width: int) -> Text:
+    """`trials 12/20 running  ✓ 0 0%  ◐ 10 83%  ✗ 2 17%  ▁▃▅` in `width` columns."""
+    out = progress_line(model)
+    for outcome in TALLY_OUTCOMES:
+        r = model.rate(outcome)
+        rate = f" {r.rate:.0%}" if r.n else ""
+        out.append(f"  {OUTCOME_GLYPH[outcome]} {r.count}{rate}", OUTCOME_STYLE[outcome])
+    room = width - out.cell_len - 2
+    if room > 3 and model.contamination_history:
+        out.append("  ")
+        out.append_text(sparkline(model.contamination_history, room))
+    return out
+
+
+class TallyStrip(View):
+    DEFAULT_CSS = "TallyStrip { height: 1; padding: 0 1; }"
+    _model: RunModel | None = None
+
+    def show(self, model: RunModel) -> None:
+        self._model = model
+        width = self.content_region.width or 80
+        key = (width, model.done, tuple(model.outcomes.items()), model.ended, bool(model.events),
+               model.total, tuple(model.contamination_history[-1:]))  # fmt: skip
+        self.set(tally_strip(model, width), key=key)
+
+    def on_resize(self) -> None:
+        if self._model is not None:
+            self.show(self._model)
+
+
 class Tallies(Vertical):
     DEFAULT_CSS = """
     Tallies { height: auto; }
@@ -108,6 +139,7 @@ class Tallies(Vertical):
         self.progress = View(id="tally-progress")
         self.table = View(id="tally-table")
         self._rows = -1
+        self._shown: tuple[object, ...] = ()
         self.spark = RateSparkline(id="spark")
         self._model: RunModel | None = None
 
@@ -124,9 +156,13 @@ class Tallies(Vertical):
 
     def show(self, model: RunModel) -> None:
         self._model = model
-        self.progress.set(progress_line(model))
         width = self.content_region.width or CI_MIN_WIDTH
-        table = tally_table(model, width)
-        self.table.set(table, layout=table.row_count != self._rows)
-        self._rows = table.row_count
+        key = (width, model.done, tuple(model.outcomes.items()), model.ended, bool(model.events),
+               model.total)  # fmt: skip
+        self.progress.set(progress_line(model), key=key)
+        if key != self._shown:  # a table is costly to lay out per tick
+            self._shown = key
+            table = tally_table(model, width)
+            self.table.set(table, layout=table.row_count != self._rows)
+            self._rows = table.row_count
         self.spark.set_values(model.contamination_history)
