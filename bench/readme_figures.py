@@ -156,6 +156,44 @@ def topologies(text: str) -> str:
     )
 
 
+def _load_cells(doc: SweepJson) -> list[str]:
+    """Per cell: successes, load amplification, and the service's calls per trial."""
+    out = []
+    for label, cell in doc["cells"].items():
+        amp = cell["amplification"]["backend_calls"]
+        out.append(f"{label} {_count(cell, 'success')} success, load {amp:.2f}×")
+    return out
+
+
+def outage(text: str) -> str:
+    doc = _sweep(text)
+    parts = []
+    for label, cell in doc["cells"].items():
+        o = cell.get("services", {})["search_api"]["outages"][0]
+        parts.append(
+            f"{label}: {o['calls_during']} calls reach the service during the outage, "
+            f"answered again {o['recovered_after_s']} s after it, success after "
+            f"{(o['success_after'] or 0) * 100:.0f} %"
+        )
+    return "; ".join(parts)
+
+
+def load_sweep(text: str) -> str:
+    return "; ".join(_load_cells(_sweep(text)))
+
+
+def runaway(text: str) -> str:
+    doc = _sweep(text)
+    parts = []
+    for label, cell in doc["cells"].items():
+        per = cell["metrics"]["per_trial"]
+        parts.append(
+            f"{label} {_count(cell, 'success')}, {per['model_calls']:.1f} model calls, "
+            f"{per['input_tokens'] + per['output_tokens']:.0f} tokens"
+        )
+    return "; ".join(parts)
+
+
 #: Each row of "Bundled scenarios": its command (as the README gives it) and its figures.
 ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "contamination": (["run", "contamination", "--propagation", "both"], paired),
@@ -164,6 +202,12 @@ ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "amplification": (["sweep", "amplification", "--trials", "200"], amplification),
     "partial-success": (["run", "partial-success", "--propagation", "both"], paired),
     "topologies": (["sweep", "topologies"], topologies),
+    "support-pipeline": (["run", "support-pipeline", "--propagation", "both"], paired),
+    "analytics-pipeline": (["run", "analytics-pipeline", "--propagation", "both"], paired),
+    "order-desk": (["run", "order-desk", "--propagation", "both"], paired),
+    "outage": (["sweep", "outage"], outage),
+    "retry-storm": (["sweep", "retry-storm"], load_sweep),
+    "runaway-loop": (["sweep", "runaway-loop"], runaway),
 }
 
 

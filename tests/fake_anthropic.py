@@ -11,6 +11,12 @@ for the rest, on lookups and messages alike), and `stop_after=` stops listening 
 that many messages were answered (connection refused from then on), and
 `serves_models=False` plays a proxy without the models endpoint. `unused_url()` is a
 server nobody listens on.
+
+For whole runs: `respond=` answers every request without a scripted reply (a fake
+model: tests/fake_model.py); `rate_limits=` (requests a window) answers 429 with
+`retry-after` past the limit and sends the `anthropic-ratelimit-*` headers on every
+reply; `burst_429()` refuses the next N requests; `in_flight` / `peak_in_flight` count
+requests being answered at once.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -91,6 +98,11 @@ def unused_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # a burst of a whole run's requests is queued, not reset
+
+
 def _credential(headers: dict[str, str]) -> str:
     if "x-api-key" in headers:
         return headers["x-api-key"]
@@ -107,6 +119,9 @@ class FakeAnthropic:
         models: Collection[str] | None = None,
         stop_after: int | None = None,
         serves_models: bool = True,
+        respond: Callable[[Received], Reply] | None = None,
+        rate_limit: int | None = None,
+        window_s: float = 60.0,
     ) -> None:
         self.replies: list[Reply] = []
         self.received: list[Received] = []
@@ -118,6 +133,15 @@ class FakeAnthropic:
         self.serves_models = serves_models  # False: a proxy without the models endpoint
         self.stopped = threading.Event()
         self._lock = threading.Lock()
+        self.respond = respond
+        self.rate_limit = rate_limit  # requests a window before 429s (None: no limit)
+        self.window_s = window_s
+        self._window: list[float] = []  # when the requests of the current window came
+        self._refuse = 0  # the next N requests answer 429 (`burst_429`)
+        self._refuse_after = "0.02"
+        self.refused = 0  # 429s answered
+        self.in_flight = 0
+        self.peak_in_flight = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -153,19 +177,26 @@ class FakeAnthropic:
                 model = got.body.get("model") if isinstance(got.body, dict) else None
                 with fake._lock:
                     fake.received.append(got)
-                    reply = fake._refusal(got, model)
-                    if reply is None:
-                        reply = (
-                            fake.replies.pop(0)
-                            if fake.replies
-                            else Reply(500, error_body("api_error", "no scripted reply left"))
-                        )
+                    fake.in_flight += 1
+                    fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                    reply = fake._refusal(got, model) or fake._limited()
+                    scripted = reply is None and bool(fake.replies)
+                    if reply is None and scripted:
+                        reply = fake.replies.pop(0)
                     fake.answered += 1
                     last = fake.answered == fake.stop_after
                     if last:  # set before answering: the next request finds it gone
                         fake.stopped.set()
+                if reply is None:  # answered outside the lock: concurrent requests overlap
+                    reply = (
+                        fake.respond(got)
+                        if fake.respond is not None
+                        else Reply(500, error_body("api_error", "no scripted reply left"))
+                    )
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                with fake._lock:
+                    fake.in_flight -= 1
                 self._send(reply)
                 if last:
                     threading.Thread(target=fake._go_away, daemon=True).start()
@@ -181,6 +212,8 @@ class FakeAnthropic:
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(payload)))
                     self.send_header("request-id", f"req_{len(fake.received)}")
+                    for name, value in fake._limit_headers().items():
+                        self.send_header(name, value)
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
@@ -188,8 +221,7 @@ class FakeAnthropic:
                 except OSError:  # the client gave up (timeout tests)
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._address = self._server.server_address[:2]
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -202,6 +234,45 @@ class FakeAnthropic:
         if self.models is not None and model not in self.models:
             return Reply(404, error_body("not_found_error", f"model: {model}"))
         return None
+
+    def burst_429(self, count: int, retry_after: str = "0.02") -> None:
+        """The next `count` requests are answered 429 with this retry-after."""
+        with self._lock:
+            self._refuse, self._refuse_after = count, retry_after
+
+    def _limited(self) -> Reply | None:
+        """A 429 for a request past the burst or the window's limit (called locked)."""
+        if self._refuse > 0:
+            self._refuse -= 1
+            self.refused += 1
+            return Reply(429, error_body("rate_limit_error", "burst"),
+                         headers={"retry-after": self._refuse_after})  # fmt: skip
+        if self.rate_limit is None:
+            return None
+        now = time.monotonic()
+        self._window = [t for t in self._window if now - t < self.window_s]
+        if len(self._window) >= self.rate_limit:
+            self.refused += 1
+            wait = self.window_s - (now - self._window[0])
+            return Reply(429, error_body("rate_limit_error", "rate limit"),
+                         headers={"retry-after": f"{max(wait, 0.001):.3f}"})  # fmt: skip
+        self._window.append(now)
+        return None
+
+    def _limit_headers(self) -> dict[str, str]:
+        """The `anthropic-ratelimit-requests-*` headers of a server with a limit."""
+        if self.rate_limit is None:
+            return {}
+        with self._lock:
+            now = time.monotonic()
+            used = [t for t in self._window if now - t < self.window_s]
+            reset_in = self.window_s - (now - used[0]) if used else 0.0
+        reset = datetime.fromtimestamp(time.time() + reset_in, tz=UTC)
+        return {
+            "anthropic-ratelimit-requests-limit": str(self.rate_limit),
+            "anthropic-ratelimit-requests-remaining": str(max(0, self.rate_limit - len(used))),
+            "anthropic-ratelimit-requests-reset": reset.isoformat().replace("+00:00", "Z"),
+        }
 
     def _go_away(self) -> None:
         """Stop listening: every later connection is refused."""

@@ -6,6 +6,7 @@ import json
 import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,11 +20,14 @@ from fake_anthropic import (
     tool_use,
     unused_url,
 )
+from fake_time import FakeTime
 
 from errorflow.agents.anthropic_backend import (
     API_KEY_ENV,
     SUBMIT_TOOL,
     AnthropicBackend,
+    TemperaturePolicy,
+    WireFormat,
     api_key_from_env,
     parse_message,
     parse_retry_after,
@@ -44,6 +48,8 @@ from errorflow.agents.model import (
     ToolDef,
     UpstreamTurn,
 )
+from errorflow.agents.model_usage import CachedUsage
+from errorflow.agents.rate_limit import RateLimiter
 from errorflow.core.taxonomy import ErrorCode, is_retryable
 from errorflow.scenario.model import ModelSpec
 
@@ -109,11 +115,17 @@ def fake() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture
-async def backend(fake: FakeAnthropic) -> AsyncIterator[AnthropicBackend]:
+def clock() -> FakeTime:
+    return FakeTime()
+
+
+@pytest.fixture
+async def backend(fake: FakeAnthropic, clock: FakeTime) -> AsyncIterator[AnthropicBackend]:
     spec = ModelSpec(
         backend="anthropic", model="claude-test", base_url=fake.url, max_tokens=512, temperature=0.2
     )
-    b = AnthropicBackend(spec, KEY, timeout_s=5.0)
+    limiter = RateLimiter(clock=clock.clock, sleep=clock.sleep, wall=clock.wall)
+    b = AnthropicBackend(spec, KEY, timeout_s=5.0, limiter=limiter)
     yield b
     await b.aclose()
 
@@ -169,9 +181,12 @@ async def test_tool_use_loop_over_two_calls(fake: FakeAnthropic, backend: Anthro
     body = sent.body
     assert body["model"] == "claude-test"
     assert body["max_tokens"] == 512
-    assert "temperature" not in body  # API 2026-10-21 has no sampling parameters
-    assert body["system"].startswith("You are the researcher.")
-    assert SUBMIT_TOOL in body["system"]
+    assert body["temperature"] == 0.2  # a server other than Anthropic's takes it
+    [system] = body["system"]
+    assert system["text"].startswith("You are the researcher.")
+    assert SUBMIT_TOOL in system["text"]
+    assert system["cache_control"] == {"type": "ephemeral"}
+    assert [t.get("cache_control") for t in body["tools"]] == [None, {"type": "ephemeral"}]
     tools = {t["name"]: t for t in body["tools"]}
     assert set(tools) == {"query_metric", SUBMIT_TOOL}
     assert tools["query_metric"]["input_schema"] == QUERY_METRIC.input_schema
@@ -306,20 +321,37 @@ async def test_max_tokens_with_complete_submit_is_used(
 # ------------------------------------------------------------------ errors
 
 
-async def test_429_is_rate_limit_with_retry_after_and_no_sdk_retry(
-    fake: FakeAnthropic, backend: AnthropicBackend
+async def test_429_is_waited_out_for_its_retry_after_not_raised(
+    fake: FakeAnthropic, backend: AnthropicBackend, clock: FakeTime
 ) -> None:
     fake.script(
         Reply(429, error_body("rate_limit_error", "slow down"), headers={"retry-after": "7"}),
-        Reply(body=message([text("should never be fetched")])),
+        Reply(body=message([tool_use("toolu_1", SUBMIT_TOOL, SUBMIT_INPUT)], "tool_use")),
     )
-    with pytest.raises(ModelCallError) as info:
-        await backend.complete(req())
-    err = info.value
-    assert err.code is ErrorCode.RATE_LIMIT
-    assert err.status == 429
-    assert err.retry_after_s == 7
-    assert len(fake.received) == 1  # max_retries=0: the SDK did not retry
+    resp = await backend.complete(req())
+    assert resp.final is not None  # the request was sent again and answered
+    assert clock.slept == [7.0]  # after the server's retry-after, on the limiter's clock
+    assert backend.limiter.stats.rate_limited == 1
+    assert len(fake.received) == 2  # one resend of ours (max_retries=0: none of the SDK's)
+    assert fake.received[0].body == fake.received[1].body
+
+
+async def test_429s_past_the_pacing_limit_are_an_infrastructure_fault(fake: FakeAnthropic) -> None:
+    clock = FakeTime()
+    limiter = RateLimiter(clock=clock.clock, sleep=clock.sleep, wall=clock.wall)
+    b = AnthropicBackend(ModelSpec(base_url=fake.url), KEY, limiter=limiter, max_pacing_s=20)
+    fake.script(
+        *[Reply(429, error_body("rate_limit_error", "no"), headers={"retry-after": "8"})] * 3
+    )
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    assert info.value.code is ErrorCode.RATE_LIMIT
+    assert info.value.infrastructure is not None
+    assert "kept answering 429" in info.value.infrastructure
+    assert len(fake.received) == 3 and clock.slept == [8.0, 8.0]
 
 
 @pytest.mark.parametrize(
@@ -357,16 +389,13 @@ async def test_529_is_transient(fake: FakeAnthropic, backend: AnthropicBackend) 
     assert len(fake.received) == 1
 
 
-async def test_invalid_retry_after_is_ignored(
-    fake: FakeAnthropic, backend: AnthropicBackend
+async def test_invalid_retry_after_is_ignored_for_a_backoff(
+    fake: FakeAnthropic, backend: AnthropicBackend, clock: FakeTime
 ) -> None:
-    fake.script(
-        Reply(429, error_body("rate_limit_error", "slow down"), headers={"retry-after": "soon"})
-    )
-    with pytest.raises(ModelCallError) as info:
-        await backend.complete(req())
-    assert info.value.code is ErrorCode.RATE_LIMIT
-    assert info.value.retry_after_s is None
+    busy = Reply(429, error_body("rate_limit_error", "slow down"), headers={"retry-after": "soon"})
+    fake.script(busy, busy, Reply(body=message([text("done")])))
+    await backend.complete(req())
+    assert clock.slept == [1.0, 2.0]  # no usable retry-after: a doubling backoff
 
 
 async def test_client_timeout_is_timeout(fake: FakeAnthropic) -> None:
@@ -415,7 +444,7 @@ async def test_api_key_never_leaks(
         ),
     )
     errors: list[ModelCallError] = []
-    for _ in range(3):
+    for _ in range(2):  # the 401 and the 529 (the 429 is waited out by the next call)
         with pytest.raises(ModelCallError) as info:
             await backend.complete(req())
         errors.append(info.value)
@@ -599,8 +628,7 @@ def where(url: str) -> str:
             "not_found_error",
             "model claude-test does not exist on the model server at {} (404)",
         ),
-        (429, "rate_limit_error", None),  # load is part of the experiment
-        (529, "overloaded_error", None),
+        (529, "overloaded_error", None),  # load is part of the experiment
         (500, "api_error", None),
         (400, "invalid_request_error", None),
     ],
@@ -709,3 +737,92 @@ async def test_check_of_a_server_that_never_answers() -> None:
         with pytest.raises(InfrastructureError, match=r"did not answer in 0.3s"):
             await b.check()
         await b.aclose()
+
+
+def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> None:
+    from errorflow.agents.anthropic_backend import render_task
+
+    need = NeedView(
+        "kb",
+        "kb_articles",
+        "product",
+        "the KB articles",
+        None,
+        fixed={"lang": "en"},
+        depends={"product": ("ticket", "product")},
+    )
+    text = render_task(TaskTurn("Answer the ticket.", [need]))
+    assert (
+        '- key "kb": the KB articles (tool kb_articles, arguments lang = en, product = the '
+        'product of the value found for key "ticket")'
+    ) in text
+
+
+# ------------------------------------------------------------------ what goes on the wire
+
+
+@pytest.mark.parametrize(
+    ("base_url", "policy", "sent"),
+    [
+        (None, "auto", False),  # Anthropic's API, version 2026-10-21: no sampling parameters
+        ("https://api.anthropic.com", "auto", False),
+        ("https://eu.api.anthropic.com/", "auto", False),
+        ("http://localhost:11434", "auto", True),  # Ollama, vLLM, llama.cpp: the older shape
+        ("https://proxy.example/anthropic", "auto", True),
+        ("http://localhost:11434", "never", False),
+        (None, "always", True),
+    ],
+)
+def test_temperature_is_sent_where_the_server_takes_it(
+    base_url: str | None, policy: TemperaturePolicy, sent: bool
+) -> None:
+    spec = ModelSpec(backend="anthropic", model="m", base_url=base_url, temperature=0.3)
+    body, _ = WireFormat.of(spec, policy).render(req())
+    assert ("temperature" in body) is sent
+    assert body.get("temperature", 0.3) == 0.3
+
+
+def test_without_prompt_caching_the_system_prompt_is_a_plain_string() -> None:
+    body, _ = WireFormat.of(ModelSpec(model="m"), prompt_cache=False).render(req())
+    assert isinstance(body["system"], str) and "cache_control" not in json.dumps(body)
+
+
+async def test_cache_usage_is_split_from_the_input(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    reply = message([tool_use("t1", SUBMIT_TOOL, SUBMIT_INPUT)], "tool_use", input_tokens=40)
+    reply["usage"].update(cache_read_input_tokens=900, cache_creation_input_tokens=60)
+    fake.script(Reply(body=reply))
+    usage = (await backend.complete(req())).usage
+    assert isinstance(usage, CachedUsage)
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (
+        1000,
+        900,
+        60,
+    )
+    assert usage.uncached_input_tokens == 40
+
+
+async def test_a_429s_rate_limit_headers_feed_the_limiter(
+    fake: FakeAnthropic, backend: AnthropicBackend, clock: FakeTime
+) -> None:
+    fake.script(
+        Reply(
+            body=message([text("first")]),
+            headers={
+                "anthropic-ratelimit-requests-limit": "50",
+                "anthropic-ratelimit-requests-remaining": "0",
+                "anthropic-ratelimit-requests-reset": _in(clock, 3.0),
+            },
+        ),
+        Reply(body=message([text("second")])),
+    )
+    await backend.complete(req())
+    await backend.complete(req())
+    assert clock.slept == [pytest.approx(3.0)]  # the budget was spent: wait for its reset
+
+
+def _in(clock: FakeTime, seconds: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(clock.wall() + seconds, tz=UTC).isoformat()

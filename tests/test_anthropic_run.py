@@ -1,9 +1,10 @@
 """A whole run on the Anthropic backend, against a fake Messages API on 127.0.0.1.
 
 The real SDK talks to a real local HTTP server; the run goes over the embedded MQTT
-broker and is recorded. Checks: model-call retries (429 with retry-after, then 529)
-go through our policy layer; the API key and the secrets planted in a tool's error
-never reach the store, the bus, the logs or the model's input.
+broker and is recorded. Checks: the server's 429 is waited out by the rate limiter (no
+model call, no retry, no event: infrastructure), its 529 goes through our policy
+layer; the API key and the secrets planted in a tool's error never reach the store,
+the bus, the logs or the model's input.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.agents.serving import Serving, serving
 from errorflow.bus.url import BrokerURL
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.overrides import apply
@@ -47,7 +49,7 @@ async def test_anthropic_run_end_to_end(
             Reply(
                 429,
                 {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}},
-                headers={"retry-after": "2"},
+                headers={"retry-after": "0.05"},
             ),
             Reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
             Reply(
@@ -81,15 +83,19 @@ async def test_anthropic_run_end_to_end(
                 ),
             ),
         )
-        result = await run_scenario(s, RunOptions(broker=embedded, db_path=db))
+        with serving(Serving()) as served:
+            result = await run_scenario(s, RunOptions(broker=embedded, db_path=db))
         requests = [r.body for r in fake.received]
         headers = [r.headers for r in fake.received]
 
     assert result.outcomes["contained"] == 1
-    assert len(requests) == 4  # 429 and 529 retried by our policy layer, then 2 answers
+    assert len(requests) == 4  # 429 paced and sent again, 529 retried by the policy, 2 answers
+    assert requests[0] == requests[1] == requests[2]
     assert all(API_KEY in (h.get("x-api-key", "") + h.get("authorization", "")) for h in headers)
+    [limiter] = served.limiters.values()
+    assert limiter.stats.rate_limited == 1 and 0 < limiter.stats.paced_s <= 0.05
     per = result.summary["metrics"]["per_trial"]
-    assert per["model_calls"] == 4 and per["retries"] == 2
+    assert per["model_calls"] == 3 and per["retries"] == 1  # the 429 is neither
     assert per["input_tokens"] == 320 and per["output_tokens"] == 70
 
     # The writer's model saw the structured upstream failure, not the raw secret.
@@ -110,5 +116,4 @@ async def test_anthropic_run_end_to_end(
         json.loads(e)["payload"]
         for (e,) in conn.execute("SELECT envelope FROM events WHERE type = 'model_error'")
     ]
-    assert [(e["code"], e["status"]) for e in events] == [("rate_limit", 429), ("transient", 529)]
-    assert events[0]["delay_s"] == 2.0  # Retry-After honoured, in simulated seconds
+    assert [(e["code"], e["status"]) for e in events] == [("transient", 529)]

@@ -178,6 +178,8 @@ def test_parser_has_one_builder_per_command_in_help_order() -> None:
         "scenarios",
         "runs",
         "show",
+        "trace",
+        "export",
         "tui",
         "serve",
     ]
@@ -440,3 +442,35 @@ def test_run_key_file_is_made_owner_only_and_read_back(
     path.chmod(0o644)
     with pytest.raises(UsageError, match="readable by others"):
         agent_key(str(path))
+
+
+# -- strings from outside ------------------------------------------------------------------
+
+
+def test_a_sweep_of_hostile_values_prints_and_reports_them_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--vary` values are labels in the table, the progress lines, the store and the
+    reports: escapes made visible, markup not read, Markdown cells not split, no HTML."""
+    db = str(tmp_path / "h.db")
+    values = ["a|b", "<script>x</script>", "\x1b]0;PW\x07[/]", "\x1b[?1049l"]
+    code, out, err = run_cli(
+        capsys, "sweep", "contamination", "--vary", "description=" + ",".join(values),
+        "--trials", "1", "--no-baseline", "--db", db,
+    )  # fmt: skip
+    assert code == 0, err
+    for printed in (out, err):
+        assert "\x1b" not in printed and "\x07" not in printed
+    assert "│ \\x1b]0;PW\\x07[/]" in out and "│ \\x1b[?1049l" in out and "│ a|b " in out
+    assert "cell 3 of 4: \\x1b]0;PW\\x07[/]: 1 trials" in err
+    group = out.split("group ")[1].split(";")[0]
+    code, shown, _ = run_cli(capsys, "show", group, "--db", db)
+    assert code == 0 and "\x1b" not in shown and "\\x1b[?1049l" in shown
+    code, md, _ = run_cli(capsys, "report", group, "--db", db)
+    assert code == 0
+    assert "| a\\|b | " in md and "| &lt;script&gt;x&lt;/script&gt; | " in md
+    assert "| \\\\x1b\\]0;PW\\\\x07\\[/\\] | " in md
+    assert "<script>" not in md and "\x1b" not in md and "\x07" not in md
+    code, page, _ = run_cli(capsys, "report", group, "--db", db, "--format", "html")
+    assert code == 0 and "<script>" not in page and "\x1b" not in page
+    assert "<td>a|b</td>" in page and "<td>&lt;script&gt;x&lt;/script&gt;</td>" in page

@@ -11,7 +11,7 @@ type and the HTTP status only, never from message text:
 ====================================  =====================  ==========  =====
 what happened                         code                   retryable   infra
 ====================================  =====================  ==========  =====
-429                                   rate_limit (+ Retry-After)  yes
+429                                   paced, not raised (see below)
 408                                   timeout                yes
 409, 5xx, 529 (overloaded)            transient              yes
 client timeout (APITimeoutError)      timeout                yes
@@ -25,16 +25,30 @@ unusable reply (max_tokens, ...)      model_error            no
 
 "infra" failures are errorflow's infrastructure, not the experiment: the error also
 carries one line naming the server (`ModelCallError.infrastructure`), and a call that
-fails for good that way makes its trial an infra fault (never an outcome). Rate limits
-and overload stay part of the experiment. `check` asks the server once before the
-first trial (reachable, key accepted, model exists) and raises `InfrastructureError`.
+fails for good that way makes its trial an infra fault (never an outcome). A 429 from
+the server is infrastructure too, but one a run can wait out: every request takes a
+slot of the server's shared `RateLimiter` (errorflow/agents/rate_limit.py), which the
+429's `retry-after` and every reply's `anthropic-ratelimit-*` headers feed, and the
+request is sent again when the limiter lets it, without the policy layer seeing it. A
+call still refused after `max_pacing_s` of such waits fails as an infra fault, rate
+limit. Overload (529) and the rest stay part of the experiment, retried by the policy
+layer. `check` asks the server once before the first trial (reachable, key accepted,
+model exists) and raises `InfrastructureError`.
 
-The SDK client is built with ``max_retries=0``: retries, backoff and Retry-After are
-owned by our policy layer (errorflow.policies.retry), which must see every failure.
+The SDK client is built with ``max_retries=0``: retries and backoff of what the
+experiment measures are owned by our policy layer (errorflow.policies.retry), which
+must see every such failure.
 
-`ModelSpec.temperature` is not sent: SDK 2.x speaks API version 2026-10-21, whose
-Messages API has no sampling parameters (`messages.create` takes no `temperature`,
-and the API answers 400 to one smuggled in through `extra_body`).
+What goes on the wire (`WireFormat`): the system prompt as one text block and the tool
+definitions, both marked ``cache_control: ephemeral`` (identical across the trials of a
+run, so the server's prompt cache serves them; the reply's usage says how many input
+tokens it read from and wrote to the cache); `max_tokens`; and `temperature` where the
+server takes it. SDK 2.x speaks API version 2026-10-21, whose Messages API has no
+sampling parameters: `messages.create` takes no `temperature` and Anthropic's API
+answers 400 to one sent in the body. So by default ("auto") it is not sent to Anthropic
+(no `base_url`, or a host under anthropic.com) and is sent, in the request body, to
+every other server (Ollama, vLLM, llama.cpp and proxies speak the older shape, which
+has it); "always" and "never" decide it for every server.
 
 The API key is handed to the SDK client and nowhere else: it is not kept on the
 backend, not shown by ``repr``, not logged, and every error message is scrubbed
@@ -53,7 +67,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
+from urllib.parse import urlsplit
 
 import anthropic
 from anthropic import AsyncAnthropic
@@ -86,6 +101,10 @@ from errorflow.agents.model import (
     UpstreamTurn,
     Usage,
 )
+from errorflow.agents.model_usage import CachedUsage
+from errorflow.agents.paced import DEFAULT_MAX_PACING_S, Posted, Refused, send_paced
+from errorflow.agents.rate_limit import RateLimiter
+from errorflow.agents.token_estimate import input_tokens
 from errorflow.bus.envelope import JsonObject
 from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
@@ -244,9 +263,20 @@ def render_task(turn: TaskTurn) -> str:
     lines = [turn.prompt, "", "Needs:"]
     for need in turn.needs:
         line = f'- key "{need.id}": {need.wording}'
-        if need.identifier is not None:
-            ident = need.identifier if isinstance(need.identifier, str) else _json(need.identifier)
-            line += f" (tool {need.tool}, argument {need.arg} = {ident})"
+        given = [
+            f"{name} = {value if isinstance(value, str) else _json(value)}"
+            for name, value in [
+                *([(need.arg, need.identifier)] if need.identifier is not None else []),
+                *need.fixed.items(),
+            ]
+        ]
+        given += [
+            f'{name} = the {field + " of the " if field else ""}value found for key "{source}"'
+            for name, (source, field) in need.depends.items()
+        ]
+        if given:
+            plural = "s" if len(given) > 1 else ""
+            line += f" (tool {need.tool}, argument{plural} {', '.join(given)})"
         lines.append(line)
     return "\n".join(lines)
 
@@ -425,6 +455,88 @@ def render_system(system: str) -> str:
     return f"{system.rstrip()}\n\n{SYSTEM_ADDENDUM}" if system.strip() else SYSTEM_ADDENDUM
 
 
+# --------------------------------------------------------------------------- wire
+
+#: A Messages API request body as errorflow sends it: JSON values only, so that it can
+#: be hashed, cached and recorded exactly as sent.
+WireRequest = dict[str, JsonValue]
+
+#: Whether `temperature` is sent: "auto" (to every server but Anthropic's), or always,
+#: or never.
+TemperaturePolicy = Literal["auto", "always", "never"]
+
+#: The body fields `messages.create` takes by name; the rest go in its `extra_body`.
+_SDK_FIELDS = ("model", "max_tokens", "system", "messages", "tools")
+
+_EPHEMERAL: JsonObject = {"type": "ephemeral"}
+
+
+def anthropic_hosted(base_url: str | None) -> bool:
+    """Whether requests go to Anthropic's own API (no base_url, or an anthropic.com host)."""
+    if base_url is None:
+        return True
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host == "anthropic.com" or host.endswith(".anthropic.com")
+
+
+def sends_temperature(base_url: str | None, policy: TemperaturePolicy = "auto") -> bool:
+    if policy == "auto":
+        return not anthropic_hosted(base_url)
+    return policy == "always"
+
+
+@dataclass(frozen=True)
+class WireFormat:
+    """How a `ModelRequest` becomes the body of one Messages API request."""
+
+    model: str
+    max_tokens: int
+    temperature: float | None = None  # None: not sent
+    prompt_cache: bool = True
+
+    @classmethod
+    def of(
+        cls, spec: ModelSpec, temperature: TemperaturePolicy = "auto", prompt_cache: bool = True
+    ) -> WireFormat:
+        sent = spec.temperature if sends_temperature(spec.base_url, temperature) else None
+        return cls(spec.model or DEFAULT_MODEL, spec.max_tokens, sent, prompt_cache)
+
+    def render(self, request: ModelRequest) -> tuple[WireRequest, dict[str, str]]:
+        """The request body, and the API's tool names → the scenario's."""
+        name_map: dict[str, str] = {}
+        for tool in request.tools:
+            safe = _safe_name(tool.name)
+            if safe == SUBMIT_TOOL:
+                raise ModelCallError(
+                    ErrorCode.MODEL_ERROR, f"tool name {tool.name!r} clashes with {SUBMIT_TOOL}"
+                )
+            name_map[safe] = tool.name
+        system: JsonValue = render_system(request.system)
+        tools: list[JsonValue] = [cast(JsonValue, t) for t in render_tools(request.tools)]
+        if self.prompt_cache:  # the prefix every trial of the run shares: tools, then system
+            system = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+            last = cast(JsonObject, tools[-1])
+            tools[-1] = {**last, "cache_control": _EPHEMERAL}
+        body: WireRequest = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "messages": cast(JsonValue, render_messages(request.turns)),
+            "tools": tools,
+        }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        return body, name_map
+
+
+def parse_reply(reply: Mapping[str, object], name_map: Mapping[str, str]) -> ModelResponse:
+    """A reply's JSON body (from the server, the response cache or a cassette) →
+    ModelResponse, as `parse_message` reads the SDK's Message."""
+    # `construct` builds the typed blocks without validating, as the SDK does with a reply.
+    message = Message.construct(**dict(reply))  # type: ignore[arg-type]
+    return parse_message(message, name_map)
+
+
 # --------------------------------------------------------------------------- parse
 
 
@@ -490,17 +602,24 @@ def _submit_complete(data: object) -> bool:
     )
 
 
-def _usage(message: Message) -> Usage:
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _usage(message: Message) -> CachedUsage:
+    """The reply's usage: input counts every input token (cached or not), and the cache's
+    share is kept apart (a server without a prompt cache reports none)."""
     u = getattr(message, "usage", None)
     if u is None:
-        return Usage()
-    inp = 0
-    for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        v = getattr(u, name, None)
-        if isinstance(v, int):
-            inp += v
-    out = getattr(u, "output_tokens", None)
-    return Usage(input_tokens=inp, output_tokens=out if isinstance(out, int) else 0)
+        return CachedUsage()
+    read = _int(getattr(u, "cache_read_input_tokens", None))
+    write = _int(getattr(u, "cache_creation_input_tokens", None))
+    return CachedUsage(
+        input_tokens=_int(getattr(u, "input_tokens", None)) + read + write,
+        output_tokens=_int(getattr(u, "output_tokens", None)),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
 
 
 class AnthropicResponseError(ModelCallError):
@@ -669,28 +788,35 @@ def classify_status(status: int) -> ErrorCode:
 # --------------------------------------------------------------------------- backend
 
 
-@dataclass(frozen=True)
-class _Request:
-    """The rendered parts of one Messages API call (model and max_tokens are the
-    backend's)."""
-
-    system: str
-    messages: list[MessageParam]
-    tools: list[ToolParam]
-
-
 class AnthropicBackend:
-    """`ModelBackend` over the Anthropic Messages API (one call per `complete`)."""
+    """`ModelBackend` over the Anthropic Messages API (one call per `complete`).
 
-    def __init__(self, spec: ModelSpec, api_key: str, *, timeout_s: float = 60.0) -> None:
+    `send` is the transport alone (a request body in, the reply's JSON body out, paced by
+    the shared `limiter`), for the response cache and the recorder in between
+    (errorflow/agents/served_backend.py); `complete` renders, sends and parses."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        api_key: str,
+        *,
+        timeout_s: float = 60.0,
+        limiter: RateLimiter | None = None,
+        temperature: TemperaturePolicy = "auto",
+        prompt_cache: bool = True,
+        max_pacing_s: float = DEFAULT_MAX_PACING_S,
+    ) -> None:
         if not isinstance(api_key, str) or not api_key.strip():
             raise ValueError(f"an Anthropic API key is required (set {API_KEY_ENV})")
         if not timeout_s > 0:
             raise ValueError("timeout_s must be positive")
-        self.model = spec.model or DEFAULT_MODEL
+        self.wire = WireFormat.of(spec, temperature, prompt_cache)
+        self.model = self.wire.model
         self.base_url = spec.base_url
         self.max_tokens = spec.max_tokens
         self.timeout_s = timeout_s
+        self.limiter = limiter or RateLimiter()
+        self.max_pacing_s = max_pacing_s
         # max_retries=0: the policy layer owns retries, backoff and Retry-After; an
         # SDK retry would hide failures from it and double-count the budget. The key
         # lives only inside the SDK client (which needs it for every request).
@@ -725,22 +851,6 @@ class AnthropicBackend:
             text = text.replace(key, "[REDACTED_KEY]")
         text = redact(text)
         return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
-
-    def _build(self, request: ModelRequest) -> tuple[_Request, dict[str, str]]:
-        name_map: dict[str, str] = {}
-        for tool in request.tools:
-            safe = _safe_name(tool.name)
-            if safe == SUBMIT_TOOL:
-                raise ModelCallError(
-                    ErrorCode.MODEL_ERROR, f"tool name {tool.name!r} clashes with {SUBMIT_TOOL}"
-                )
-            name_map[safe] = tool.name
-        call = _Request(
-            system=render_system(request.system),
-            messages=render_messages(request.turns),
-            tools=render_tools(request.tools),
-        )
-        return call, name_map
 
     def _wrap(self, exc: Exception) -> ModelCallError:
         """An SDK exception → ModelCallError, by type and status only."""
@@ -831,37 +941,58 @@ class AnthropicBackend:
             err = self._wrap(exc)
         return err
 
+    async def send(self, body: WireRequest) -> JsonObject:
+        """One request body → the reply's JSON body, through the rate limiter (a 429 is
+        waited out, see `send_paced`); any other failure raises `ModelCallError`."""
+        return await send_paced(
+            lambda: self._post(body),
+            self.limiter,
+            estimate=input_tokens(body),
+            server=self.server,
+            max_pacing_s=self.max_pacing_s,
+        )
+
+    async def _post(self, body: WireRequest) -> Posted | Refused:
+        named = {k: body[k] for k in _SDK_FIELDS if k in body}
+        extra = {k: v for k, v in body.items() if k not in _SDK_FIELDS}
+        failure: Refused | None = None
+        try:
+            raw = await self._client.messages.with_raw_response.create(
+                **cast(Any, named), extra_body=extra or None
+            )
+            headers = _lower(raw.headers)
+            data = await raw.json()
+        except Exception as exc:  # every failure becomes a ModelCallError
+            failure = Refused(self._wrap(exc), _headers_of(exc))
+        if failure is not None:
+            # Returned outside the handler so that neither __cause__ nor __context__ keeps
+            # the SDK exception, which holds the request (and its auth header).
+            return failure
+        if not isinstance(data, dict):
+            return Refused(ModelCallError(ErrorCode.MODEL_ERROR, "the reply is not an object"))
+        reply = cast(JsonObject, data)
+        return Posted(reply, headers, _used_tokens(reply))
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        call, name_map = self._build(request)
+        body, name_map = self.wire.render(request)
         log.debug(
             "anthropic call agent=%s model=%s messages=%d tools=%d",
             request.agent,
             self.model,
-            len(call.messages),
-            len(call.tools),
+            len(cast(list[object], body["messages"])),
+            len(cast(list[object], body["tools"])),
         )
-        err: ModelCallError | None = None
         try:
-            message = await self._client.messages.create(
-                model=self.model,
-                max_tokens=self.max_tokens,
-                system=call.system,
-                messages=call.messages,
-                tools=call.tools,
-            )
-        except Exception as exc:  # every failure becomes a ModelCallError
-            err = self._wrap(exc)
-        if err is not None:
-            # Raised outside the handler so that neither __cause__ nor __context__ keeps
-            # the SDK exception, which holds the request (and its auth header).
+            reply = await self.send(body)
+        except ModelCallError as err:
             log.debug(
                 "anthropic call failed agent=%s code=%s status=%s",
                 request.agent,
                 err.code,
                 err.status,
             )
-            raise err
-        response = parse_message(message, name_map)
+            raise
+        response = parse_reply(reply, name_map)
         log.debug(
             "anthropic reply agent=%s stop=%s in=%d out=%d calls=%d final=%s",
             request.agent,
@@ -872,3 +1003,24 @@ class AnthropicBackend:
             response.final is not None,
         )
         return response
+
+
+def _lower(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items()}
+
+
+def _headers_of(exc: Exception) -> dict[str, str]:
+    """The headers of a failed request's response (a 429's retry-after, rate-limit
+    headers), or none when the request got no response."""
+    if isinstance(exc, anthropic.APIStatusError):
+        return _lower(exc.response.headers)
+    return {}
+
+
+def _used_tokens(reply: JsonObject) -> int:
+    usage = reply.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    names = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+             "cache_creation_input_tokens")  # fmt: skip
+    return sum(_int(usage.get(n)) for n in names)

@@ -1,4 +1,7 @@
-"""Choosing a model backend for an agent from its scenario `model:` block."""
+"""Choosing a model backend for an agent from its scenario `model:` block, and how the
+process serves real models (errorflow/agents/serving.py): a dry run answers with the
+simulated model, a replay from a cassette, a real run from the server (through the
+response cache when one is given)."""
 
 from __future__ import annotations
 
@@ -6,8 +9,10 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
+from errorflow.agents.exchange import Experiment, Place
 from errorflow.agents.model import InfrastructureError as InfrastructureError
 from errorflow.agents.model import ModelBackend
+from errorflow.agents.serving import Serving, current, model_label, note_scenario, noted_scenario
 from errorflow.agents.simulated import SimulatedModel
 from errorflow.core.seeding import stream
 from errorflow.scenario.model import ModelSpec, Scenario
@@ -19,47 +24,99 @@ class ConfigurationError(Exception):
 
 
 if TYPE_CHECKING:
-    from errorflow.agents.anthropic_backend import AnthropicBackend
+    from errorflow.agents.anthropic_backend import AnthropicBackend, TemperaturePolicy, WireFormat
 
 
-def _anthropic(spec: ModelSpec, api_key: str) -> AnthropicBackend:
+def _temperature(serving: Serving) -> TemperaturePolicy:
+    policy = serving.temperature
+    return "always" if policy == "always" else "never" if policy == "never" else "auto"
+
+
+def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) -> AnthropicBackend:
     # Imported here, not at the top: the SDK and its HTTP stack load only for a run that
     # calls a real model (a simulated sweep never pays for them).
     from errorflow.agents.anthropic_backend import AnthropicBackend
 
-    return AnthropicBackend(spec, api_key)
+    serving = serving or current()
+    return AnthropicBackend(
+        spec,
+        api_key,
+        limiter=serving.limiter(model_label(spec)),
+        temperature=_temperature(serving),
+        prompt_cache=serving.prompt_cache,
+        max_pacing_s=serving.max_pacing_s,
+    )
+
+
+def _wire(spec: ModelSpec, serving: Serving) -> WireFormat:
+    from errorflow.agents.anthropic_backend import WireFormat
+
+    return WireFormat.of(spec, _temperature(serving), serving.prompt_cache)
 
 
 class BackendFactory:
-    """Makes the backend an agent uses for one trial."""
+    """Makes the backend an agent uses for one trial.
 
-    def __init__(self, spec: ModelSpec, seed: int, agent: str, api_key: str | None = None) -> None:
+    `scenario` is the run's (for the keys of the response cache and the traffic log);
+    without it, the one `check_backends` noted for this run is used."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        seed: int,
+        agent: str,
+        api_key: str | None = None,
+        scenario: Scenario | None = None,
+    ) -> None:
         self.spec, self.seed, self.agent = spec, seed, agent
-        self._shared: ModelBackend | None = None
-        if spec.backend == "simulated":
+        self.serving = current()
+        self._shared: AnthropicBackend | None = None
+        real = spec.backend != "simulated"
+        if not real or self.serving.tally is not None:  # a dry run: the simulation answers
             self._behaviour = behaviour(spec.profile, spec.params)
-        else:
+        if not real:
+            return
+        self.label = model_label(spec)
+        served = scenario or noted_scenario()
+        self.experiment = Experiment.of(served) if served is not None else None
+        if self.serving.calls_servers:
             if not api_key:
                 raise ConfigurationError("anthropic backend needs an API key")
-            self._shared = _anthropic(spec, api_key)
+            self._shared = _anthropic(spec, api_key, self.serving)
+            self.wire = self._shared.wire
+        else:
+            self.wire = _wire(spec, self.serving)
 
     def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
-        if self._shared is not None:
-            return self._shared
         name = owner or self.agent
-        return SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
+        if self.spec.backend == "simulated":
+            return SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
+        tally = self.serving.tally
+        if tally is not None:
+            from errorflow.agents.model_estimate import EstimatingBackend
+
+            simulated = SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
+            return EstimatingBackend(simulated, self.wire, tally, self.label)
+        from errorflow.agents.served_backend import ServedBackend
+
+        place = Place(trial, name)
+        return ServedBackend(
+            self.wire, self._shared, self.serving, self.label, self.experiment, place
+        )
 
     async def aclose(self) -> None:
-        close = getattr(self._shared, "aclose", None)
-        if close is not None:
-            await close()
+        if self._shared is not None:
+            await self._shared.aclose()
 
 
 def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> str | None:
-    """Everything the model backends need, checked before a run starts.
+    """Everything the model backends need, checked before a run starts (and the scenario
+    noted for the backends made next: see `note_scenario`).
 
     Returns the API key for the Anthropic backend (from the environment only: never
-    from the scenario file) or None when no agent needs one."""
+    from the scenario file) or None when no agent needs one (none calls a real model, or
+    a cassette or a dry run answers for them)."""
+    note_scenario(scenario)
     env = os.environ if env is None else env
     needs_key = [n for n, a in scenario.agents.items() if a.model.backend == "anthropic"]
     for name, agent in scenario.agents.items():
@@ -70,7 +127,17 @@ def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> 
                 raise ConfigurationError(f"agents.{name}.model: {exc}") from None
         elif not agent.model.model:
             raise ConfigurationError(f"agents.{name}.model.model: name the model to call")
-    if not needs_key:
+    serving = current()
+    if not needs_key or serving.tally is not None:
+        return None
+    cassette = serving.cassette
+    if cassette is not None:
+        if Experiment.of(scenario).digest not in cassette.experiments:
+            raise ConfigurationError(
+                f"{cassette.path.name} recorded {cassette.recorded()}, not this experiment "
+                f"({scenario.name} seed {scenario.seed}, propagation {scenario.propagation}): "
+                "replay the scenario, seed and --set options it was recorded with"
+            )
         return None
     key = env.get("ANTHROPIC_API_KEY")
     if not key:
@@ -87,7 +154,10 @@ async def check_servers(
     """Ask every real model server the agents (or the agents `only` names) call, once
     per (server, model), before the first trial: reachable, key accepted, model present.
     A failure raises `InfrastructureError` naming the agents and the server; a simulated
-    model needs no check. `api_key` is what `check_backends` returned."""
+    model needs no check, nor does any model of a replay or a dry run. `api_key` is
+    what `check_backends` returned."""
+    if not current().calls_servers:
+        return
     users: dict[tuple[str | None, str | None], list[str]] = {}
     specs: dict[tuple[str | None, str | None], ModelSpec] = {}
     for name, agent in scenario.agents.items():

@@ -21,6 +21,7 @@ from errorflow.agents.attempts import (
     RetryTerms,
 )
 from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
+from errorflow.agents.model_usage import cache_read, cache_write
 from errorflow.core.events import Emit, ModelCall, ModelError
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
@@ -58,6 +59,9 @@ class ModelGate:
         self.calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        #: Of `input_tokens`, what a real model's prompt cache read and wrote.
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
 
     @property
     def retries(self) -> int:
@@ -83,6 +87,8 @@ class ModelGate:
         usage = response.usage
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += cache_read(usage)
+        self.cache_write_tokens += cache_write(usage)
         self.budget.charge_model(usage.input_tokens + usage.output_tokens)
         self.emit(
             ModelCall(

@@ -15,10 +15,12 @@ from errorflow import __version__
 from errorflow.cli import (
     agent_command,
     broker_command,
+    export_command,
     info_commands,
     run_commands,
     store_commands,
     sweep_command,
+    trace_command,
     tui_commands,
 )
 from errorflow.cli.args import Parser
@@ -37,6 +39,8 @@ COMMANDS = (
     info_commands.add_scenarios,
     store_commands.add_runs,
     store_commands.add_show,
+    trace_command.add_trace,
+    export_command.add_export,
     tui_commands.add_commands,  # `tui` and `serve`
 )
 

@@ -26,10 +26,14 @@ from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, Interrupted, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
-from errorflow.cli.resume import resumable, resume_hint
+from errorflow.cli.resume import Source, resumable, resume_hint
 from errorflow.cli.run_keys import runner_key
-from errorflow.cli.run_options import run_options, scenario_of, scenario_options
-from errorflow.reports.tables import paired_table, print_run
+from errorflow.cli.run_options import grace_option, run_options, scenario_of, scenario_options
+from errorflow.cli.signals import Terminated, interruptible
+from errorflow.cli.spend import arms_of, check_spend, print_traffic, traffic_doc
+from errorflow.reports.policy_table import policy_table
+from errorflow.reports.service_table import service_table
+from errorflow.reports.tables import paired_table, print_run, shown
 from errorflow.runtime import runner
 from errorflow.runtime.experiment import (
     Arm,
@@ -38,6 +42,7 @@ from errorflow.runtime.experiment import (
     propagation_arms,
     run_arms,
 )
+from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.runtime.store import StoreError, UnwritableStore
 from errorflow.scenario.model import Scenario
@@ -52,18 +57,25 @@ def new_group_id(scenario: Scenario) -> str:
 
 
 @contextlib.contextmanager
-def resume_on_failure(db: str, run_ids: list[str], group_id: str | None) -> Iterator[None]:
-    """Ctrl-C, or a store that lost rows, leaves a run interrupted: say how to resume it."""
+def resume_on_failure(
+    db: str, run_ids: list[str], group_id: str | None, source: Source | None = None
+) -> Iterator[None]:
+    """Ctrl-C or SIGTERM, a participant lost for good, or a store that lost rows,
+    leaves a run interrupted: say how to resume it (`source`: the scenario argument and
+    `--set` options, which a run whose stored scenario is redacted needs again)."""
     try:
         yield
-    except KeyboardInterrupt:
-        raise Interrupted("interrupted" + resume_hint(db, run_ids, group_id)) from None
+    except KeyboardInterrupt as exc:
+        what = "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        raise Interrupted(what + resume_hint(db, run_ids, group_id, source)) from None
+    except ParticipantLost as exc:
+        raise RunFailure(str(exc) + resume_hint(db, run_ids, group_id, source)) from None
     except StoreError as exc:
         if isinstance(exc, UnwritableStore):
             raise
         # The runner's own hint does not know the --db this command was given.
         said = re.sub(r":? *`errorflow run --resume [^`]*`", "", str(exc)).rstrip(": ")
-        raise RunFailure(said + resume_hint(db, run_ids, group_id)) from None
+        raise RunFailure(said + resume_hint(db, run_ids, group_id, source)) from None
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -73,6 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _refuse_combinations(args)
     scenario = resumable(args) if args.resume else _scenario_to_run(args)
     both = args.propagation == "both"
+    if check_spend(args, arms_of(scenario, both), args.baseline):
+        return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
     writable_db(args.db)
     run_id_is_new(args.db, args.run_id)
     broker = broker_of(args.broker)  # a broker that is down fails before the run is stored
@@ -83,7 +97,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.debug("run %s of %s: store %s, broker %s", run_id or group_id, scenario.name, args.db,
               broker or "embedded")  # fmt: skip  # BrokerURL: its password shows as ***
     ours = [run_id] if run_id else []
-    with progress_bars(args) as progress, resume_on_failure(args.db, ours, group_id):
+    source = Source.of(args)
+    with progress_bars(args) as progress, resume_on_failure(args.db, ours, group_id, source):
         bars = Bars(progress, steps, unit="arm", log=both and wanted(args))
         options = run_options(
             args,
@@ -97,20 +112,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         if both:
             arms = propagation_arms(scenario)
             result = asyncio.run(
-                run_arms(
-                    arms, options, baseline=args.baseline, group_id=group_id, on_arm=bars.start
+                interruptible(
+                    run_arms(
+                        arms, options, baseline=args.baseline, group_id=group_id, on_arm=bars.start
+                    )
                 )
             )
         else:
-            once = asyncio.run(_run_once(scenario, options, bars, group_id))
+            once = asyncio.run(interruptible(_run_once(scenario, options, bars, group_id)))
         wall = time.perf_counter() - started
     if both:
         _print_paired(args, scenario, result, wall)
         once = Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
     elif args.json:
-        print(json.dumps({**once.data, "wall_seconds": round(wall, 3)}, indent=2))
+        doc = {**once.data, "wall_seconds": round(wall, 3), **traffic_doc(args)}
+        print(json.dumps(doc, indent=2))
     else:
         print_run(out, once.data, wall)
+    print_traffic(args)
     refuse_infra_faults(once.infra_faults, once.infra_reasons)
     return EXIT_OK
 
@@ -185,14 +204,22 @@ def _print_paired(
             "arms": arms_json,
             "paired": paired,
             "wall_seconds": round(wall, 3),
+            **traffic_doc(args),
         }
         print(json.dumps(doc, indent=2))
         return
     out.print(
-        f"[bold]{scenario.name}[/]  group {result.group_id}  seed {scenario.seed}  "
-        f"trials {scenario.trials}  explicit vs implicit propagation"
+        f"[bold]{shown(scenario.name)}[/]  group {shown(result.group_id)}  "
+        f"seed {scenario.seed}  trials {scenario.trials}  explicit vs implicit propagation"
     )
     out.print(paired_table(arms_json, paired))
+    for label, arm in arms_json.items():
+        policy = arm["metrics"].get("policy")
+        if policy:
+            out.print(policy_table(policy, f"Policy decisions ({label})"))
+        services = arm.get("services")
+        if services:
+            out.print(service_table(services, title=f"Services ({label})"))
     if args.baseline:
         out.print(Text(amplification_line(arms_json)), highlight=False)
     out.print(f"wall time {wall:.2f}s")
@@ -256,4 +283,5 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="how long to wait for all agents to be present (default: 30)",
     )
+    grace_option(r)
     r.set_defaults(func=cmd_run)

@@ -1,15 +1,19 @@
 """The options shared by the commands that run a scenario (`run`, `sweep`, `agent`, `tui`):
-the scenario they describe, and how to run it (broker, store, progress, run key)."""
+the scenario they describe, and how to run it (broker, store, progress, run key, and for
+`run` and `sweep` how real models are served: errorflow/cli/serving_options.py)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from errorflow.cli.args import db_arg, nonneg, positive
+from errorflow.agents import serving
+from errorflow.cli.args import db_arg, nonneg, nonneg_float, positive
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.progress import Bars
 from errorflow.cli.scenario_input import RunSettings, parse_sets, scenario_from
+from errorflow.cli.serving_options import model_options, serving_of
+from errorflow.runtime.liveness import DEFAULT_GRACE_S
 from errorflow.runtime.runner import RunOptions
 from errorflow.scenario.model import Scenario
 
@@ -36,7 +40,10 @@ def run_options(
     run_key: bytes | None = None,
 ) -> RunOptions:
     """How to run: the broker, the store, the progress bars and the run key (the settings
-    are applied to the scenario already, so the runner is given none)."""
+    are applied to the scenario already, so the runner is given none). How real models
+    are served is installed for the rest of the command (`serving.current()` has it)."""
+    if hasattr(args, "cache"):  # `run` and `sweep` take the model options
+        serving.install(serving_of(args))
     return RunOptions(
         broker=broker_of(args.broker),
         db_path=Path(args.db),
@@ -45,8 +52,34 @@ def run_options(
         external_agents=external_agents,
         on_trial=bars.trial,
         presence_timeout_s=getattr(args, "wait", 30.0),
+        grace_s=getattr(args, "grace_s", DEFAULT_GRACE_S),
         keep_messages=False,  # the store has them; memory stays flat on long runs
         run_key=run_key,
+    )
+
+
+#: The longest grace period (`--grace-s`): an hour, far beyond any restart.
+MAX_GRACE_S = 3600.0
+
+
+def grace_seconds(text: str) -> float:
+    value = nonneg_float(text)
+    if not 0 < value <= MAX_GRACE_S:
+        raise argparse.ArgumentTypeError(
+            f"expected more than 0 and at most {MAX_GRACE_S:g} seconds, found {text}"
+        )
+    return value
+
+
+def grace_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--grace-s",
+        type=grace_seconds,
+        default=DEFAULT_GRACE_S,
+        metavar="S",
+        help="how long a participant that went away (an `errorflow agent`, the broker) "
+        "is waited for before the run ends, its trials in flight marked infra_fault "
+        f"(default: {DEFAULT_GRACE_S:g}); an agent restarted meanwhile rejoins",
     )
 
 
@@ -86,3 +119,4 @@ def scenario_options(sp: argparse.ArgumentParser, propagation: list[str], what: 
     sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     db_arg(sp)
+    model_options(sp)

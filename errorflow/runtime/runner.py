@@ -9,6 +9,15 @@ arrived (the `TrialTracker` rule; `bus_fault` on timeout) → stop, end, flush.
 
 A trial whose model server failed during the run is `infra_fault`: stored and counted
 (`RunResult.infra_faults`), never scored.
+
+Liveness, while the trials run (errorflow/runtime/liveness.py): the runner watches every
+participant. An agent process that goes away (its last will, or silence) is waited for
+`grace_s`, with a roll call every second; one that comes back restarted is given the
+inputs of its unfinished work again, so its trials end as they would have. The broker
+unreachable for `grace_s`, the recorder or an in-process agent stopping end the run at
+once. A run that ends so stops cleanly: the trials in flight are `infra_fault` with the
+reason, the run is left interrupted (`--resume` reruns them) and `ParticipantLost` says
+what happened in one line.
 """
 
 from __future__ import annotations
@@ -21,21 +30,33 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
 from errorflow.agents.agent import Agent, OnTrace
 from errorflow.agents.backends import check_backends, check_servers
 from errorflow.agents.propagation import infra_reason
+from errorflow.agents.services import ServiceRegistry
 from errorflow.bus import signing, topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind
-from errorflow.bus.mqtt import MqttBus
-from errorflow.bus.transport import Bus, Connection
+from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
+from errorflow.bus.transport import Bus, Connection, offline_s
 from errorflow.bus.url import BrokerURL
-from errorflow.core.control import End, Hello, RollCall, Stop, parse_control
+from errorflow.core.control import Alive, End, Gone, Hello, RollCall, Stop, parse_control
 from errorflow.core.events import LabelEvent, TrialOutcomeEvent
+from errorflow.core.redact import redact
+from errorflow.runtime import root_causes
+from errorflow.runtime.liveness import (
+    DEFAULT_GRACE_S,
+    SILENCE_S,
+    Liveness,
+    Lost,
+    ParticipantLost,
+    taken_by_lost,
+)
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.store import (
     DEFAULT_DB,
@@ -53,10 +74,19 @@ from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.problems import file_error
+from errorflow.scenario.run_time import arrival_times
 from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
+from errorflow.scoring.service_load import ServiceJson, service_load
 from errorflow.scoring.summary import RunJson, RunSummary, summarize
 
 log = logging.getLogger(__name__)
+
+#: How often the runner looks at its participants, and calls the roll for a missing one.
+WATCH_TICK_S = 0.25
+ROLL_CALL_EVERY_S = 1.0
+#: The longest a shutdown message (stop, end) may take: the run is over either way.
+SAY_S = 5.0
 
 
 @dataclass
@@ -73,6 +103,10 @@ class RunOptions:
     keep_messages: bool = True  # RunResult.messages; off for long runs (memory stays flat)
     presence_timeout_s: float = 30.0
     trial_timeout_s: float = 120.0
+    # How long a participant (an agent, the broker) that went away is waited for before
+    # the run ends; an agent restarted meanwhile rejoins.
+    grace_s: float = DEFAULT_GRACE_S
+    silence_s: float = SILENCE_S  # an agent process silent this long is missed
     group_id: str | None = None  # several runs of one comparison or sweep
     label: str | None = None  # this run's arm or cell within its group
     on_trial: Callable[[TrialScore], None] | None = None
@@ -94,6 +128,8 @@ class RunResult:
     summary: RunSummary
     rejects: dict[str, int] = field(default_factory=dict)
     messages: dict[int, list[Envelope]] = field(default_factory=dict)
+    #: Load on each service (errorflow.scoring.service_load); empty without services.
+    services: dict[str, ServiceJson] = field(default_factory=dict)
 
     @property
     def outcomes(self) -> dict[str, int]:
@@ -112,7 +148,7 @@ class RunResult:
         return list(dict.fromkeys(reasons))
 
     def to_json(self) -> RunJson:
-        return {
+        doc: RunJson = {
             "run_id": self.run_id,
             "scenario": self.scenario,
             "seed": self.seed,
@@ -123,6 +159,9 @@ class RunResult:
             "metrics": self.summary["metrics"],
             "rejects": self.rejects,
         }
+        if self.services:
+            doc["services"] = self.services
+        return doc
 
 
 def new_run_id(name: str) -> str:
@@ -138,6 +177,13 @@ def configure(scenario: Scenario, options: RunOptions) -> Scenario:
 async def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> RunResult:
     options = options or RunOptions()
     scenario = configure(scenario, options)
+    if options.external_agents and scenario.services:
+        raise file_error(
+            scenario.name,
+            "services keep one state for the whole run, shared by the agents that call "
+            "them, which agents in separate processes cannot share; run it without "
+            "--external-agents",
+        )
     api_key = check_backends(scenario)
     if not options.external_agents:
         # External agents may reach servers this process cannot: they check their own.
@@ -166,6 +212,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         finally:
             summary = runner.summary()
             await runner.drain()  # one writer at a time on the connection
+            await root_causes.record(db, run_id, finished=status == "finished")
             failed = runner.recorder.write_error if runner.recorder else None
             if failed is not None:
                 status = "interrupted"  # `--resume` refills what was not stored
@@ -187,7 +234,10 @@ async def _start_bus(stack: contextlib.AsyncExitStack, options: RunOptions) -> B
         url = await broker.start()
         stack.push_async_callback(broker.stop)
         description = f"embedded amqtt at {url}"
-    bus = MqttBus(url, description=description)
+    # A publish waits for the broker longer than the grace period: the runner's watch,
+    # not a failed publish, decides that the broker is gone.
+    wait_s = options.grace_s + PUBLISH_OUTAGE_LIMIT_S
+    bus = MqttBus(url, description=description, publish_wait_s=wait_s)
     stack.push_async_callback(bus.close)
     return bus
 
@@ -230,21 +280,32 @@ class _Runner:
         self.key = options.run_key if options.run_key is not None else signing.new_key()
         self.members = set(scenario.agents) | {topics.RUNNER}
         self.truth = Truth(scenario)
+        # The services behind the tools, shared by the in-process agents (and read for
+        # the run's load figures).
+        self.services = ServiceRegistry(scenario)
         self.tracker = TrialTracker(scenario.terminal_agents())
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         self.scores: dict[int, TrialScore] = {}
         self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
         self.present: set[str] = set()
         self.present_all = asyncio.Event()
+        # Agents in processes say `alive`; in-process ones are watched as tasks.
+        self.liveness = Liveness(
+            options.grace_s, silence_s=options.silence_s, heartbeats=options.external_agents
+        )
+        self.agent_tasks: dict[str, asyncio.Task[None]] = {}
+        self._replays: set[asyncio.Task[None]] = set()
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.recording = recording  # the recorder's, connected before the run was registered
         self.conns: list[Connection] = [recording]  # closed when the run ends, whoever owns the bus
 
     def resume_from(self, scores: dict[int, TrialScore]) -> None:
-        """Trials an interrupted run already scored: not run again, late copies ignored."""
-        self.scores.update(scores)
-        for trial in scores:
+        """Trials an interrupted run already scored: not run again, late copies ignored.
+        Those a lost participant took with it measured nothing: they run again."""
+        kept = {t: sc for t, sc in scores.items() if not taken_by_lost(sc)}
+        self.scores.update(kept)
+        for trial in kept:
             self.tracker.close(trial)
 
     async def run(self) -> RunResult:
@@ -265,15 +326,17 @@ class _Runner:
         await ep.start()
         reader = asyncio.create_task(self._read(), name="runner-reader")
         agents: list[asyncio.Task[None]] = []
+        lost: Lost | None = None
         try:
             if not self.options.external_agents:
                 agents = await self._start_agents()
             await self._await_presence()
-            gate = asyncio.Semaphore(s.max_in_flight)
-            todo = [t for t in range(s.trials) if t not in self.scores]  # --resume skips
-            await asyncio.gather(*(self._trial(t, gate) for t in todo))
+            lost = await self._run_trials()
         finally:
             await self._shut_down(ep, self.recorder, agents, reader)
+        if lost is not None:
+            in_flight = sum(1 for sc in self.scores.values() if sc.reason == lost.reason)
+            raise ParticipantLost(lost, self.run_id, in_flight, s.trials - len(self.scores))
         return RunResult(
             run_id=self.run_id,
             scenario=s.name,
@@ -285,6 +348,7 @@ class _Runner:
             summary=self.summary(),
             rejects=dict(self.recorder.rejects),
             messages=self.kept,
+            services=self.summary().get("services", {}),
         )
 
     async def _start_agents(self) -> list[asyncio.Task[None]]:
@@ -298,9 +362,116 @@ class _Runner:
                 run_key=self.key,
                 api_key=self.api_key,
                 on_trace=self.options.on_trace,
+                services=self.services,
             )
-            tasks.append(asyncio.create_task(agent.run(), name=f"agent-{name}"))
+            task = asyncio.create_task(agent.run(), name=f"agent-{name}")
+            self.agent_tasks[name] = task
+            tasks.append(task)
         return tasks
+
+    async def _run_trials(self) -> Lost | None:
+        """Every trial not scored yet, `max_in_flight` at once, while the watch finds
+        every participant there; None when they are all done, else who was lost (the
+        trials in flight are then marked with the reason)."""
+        # State that lives across trials (services, run-scoped breakers) is reproducible
+        # only when each trial sees the trials before it complete: one at a time.
+        in_flight = 1 if self.scenario.run_scoped else self.scenario.max_in_flight
+        gate = asyncio.Semaphore(in_flight)
+        todo = [t for t in range(self.scenario.trials) if t not in self.scores]  # --resume
+        trials: asyncio.Future[list[None]] = asyncio.gather(*(self._trial(t, gate) for t in todo))
+        watch = asyncio.create_task(self._watch(), name="runner-watch")
+        both: set[asyncio.Future[Any]] = {trials, watch}
+        try:
+            over, _ = await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # cancelled (Ctrl-C) or one of them over: the other stops too
+            for task in both:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*both, return_exceptions=True)
+        if trials in over:
+            trials.result()  # a trial's own failure, if any, is the run's
+            return None
+        lost = watch.result()
+        self._abandon(lost)
+        return lost
+
+    def _abandon(self, lost: Lost) -> None:
+        """The trials in flight when a participant was lost: infra faults, with why."""
+        for trial in sorted(set(self.done) - set(self.scores)):
+            score = TrialScore(trial, Outcome.INFRA_FAULT, 0, reason=lost.reason)
+            self._finish(score)
+            if self.options.on_trial is not None:
+                self.options.on_trial(score)
+
+    async def _watch(self) -> Lost:
+        """Look at every participant until one is lost for good, and say who. Meanwhile
+        call the roll every second while an agent is missing, so it can rejoin."""
+        called = -ROLL_CALL_EVERY_S
+        while True:
+            await asyncio.sleep(WATCH_TICK_S)
+            now = time.monotonic()
+            lost = self._lost_here(now)
+            newly, agent_lost = self.liveness.check(now)
+            for name in newly:
+                log.warning(
+                    "agent %s: %s; waiting up to %gs for it to come back",
+                    name,
+                    self.liveness.why(name),
+                    self.options.grace_s,
+                )
+            found = lost or agent_lost
+            if found is not None:
+                return found
+            if self.liveness.suspects and now - called >= ROLL_CALL_EVERY_S:
+                called = now
+                await self._call_roll()
+
+    def _lost_here(self, now: float) -> Lost | None:
+        """The participants the runner sees itself: the broker (through its own
+        connections), the recorder and in-process agents (tasks that must not end)."""
+        assert self.recorder is not None
+        if self.recorder.stopped is not None:
+            return Lost("the recorder", f"the recorder stopped ({self.recorder.stopped})")
+        for name, task in self.agent_tasks.items():
+            if task.done():
+                exc = None if task.cancelled() else task.exception()
+                why = redact(f"{type(exc).__name__}: {exc}")[:200] if exc else "it ended"
+                return Lost(f"agent {name}", f"agent {name} stopped ({why})")
+        offline = max(offline_s(conn) for conn in self.conns)
+        if offline > 0:
+            self.liveness.deaf(now)  # nobody can be heard: silence does not count
+        if offline > self.options.grace_s:
+            return Lost(
+                "the broker",
+                f"the broker ({self.bus.description}) has been unreachable for "
+                f"{self.options.grace_s:g}s (the grace period)",
+            )
+        return None
+
+    async def _call_roll(self) -> None:
+        """The roll call again (a missing agent answers it when it is back)."""
+        assert self.endpoint is not None
+        roll_call = RollCall(scenario=identity.public(self.scenario))
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            await asyncio.wait_for(
+                self.endpoint.control(roll_call, trace="presence"), ROLL_CALL_EVERY_S
+            )
+
+    async def _replay(self, agent: str) -> None:
+        """A restarted agent lost the work it held: give it those inputs again, as they
+        were (same ids: a copy it did get is a duplicate)."""
+        assert self.endpoint is not None
+        spec = self.scenario.agents[agent]
+        lost = self.tracker.lost_inputs(agent, frozenset(spec.sends_to or [topics.RUNNER]))
+        log.warning(
+            "agent %s is back (a new process): %d inputs of its unfinished trials sent again",
+            agent,
+            len(lost),
+        )
+        topic = topics.inbox(self.run_id, agent)
+        for env in lost:
+            with contextlib.suppress(ConnectionError):
+                await self.endpoint.conn.publish(topic, env.encode(self.key))
 
     async def _shut_down(
         self,
@@ -309,16 +480,24 @@ class _Runner:
         agents: list[asyncio.Task[None]],
         reader: asyncio.Task[None],
     ) -> None:
-        """Stop (agents finish and say bye), end (the recorder's cue), then close."""
-        with contextlib.suppress(Exception):
-            await ep.control(Stop(), trace="control")
-        with contextlib.suppress(Exception):
-            await ep.control(End(), trace="control")
-            await recorder.wait_ended(stall_s=10)
+        """Stop (agents finish and say bye), end (the recorder's cue), then close. With
+        the broker unreachable nobody would hear it: agents and recorder just stop."""
+        for task in list(self._replays):
+            task.cancel()
+        reachable = max(offline_s(conn) for conn in self.conns) == 0
+        if reachable:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ep.control(Stop(), trace="control"), SAY_S)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ep.control(End(), trace="control"), SAY_S)
+                await recorder.wait_ended(stall_s=10)
+        else:
+            await recorder.stop()
         if agents:
-            _, waiting = await asyncio.wait(agents, timeout=5)
+            _, waiting = await asyncio.wait(agents, timeout=5 if reachable else 0)
             for task in waiting:
                 task.cancel()
+            await asyncio.wait(agents, timeout=SAY_S)
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
@@ -417,6 +596,7 @@ class _Runner:
         if env.kind is Kind.CONTROL:
             self._control(env)
             return
+        self.liveness.seen(env.sender, time.monotonic())
         if env.kind is not Kind.RESULT and not (
             env.kind is Kind.TASK and env.sender != topics.RUNNER
         ):
@@ -427,10 +607,29 @@ class _Runner:
                 fut.set_result(None)
 
     def _control(self, env: Envelope) -> None:
-        if isinstance(parse_control(env.payload), Hello) and env.sender in self.scenario.agents:
+        if env.sender not in self.scenario.agents:
+            return
+        control = parse_control(env.payload)
+        now = time.monotonic()
+        if isinstance(control, Hello):
+            if self.liveness.join(env.sender, control.session, now):
+                task = asyncio.create_task(self._replay(env.sender), name="runner-replay")
+                self._replays.add(task)
+                task.add_done_callback(self._replays.discard)
             self.present.add(env.sender)
             if self.present >= set(self.scenario.agents):
                 self.present_all.set()
+        elif isinstance(control, Alive):
+            self.liveness.alive(env.sender, control.session, now)
+        elif isinstance(control, Gone) and self.liveness.gone(env.sender, control.session, now):
+            log.warning(
+                "agent %s left without a goodbye (its last will); waiting up to %gs for it "
+                "to come back",
+                env.sender,
+                self.options.grace_s,
+            )
+        else:
+            self.liveness.seen(env.sender, now)
 
     async def _publish_labels(self, score: TrialScore) -> None:
         """Labels and the outcome of a trial, as events, as soon as it is scored."""
@@ -465,4 +664,10 @@ class _Runner:
             await self.recorder.drain()
 
     def summary(self) -> RunSummary:
-        return summarize([self.scores[t] for t in sorted(self.scores)])
+        scores = [self.scores[t] for t in sorted(self.scores)]
+        summary = summarize(scores)
+        if self.services.services:
+            summary["services"] = service_load(
+                self.services, scores, arrival_times(self.scenario)
+            )
+        return summary

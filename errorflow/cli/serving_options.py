@@ -1,0 +1,148 @@
+"""The options of `run` and `sweep` for real models: what a run may cost and how fast it
+may go, the response cache, replaying a recorded session, and what goes on the wire.
+`serving_of` turns them into the `Serving` the run's backends use
+(errorflow/agents/serving.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from errorflow.agents.cassette import Cassette, CassetteError
+from errorflow.agents.exchange_store import traffic_dir_for
+from errorflow.agents.rate_limit import RateLimits
+from errorflow.agents.serving import Serving
+from errorflow.cli.args import positive
+from errorflow.cli.errors import UsageError
+from errorflow.reports.prices import Price, PriceError, parse_price
+
+#: Ask before a real run expected to cost more than this (US dollars).
+DEFAULT_MAX_COST = 5.0
+#: Ask before a real run of a model without a price expected to make more calls.
+DEFAULT_MAX_CALLS = 1000
+REPLAY = "replay:"
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, found {text}")
+    return value
+
+
+def _backend(text: str) -> str:
+    if not text.startswith(REPLAY) or not text[len(REPLAY) :]:
+        raise argparse.ArgumentTypeError(f"expected replay:FILE, found {text!r}")
+    return text
+
+
+def _spend_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="call no model: print, per real model, the calls and tokens the run is expected "
+        "to take (the simulated model's path through the same runs) and the most the policy "
+        "allows, with their cost when --price gives it",
+    )
+    sp.add_argument(
+        "--price",
+        action="append",
+        metavar="MODEL=IN/OUT",
+        help="what a model costs, US dollars per million input/output tokens, e.g. "
+        "claude-haiku-4-5=1/5 (repeatable; a server on this machine costs nothing)",
+    )
+    sp.add_argument(
+        "--max-cost",
+        type=_positive_float,
+        default=DEFAULT_MAX_COST,
+        metavar="USD",
+        help=f"ask before a run expected to cost more (default: {DEFAULT_MAX_COST:g})",
+    )
+    sp.add_argument(
+        "--max-calls",
+        type=positive,
+        default=DEFAULT_MAX_CALLS,
+        metavar="N",
+        help="ask before a run expected to make more calls to a remote model without a "
+        f"--price (default: {DEFAULT_MAX_CALLS})",
+    )
+    sp.add_argument("--yes", action="store_true", help="do not ask; run whatever it costs")
+
+
+def _serving_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="response cache: a request made before (same model, prompt, parameters, "
+        "scenario, seed, trial) is answered from DIR with no call; new replies are added",
+    )
+    sp.add_argument(
+        "--backend",
+        type=_backend,
+        metavar="replay:FILE",
+        help="answer every real model from a recorded session (`errorflow export RUN_ID "
+        "--format cassette`): no server, no API key",
+    )
+    sp.add_argument("--max-concurrency", type=positive, metavar="N",
+                    help="at most N requests in flight per model server")  # fmt: skip
+    sp.add_argument("--rpm", type=_positive_float, metavar="N",
+                    help="at most N requests a minute per model server")  # fmt: skip
+    sp.add_argument("--tpm", type=_positive_float, metavar="N",
+                    help="at most N tokens (in and out) a minute per model server")  # fmt: skip
+    sp.add_argument(
+        "--send-temperature",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="send the model's temperature: auto (to every server but Anthropic's API, "
+        "whose version 2026-10-21 refuses it), always or never",
+    )
+    sp.add_argument(
+        "--no-prompt-cache",
+        action="store_true",
+        help="do not mark the system prompt and tools cache_control (for a server that "
+        "refuses the field)",
+    )
+
+
+def model_options(sp: argparse.ArgumentParser) -> None:
+    _spend_options(sp)
+    _serving_options(sp)
+
+
+def prices_of(args: argparse.Namespace) -> dict[str, Price]:
+    prices: dict[str, Price] = {}
+    for text in getattr(args, "price", None) or []:
+        try:
+            model, price = parse_price(text)
+        except PriceError as exc:
+            raise UsageError(str(exc), where="--price") from None
+        prices[model] = price
+    return prices
+
+
+def serving_of(args: argparse.Namespace) -> Serving:
+    """The `Serving` the options describe (a cassette is read now: a bad one is bad input)."""
+    cassette = None
+    backend = getattr(args, "backend", None)
+    if backend:
+        path = Path(backend[len(REPLAY) :])
+        try:
+            cassette = Cassette.load(path)
+        except CassetteError as exc:
+            raise UsageError(str(exc), where="--backend") from None
+    cache = getattr(args, "cache", None)
+    return Serving(
+        limits=RateLimits(
+            concurrency=getattr(args, "max_concurrency", None),
+            requests_per_minute=getattr(args, "rpm", None),
+            tokens_per_minute=getattr(args, "tpm", None),
+        ),
+        cache_dir=Path(cache) if cache else None,
+        traffic_dir=traffic_dir_for(Path(args.db)),
+        cassette=cassette,
+        temperature=getattr(args, "send_temperature", "auto"),
+        prompt_cache=not getattr(args, "no_prompt_cache", False),
+    )

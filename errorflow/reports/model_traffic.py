@@ -1,0 +1,149 @@
+"""What real models were sent (after a run) or would be (a dry run), by model.
+
+After a run: requests sent to the server, 429s waited out and for how long, replies
+served by the response cache or a cassette instead, and the tokens the server counted
+(input split into uncached, read from and written to its prompt cache), with their cost
+where a price is known. Before one (`--dry-run`): the calls and tokens the simulated
+path expects and the most the policy allows, with their cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypedDict
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from errorflow.agents.model_estimate import Bound
+from errorflow.agents.serving import LOCAL_HOSTS, Serving, Tally
+from errorflow.reports.prices import Price, dollars, price_of
+from errorflow.reports.tables import shown
+
+
+def local_label(label: str) -> bool:
+    """Whether a model label's server (`model @ host:port`) is on this machine."""
+    server = label.rpartition(" @ ")[2]
+    host = server[1:].partition("]")[0] if server.startswith("[") else server.partition(":")[0]
+    return host.lower() in LOCAL_HOSTS
+
+
+class TrafficJson(TypedDict):
+    requests: int
+    rate_limited: int
+    paced_s: float
+    peak_in_flight: int
+    replies: int
+    cache_hits: int
+    cache_misses: int
+    replayed: int
+    input_tokens_uncached: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, TrafficJson]:
+    """What each real model was sent in this process (empty: no real model served)."""
+    out: dict[str, TrafficJson] = {}
+    for label in sorted(set(serving.traffic) | set(serving.limiters)):
+        c = serving.counts(label)
+        stats = serving.limiter(label).stats
+        price = price_of(label, prices, local_label(label))
+        cost = None
+        if price is not None:
+            cost = round(
+                price.cost(c.input_tokens, c.output_tokens, c.cache_read_tokens,
+                           c.cache_write_tokens), 6)  # fmt: skip
+        out[label] = {
+            "requests": stats.requests,
+            "rate_limited": stats.rate_limited,
+            "paced_s": round(stats.paced_s, 3),
+            "peak_in_flight": stats.peak_in_flight,
+            "replies": c.replies,
+            "cache_hits": c.cache_hits,
+            "cache_misses": c.cache_misses,
+            "replayed": c.replayed,
+            "input_tokens_uncached": c.input_tokens,
+            "cache_read_tokens": c.cache_read_tokens,
+            "cache_write_tokens": c.cache_write_tokens,
+            "output_tokens": c.output_tokens,
+            "cost_usd": cost,
+        }
+    return out
+
+
+def traffic_lines(data: Mapping[str, TrafficJson]) -> list[str]:
+    """One line a model: `model traffic: claude-haiku-4-5 @ api.anthropic.com: 40
+    requests (2 rate-limited, 3.1s waited); response cache 0 hits, 40 misses; input
+    tokens 2,100 uncached + 30,000 cache read + 1,500 cache write; output 900; $0.02`."""
+    lines = []
+    for label, t in data.items():
+        served = f"response cache {t['cache_hits']} hits, {t['cache_misses']} misses"
+        if t["replayed"]:
+            served = f"{t['replayed']} replies replayed from the cassette"
+        lines.append(
+            f"model traffic: {shown(label)}: {t['requests']} requests ({t['rate_limited']} "
+            f"rate-limited, {t['paced_s']:.1f}s waited); {served}; input tokens "
+            f"{t['input_tokens_uncached']:,} uncached + {t['cache_read_tokens']:,} cache read + "
+            f"{t['cache_write_tokens']:,} cache write; output {t['output_tokens']:,}; "
+            f"cost {dollars(t['cost_usd'])}"
+        )
+    return lines
+
+
+class SpendJson(TypedDict):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class EstimateJson(TypedDict):
+    expected: SpendJson
+    at_most: SpendJson
+
+
+def _spend(price: Price | None, calls: int, inp: int, outp: int) -> SpendJson:
+    cost = None if price is None else round(price.cost(inp, outp), 6)
+    return {"calls": calls, "input_tokens": inp, "output_tokens": outp, "cost_usd": cost}
+
+
+def estimate_json(
+    tally: Tally, bounds: Mapping[str, Bound], prices: Mapping[str, Price]
+) -> dict[str, EstimateJson]:
+    """By model: what the simulated path expects, and the most the policy allows."""
+    out: dict[str, EstimateJson] = {}
+    for label in sorted(set(tally.calls) | set(bounds)):
+        price = price_of(label, prices, local_label(label))
+        bound = bounds.get(label, Bound())
+        out[label] = {
+            "expected": _spend(
+                price,
+                tally.calls.get(label, 0),
+                tally.input_tokens.get(label, 0),
+                tally.output_tokens.get(label, 0),
+            ),
+            "at_most": _spend(price, bound.calls, bound.input_tokens, bound.output_tokens),
+        }
+    return out
+
+
+def estimate_table(data: Mapping[str, EstimateJson], title: str) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("model", no_wrap=True)  # a label row of its own: it may be long
+    for name in ("calls", "input tokens", "output tokens", "cost"):
+        table.add_column(name, justify="right")
+    for label, e in data.items():
+        table.add_row(Text(shown(label), style="bold"), "", "", "", "")
+        for which, row in (("  expected", e["expected"]), ("  at most", e["at_most"])):
+            table.add_row(
+                which,
+                f"{row['calls']:,}",
+                f"{row['input_tokens']:,}",
+                f"{row['output_tokens']:,}",
+                dollars(row["cost_usd"]),
+            )
+    return table
