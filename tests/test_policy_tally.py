@@ -51,5 +51,5 @@ def test_the_table_rows() -> None:
         {"researcher": {"retries": 4, "retries_exhausted": 1, "backoff_s": 2.5, "breaker_open": 1,
                         "refused_open": 3, "guard_no_progress": 1, "stop_no_progress": 1}}
     )  # fmt: skip
-    assert row == ["researcher", "4 (1 out)", "2.5", "1/0/0", "open 3", "no_progress 1",
+    assert row == ["researcher", "4, 2.5s, 1 out", "1/0/0", "open 3", "no_progress 1",
                    "no_progress 1"]  # fmt: skip

@@ -24,26 +24,20 @@ REFUSED = (
 
 
 def policy_rows(policy: Mapping[str, Mapping[str, float]]) -> list[list[str]]:
-    """Per agent: retries, backoff, breaker, refusals, guard blocks and loop stops."""
+    """Per agent: retries (with their backoff and how many ran out), breaker
+    transitions, refusals, guard blocks and loop stops."""
     rows = []
     for agent, c in policy.items():
         retries = _n(c.get("retries", 0.0) + c.get("model_retries", 0.0))
-        exhausted = c.get("retries_exhausted", 0.0)
-        if exhausted:
-            retries += f" ({_n(exhausted)} out)"
-        breaker = "/".join(_n(c.get(f"breaker_{s}", 0.0)) for s in ("open", "half_open", "closed"))
+        if c.get("backoff_s"):
+            retries += f", {c['backoff_s']:.1f}s"
+        if c.get("retries_exhausted"):
+            retries += f", {_n(c['retries_exhausted'])} out"
+        transitions = [c.get(f"breaker_{s}", 0.0) for s in ("open", "half_open", "closed")]
+        breaker = "/".join(_n(t) for t in transitions) if any(transitions) else "-"
         refused = ", ".join(f"{word} {_n(c[k])}" for k, word in REFUSED if c.get(k)) or "-"
-        rows.append(
-            [
-                for_terminal(agent),
-                retries,
-                f"{c.get('backoff_s', 0.0):.1f}",
-                breaker,
-                refused,
-                _by_prefix(c, "guard_"),
-                _by_prefix(c, "stop_"),
-            ]
-        )
+        rows.append([for_terminal(agent), retries, breaker, refused,
+                     _by_prefix(c, "guard_"), _by_prefix(c, "stop_")])  # fmt: skip
     return rows
 
 
@@ -54,7 +48,6 @@ def policy_table(
     for heading, justify in (
         ("agent", "left"),
         ("retries", "right"),
-        ("backoff s", "right"),
         ("breaker o/h/c", "right"),
         ("refused", "left"),
         ("guard blocks", "left"),

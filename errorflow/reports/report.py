@@ -328,8 +328,7 @@ def _service_blocks(arms: list[ReportArm]) -> list[Block]:
 
 def _policy_blocks(arms: list[ReportArm]) -> list[Block]:
     """Every policy decision per agent, per run (when the runs made any)."""
-    head = ["run", "agent", "retries", "backoff s", "breaker o/h/c", "refused", "guard blocks",
-            "loop stops"]  # fmt: skip
+    head = ["run", "agent", "retries", "breaker o/h/c", "refused", "guard blocks", "loop stops"]
     cells = [
         [a["label"], *row] for a in arms for row in policy_rows(a["metrics"].get("policy") or {})
     ]
