@@ -198,6 +198,8 @@ class Agent:
         tally = PolicyTally()
 
         def emit(event: AgentEvent) -> None:
+            if getattr(event, "at", 0.0) is None:  # stamped with the trial's run time
+                event = event.model_copy(update={"at": round(clock.now, 6)})
             tally.add(event)
             pending.append(asyncio.create_task(self.endpoint.publish_event(trial, trace_id, event)))
 

@@ -21,13 +21,18 @@ class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     def to_payload(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        payload = self.model_dump(mode="json", by_alias=True)
+        if payload.get("at", 0.0) is None:  # not stamped (a gate used on its own)
+            del payload["at"]
+        return payload
 
 
 class AgentStart(_Event):
     type: Literal["agent_start"] = "agent_start"
     agent: str
     inputs: list[str]
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class ToolCallEvent(_Event):
@@ -43,6 +48,8 @@ class ToolCallEvent(_Event):
     attempts: int
     http_status: int | None = None
     error: str | None = None
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class GuardBlock(_Event):
@@ -51,6 +58,8 @@ class GuardBlock(_Event):
     tool: str
     code: ErrorCode
     message: str
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class BreakerChange(_Event):
@@ -73,6 +82,8 @@ class RetryScheduled(_Event):
     attempt: int
     code: ErrorCode
     delay_s: float
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class RetriesExhausted(_Event):
@@ -82,6 +93,8 @@ class RetriesExhausted(_Event):
     attempts: int
     code: ErrorCode
     reason: str
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class ModelError(_Event):
@@ -92,6 +105,8 @@ class ModelError(_Event):
     attempt: int
     retry: bool
     delay_s: float
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class ModelCall(_Event):
@@ -102,6 +117,8 @@ class ModelCall(_Event):
     calls: int
     final: bool
     stop_reason: str | None = None
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class LoopStop(_Event):
@@ -112,6 +129,8 @@ class LoopStop(_Event):
     code: str
     stopped: str
     steps: int
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
 
 
 class LabelEvent(_Event):
