@@ -37,6 +37,11 @@ class CallLimits:
     #: End times (run time) of the calls holding a bulkhead permit, per tool.
     _ends: dict[str, list[float]] = field(default_factory=dict)
 
+    @property
+    def active(self) -> bool:
+        """Whether either limit is on (off, the default, costs an attempt nothing)."""
+        return self.policy.limiter.enabled or self.policy.bulkhead.enabled
+
     @classmethod
     def of(cls, policy: PolicyConfig) -> CallLimits:
         return cls(policy, RateLimiterBank(policy.limiter), BulkheadBank(policy.bulkhead))

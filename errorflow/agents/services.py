@@ -51,18 +51,39 @@ class ServiceState:
     name: str
     spec: ServiceSpec
     seed: int
+    #: Every call, for the run's load figures.
     calls: list[CallRecord] = field(default_factory=list)
+    #: The calls that can still matter to a new one (see `_prune`).
+    _live: list[CallRecord] = field(default_factory=list)
+    _floor: float = 0.0
     _down: list[tuple[float, float]] = field(default_factory=list)
     _flap_until: float = 0.0
     _rng: random.Random | None = None
 
     def visible(self, trial: int, agent: str) -> list[CallRecord]:
-        return [c for c in self.calls if c.trial < trial or (c.trial == trial and c.agent == agent)]
+        return [c for c in self._live if c.trial < trial or (c.trial == trial and c.agent == agent)]
+
+    def _prune(self, floor: float) -> None:
+        """No call is made before `floor` any more (the arrival of the trial running:
+        trials with services run one at a time, in arrival order), so a call that ended
+        a window before it can neither be in a rate window nor in flight again."""
+        if floor > self._floor:
+            self._floor = floor
+            self._live = [c for c in self._live if c.end > floor - self.spec.window_s]
 
     def admit(
-        self, trial: int, agent: str, now: float, base_latency: float, rng: random.Random
+        self,
+        trial: int,
+        agent: str,
+        now: float,
+        base_latency: float,
+        rng: random.Random,
+        *,
+        floor: float = 0.0,
     ) -> Admission:
-        """The service's answer to a call at run time `now` (recorded in its ledger)."""
+        """The service's answer to a call at run time `now` (recorded in its ledger);
+        `floor`: no call of this trial or a later one starts before it."""
+        self._prune(floor)
         spec = self.spec
         latency = spec.latency_s if spec.latency_s is not None else base_latency
         status = self._outage(now)
@@ -109,7 +130,9 @@ class ServiceState:
         accepted: bool,
         verdict: Verdict = "ok",
     ) -> None:
-        self.calls.append(CallRecord(trial, agent, start, end, accepted, verdict))
+        record = CallRecord(trial, agent, start, end, accepted, verdict)
+        self.calls.append(record)
+        self._live.append(record)
 
     def _outage(self, now: float) -> int | Literal["connect_timeout"] | None:
         for window in self.spec.outages:

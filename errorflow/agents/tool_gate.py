@@ -277,8 +277,12 @@ class _ToolAttempts:
 
     async def attempt(self, number: int) -> Answered[_Answer] | Failed:
         gate, tool = self.gate, self.call.name
-        refused = await gate.limits.enter(
-            tool, clock=gate.clock, budget=gate.budget, agent=gate.agent, emit=gate.emit
+        refused = (
+            await gate.limits.enter(
+                tool, clock=gate.clock, budget=gate.budget, agent=gate.agent, emit=gate.emit
+            )
+            if gate.limits.active
+            else None
         )
         if refused is not None:  # it never went out: no backend call
             gate.record_trace(self.call, self.mangled, None, number, failure=refused)

@@ -42,6 +42,7 @@ from errorflow.scenario.catalog import (
     ToolArgs,
 )
 from errorflow.scenario.model import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
+from errorflow.scenario.run_time import arrival
 
 # -- outcomes --------------------------------------------------------------------
 
@@ -159,6 +160,7 @@ class ToolClient:
     ) -> None:
         self.catalog = catalog if catalog is not None else ToolCatalog.of(scenario)
         self.services = services
+        self._scenario = scenario
         self.trial = trial
         self.agent = agent
         self.world = scenario.world
@@ -167,7 +169,7 @@ class ToolClient:
         self._plans: dict[str, FaultPlan] = {}
         self._malform: dict[str, FaultPlan] = {}
         # Degraded-service draws, one stream for this agent's view of the services.
-        self._rng_service = stream(scenario.seed, trial, agent, "services")
+        self._rng_service: random.Random | None = None  # drawn only by a service's calls
         # Per-item draws (partial faults), one stream per tool.
         self._rng_items = {
             name: stream(scenario.seed, trial, agent, name, "items") for name in self.tools
@@ -303,7 +305,12 @@ class ToolClient:
                 return ToolResult(empty_of(spec.kind), latency, empty=True)
         service = self.services.get(spec.service) if self.services is not None else None
         if service is not None:
-            admission = service.admit(self.trial, self.agent, now, latency, self._rng_service)
+            if self._rng_service is None:
+                self._rng_service = stream(self.seed, self.trial, self.agent, "services")
+            floor = arrival(self._scenario, self.trial)
+            admission = service.admit(
+                self.trial, self.agent, now, latency, self._rng_service, floor=floor
+            )
             latency = self._raise_for_service(admission, tool, timeout_s)
         return fault, latency
 

@@ -337,6 +337,7 @@ class _Runner:
         if lost is not None:
             in_flight = sum(1 for sc in self.scores.values() if sc.reason == lost.reason)
             raise ParticipantLost(lost, self.run_id, in_flight, s.trials - len(self.scores))
+        summary = self.summary()
         return RunResult(
             run_id=self.run_id,
             scenario=s.name,
@@ -345,10 +346,10 @@ class _Runner:
             propagation=s.propagation,
             broker=self.bus.description,
             scores=[self.scores[t] for t in sorted(self.scores)],
-            summary=self.summary(),
+            summary=summary,
             rejects=dict(self.recorder.rejects),
             messages=self.kept,
-            services=self.summary().get("services", {}),
+            services=summary.get("services", {}),
         )
 
     async def _start_agents(self) -> list[asyncio.Task[None]]:

@@ -229,7 +229,7 @@ def _holder_problems(s: Scenario, at: Loc, tool: str) -> Iterator[Reference]:
 
 def _dependency_problems(s: Scenario) -> Iterator[Reference]:
     by_id = {n.id: (i, n) for i, n in enumerate(s.task.needs)}
-    cycle = _need_cycle({n.id: [d.from_ for d in n.depends_on().values()] for n in s.task.needs})
+    cycle = _cycle({n.id: [d.from_ for d in n.depends_on().values()] for n in s.task.needs})
     if cycle:
         i, _ = by_id[cycle[0]]
         yield Reference(
@@ -252,8 +252,8 @@ def _dependency_problems(s: Scenario) -> Iterator[Reference]:
                     )
 
 
-def _need_cycle(deps: Mapping[str, list[str]]) -> list[str]:
-    """A dependency cycle among the needs (its ids, first repeated last), or []."""
+def _cycle(deps: Mapping[str, list[str]]) -> list[str]:
+    """A cycle in a graph of names (the names, first repeated last), or []."""
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> list[str]:
@@ -290,7 +290,7 @@ def topology_problems(s: Scenario) -> Iterator[Reference]:
         )
         return
     graph = {n: s.downstream_of(n) for n in s.agents}
-    cycle = _need_cycle(graph)
+    cycle = _cycle(graph)
     if cycle:
         yield Reference(
             ("agents", cycle[0], "sends_to"),
