@@ -30,7 +30,8 @@ from rich.console import Console
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import parse_broker_url
 from errorflow.reports.tables import print_run
-from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+from errorflow.runtime import workers as worker_processes
+from errorflow.runtime.runner import RunOptions, RunResult
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.loader import load as load_file
@@ -109,9 +110,13 @@ async def run_async(
     propagation: str | None = None,
     broker: str | None = None,
     db: str | Path | None = None,
+    workers: worker_processes.WorkerCount = 1,
 ) -> Result:
     """Run a scenario (in-process unless `broker` names one: `mqtt://host:port`, or
-    `embedded` for the built-in broker) and score every trial."""
+    `embedded` for the built-in broker) and score every trial; `workers`: spread the
+    trials over that many processes (`"auto"`: every core for a large run), with the
+    outcomes one process gives (they are spawned: a script that uses them runs its work
+    under `if __name__ == "__main__":`)."""
     with tempfile.TemporaryDirectory(prefix="errorflow-") as tmp:
         options = RunOptions(
             trials=trials,
@@ -121,7 +126,7 @@ async def run_async(
             bus=InProcessBus() if broker is None else None,
             broker=parse_broker_url(broker) if broker not in (None, "embedded") else None,
         )
-        return Result(await run_scenario(scenario, options))
+        return Result(await worker_processes.run(scenario, options, workers))
 
 
 def run(scenario: Scenario, **options: Any) -> Result:

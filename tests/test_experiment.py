@@ -132,3 +132,12 @@ def test_sweep_json_is_the_document_sweep_prints() -> None:
     assert json.loads(json.dumps(doc)) == doc
     no_reference = s.model_copy(update={"reference": None})
     assert result.sweep_json(no_reference, axes, 0.0)["reference"] is None
+
+
+def test_cells_with_long_labels_get_distinct_run_ids() -> None:
+    from errorflow.runtime.experiment import _slug
+
+    assert _slug("transient/blind-retry") == "transient_blind-retry"  # short: as before
+    a = _slug("hierarchical-with-inspector/0.2/challenger-a")
+    b = _slug("hierarchical-with-inspector/0.2/challenger-b")
+    assert a != b and len(a) == len(b) == 40

@@ -12,6 +12,7 @@ import pytest
 from errorflow.cli.main import main
 from errorflow.core.costs import Costs
 from errorflow.reports.report import ReportArm, ReportJson, to_csv, to_html, to_markdown
+from errorflow.runtime.store import get_run
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import summarize
 
@@ -233,3 +234,83 @@ def test_markdown_and_html_show_outside_strings_literally() -> None:
     assert "<script>" not in page and "<b>s" not in page and "\x1b" not in page
     assert "<td>a|b `c` &lt;script&gt;alert(1)&lt;/script&gt; **x**" in page
     assert "\\x1b]0;T\\x07\\u202e\\nz</td>" in page  # one cell, controls made visible
+
+
+def test_timeline_of_the_outage_run_against_its_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`outage` (a run-scoped breaker): the timeline's calls add up to the services'
+    ledger, the outage's buckets are marked, the breaker is open during it and closed
+    after, and the HTML report draws it."""
+    db = str(tmp_path / "o.db")
+    code, out, _ = cli(capsys, "run", "outage", "--db", db, "--json", "--baseline", "-q")
+    assert code == 0
+    run = get_run(Path(db), json.loads(out)["run_id"])
+    assert run is not None and run["group_id"] is not None  # the run and its baseline
+    group = run["group_id"]
+    code, js, _ = cli(capsys, "report", group, "--db", db, "--format", "json")
+    [arm] = json.loads(js)["arms"]
+    tl, ledger = arm["timeline"], arm["services"]["search_api"]
+    s = tl["services"]["search_api"]
+    assert tl["bucket_s"] == 5.0 and tl["buckets"] == len(s["calls"]) == 36
+    assert sum(s["calls"]) == ledger["calls"] and sum(s["answered"]) == ledger["answered"]
+    assert sum(s["failed"]) == ledger["refused"]["down"] and sum(s["rate_limited"]) == 0
+    assert sum(s["shed"]) == arm["metrics"]["policy"]["researcher"]["refused_open"]
+    assert s["outages"] == [[60.0, 120.0]]
+    assert [i for i, d in enumerate(s["down"]) if d] == list(range(12, 24))
+    assert sum(s["calls"][12:24]) == ledger["outages"][0]["calls_during"]
+    base = s["baseline_calls"]
+    assert sum(base) > sum(s["calls"])  # the breaker shed more than the retries added
+    assert sum(base[12:24]) > 4 * sum(s["calls"][16:24])  # ... most of all while open
+    [breaker] = tl["breakers"]
+    assert (breaker["agent"], breaker["scope"]) == ("researcher", "run")
+    states = [(i["state"], i["start_s"], i["end_s"]) for i in breaker["intervals"]]
+    assert states[0][0] == "closed" and states[-1][0] == "closed"
+    assert states[-1][2] == tl["span_s"] and states[-1][1] > 120.0  # closed after the outage
+    opened = [(a, b) for st, a, b in states if st == "open"]
+    assert opened and all(60.0 <= a < 120.0 for a, _ in opened)
+
+    page_file = tmp_path / "o.html"
+    cli(capsys, "report", group, "--db", db, "--format", "html", "-o", str(page_file))
+    page = page_file.read_text()
+    assert "<script" not in page and "No timeline" not in page
+    assert 'aria-label="timeline of explicit"' in page and ">search_api</text>" in page
+    assert "down 60–120 s" in page and "breaker open" in page and "baseline" in page
+    code, md, _ = cli(capsys, "report", group, "--db", db)
+    assert "## Timeline" in md
+    assert "| explicit | search_api | 60–75 |" in md and "researcher/search_papers: open" in md
+
+
+def test_a_run_without_services_or_breaker_moves_has_no_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "c.db")
+    code, out, _ = cli(capsys, "run", "contamination", "--trials", "4", "--db", db, "--json")
+    run_id = json.loads(out)["run_id"]
+    code, js, _ = cli(capsys, "report", run_id, "--db", db, "--format", "json")
+    assert "timeline" not in json.loads(js)["arms"][0]
+    code, md, _ = cli(capsys, "report", run_id, "--db", db)
+    assert code == 0 and "Timeline" not in md
+    page_file = tmp_path / "c.html"
+    cli(capsys, "report", run_id, "--db", db, "--format", "html", "-o", str(page_file))
+    page = page_file.read_text()
+    assert page.count("No timeline:") == 1 and page.count("<svg") == 1  # the outcome bars
+
+
+def test_timeline_of_a_retry_storm_counts_timeouts_as_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`retry-storm` (blind retries on a service that slows under load): the calls the
+    service took add up to its ledger, the abandoned (timed out) ones among the failures."""
+    db = str(tmp_path / "r.db")
+    code, out, _ = cli(capsys, "run", "retry-storm", "--trials", "60", "--db", db, "--json")
+    run_id = json.loads(out)["run_id"]
+    code, js, _ = cli(capsys, "report", run_id, "--db", db, "--format", "json")
+    assert code == 0
+    [arm] = json.loads(js)["arms"]
+    s, ledger = arm["timeline"]["services"]["search_api"], arm["services"]["search_api"]
+    assert sum(s["calls"]) == ledger["calls"] > 60
+    degraded = ledger["refused"].get("degraded", 0)
+    assert sum(s["failed"]) >= degraded and sum(s["answered"]) <= ledger["answered"]
+    assert sum(s["answered"]) + sum(s["failed"]) == ledger["answered"] + degraded
+    assert not any(s["down"]) and "baseline_calls" not in s  # no outage, no baseline run

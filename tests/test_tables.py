@@ -139,6 +139,23 @@ def test_two_axis_sweep_is_a_matrix_per_metric() -> None:
     assert "published" not in out
 
 
+def test_three_axis_sweep_is_one_table_with_a_column_per_axis() -> None:
+    axes = [("topology", ["single", "linear"]), ("rate", ["0", "0.2"]), ("defence", ["none"])]
+    out = text(sweep_tables(sweep(axes, True)))
+    assert "amplification: topology × rate × defence" in out
+    assert "│ linear      │ 0.2  │ none    │     1/4 │     1/4 │ 1.00/2.00 │   1.25/1.00 │" in out
+    # The published row is under its cell (single/0/none), in the first axis's column.
+    assert "│   published │      │         │   19/20 │         │           │       1.5/? │" in out
+    assert out.index("│ single      │ 0    │") < out.index("published") < out.index("│ 0.2  │")
+
+
+def test_a_reference_cell_with_measure_figures_only_gets_no_blank_row() -> None:
+    data = sweep([("strategy", ["blind-retry", "classify"])], True)
+    assert data["reference"] is not None
+    data["reference"]["cells"] = {"classify": {"drop": "23.7 %"}}
+    assert "  published" not in text(sweep_tables(data))
+
+
 def test_infra_faults_get_a_row_without_a_rate_and_a_warning() -> None:
     console = Console(record=True, width=200)
     print_run(console, run_json([Outcome.SUCCESS, Outcome.CONTAMINATED, Outcome.INFRA_FAULT]))

@@ -15,14 +15,30 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 
+from pydantic import JsonValue
+
+from errorflow.agents.agent_faults import AgentFaults, Fired, apply_copy, mark_fired
 from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.backends import BackendFactory
 from errorflow.agents.call_limits import CallLimits
 from errorflow.agents.carry import CARRIERS, carry_forward
+from errorflow.agents.discussion import Discussion, Memory
+from errorflow.agents.ground_truth import need_truths
 from errorflow.agents.inputs import InputCollector, Ready, Rejected
+from errorflow.agents.late_inputs import arrivals
 from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
-from errorflow.agents.model import FinalAnswer, NeedView, TaskTurn, ToolDef, UpstreamTurn
+from errorflow.agents.model import (
+    FinalAnswer,
+    Inspection,
+    NeedView,
+    Stance,
+    TaskTurn,
+    ToolCall,
+    ToolDef,
+    UpstreamTurn,
+)
 from errorflow.agents.model_gate import ModelGate
 from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.presence import Presence
@@ -43,14 +59,14 @@ from errorflow.agents.run_clock import start_time
 from errorflow.agents.services import ServiceRegistry
 from errorflow.agents.stop import CRASHED, StopReason
 from errorflow.agents.tool_catalog import ToolCatalog
-from errorflow.agents.tool_gate import ToolGate, TraceEntry
+from errorflow.agents.tool_gate import GateOutcome, ToolGate, TraceEntry
 from errorflow.agents.world import ToolClient, hidden_identifier
 from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.bus.envelope import Envelope, JsonObject, Kind
 from errorflow.bus.transport import Connection
 from errorflow.core.costs import Costs
-from errorflow.core.events import AgentEvent, AgentStart
+from errorflow.core.events import AgentEvent, AgentFaultFired, AgentStart
 from errorflow.core.redact import redact
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
@@ -59,9 +75,10 @@ from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
+from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.policy import policy_for
-from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS
+from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +108,9 @@ class Agent:
         self.policy = policy_for(scenario, name)
         self.mode = scenario.propagation
         members = set(scenario.agents) | {topics.RUNNER}
-        self.endpoint = Endpoint(conn, run_id, name, members, key=run_key)
+        self.endpoint = Endpoint(
+            conn, run_id, name, members, key=run_key, faults=bus_plan(scenario)
+        )
         self.run_id = run_id
         self.backends = BackendFactory(
             self.spec.model, scenario.seed, name, api_key, scenario=scenario
@@ -108,14 +127,21 @@ class Agent:
             for t in (self.spec.tools if does in CALLS_TOOLS else [])
         ]
         system = self.spec.instructions or DEFAULT_INSTRUCTIONS[does]
-        self.persona = Persona(name, self.spec.role, system, tools, does)
+        stance = Stance(challenge=self.spec.challenge)
+        self.persona = Persona(name, self.spec.role, system, tools, does, stance)
         # Reviewers that may send work back to this agent; their revision requests
         # are answered from the original inputs, kept until the trial's last round.
         returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
         last_round = max((scenario.agents[r].max_revisions for r in returners), default=0)
+        self.talk = Discussion.of(scenario, name)
         self.inputs = InputCollector(
-            scenario.upstream_of(name) or [topics.RUNNER], returners, last_round
+            scenario.upstream_of(name) or [topics.RUNNER],
+            returners,
+            last_round,
+            peers=list(self.talk.peers),
         )
+        self._memory: dict[int, Memory] = {}  # discussion members, by trial
+        self._fault_pool: list[JsonValue] | None = None
         self.presence = Presence(self.endpoint, name, run_id, scenario)
         self._tasks: set[asyncio.Task[None]] = set()
         # `scope: run`: one breaker (limiter, bulkhead) per tool for the whole run, which
@@ -178,6 +204,8 @@ class Agent:
                 log.warning("%s: trial %d: crash not reported: %s", self.name, trial, lost)
         finally:
             self.inputs.finished(trial, round_)
+            if round_ >= self.talk.last_round:
+                self._memory.pop(trial, None)
             self.done_trials += 1
 
     # -- one trial ------------------------------------------------------------------
@@ -187,35 +215,29 @@ class Agent:
         if carried is not None:  # nothing left to measure: pass it on, call no model
             await self._pass_infra_fault(trial, trace_id, inputs, carried, round_)
             return
-        seed = self.scenario.seed
+        if self.talk.member and round_ > 0:
+            await self._discuss(trial, inputs, round_)
+            return
         # A revision round is a new attempt: its own draws (round 0 keeps the plain name).
         owner = self.name if round_ == 0 else f"{self.name}@r{round_}"
         start = start_time(self.scenario, trial, inputs)
         clock = SimClock(self.scenario.time_scale, start)
+        came = arrivals(inputs, self.spec.wait_s)
+        if came.waited_s:
+            await clock.sleep(came.waited_s)
         budget = Budget(self.policy.budget)
         guard = LoopGuard(self.policy.guards)
-        pending: list[asyncio.Task[None]] = []
-        tally = PolicyTally()
-
-        def emit(event: AgentEvent) -> None:
-            if getattr(event, "at", 0.0) is None:  # stamped with the trial's run time
-                event = event.model_copy(update={"at": round(clock.now, 6)})
-            tally.add(event)
-            pending.append(asyncio.create_task(self.endpoint.publish_event(trial, trace_id, event)))
+        emit, pending, tally = self._emitter(trial, trace_id, clock)
 
         gate = self._tool_gate(trial, owner, clock, budget, guard, emit)
-        model = ModelGate(
-            self.backends.for_trial(trial, owner),
-            self.policy,
-            clock,
-            stream(seed, trial, owner, "model-retry"),
-            budget,
-            emit,
-            agent=self.name,
-        )
+        model = self._model_gate(trial, owner, clock, budget, emit)
         emit(AgentStart(agent=self.name, inputs=[env.sender for env in inputs]))
         task = self._task_turn(trial)
-        upstream = [self._upstream_turn(env) for env in inputs if env.sender != topics.RUNNER]
+        upstream = [self._upstream_turn(env) for env in came.arrived if env.sender != topics.RUNNER]
+        upstream += [self._missing_turn(f) for f in came.missing]
+        extra = Costs()
+        if self.spec.inspector is not None:
+            upstream, extra = await self._inspected(trial, owner, task, upstream, clock, emit)
         loop = TrialLoop(
             self.persona, model, gate, budget, guard, self.policy.stop_on_unrecoverable, emit
         )
@@ -229,7 +251,8 @@ class Agent:
         if self.on_trace is not None:
             self.on_trace(self.name, trial, gate.trace)
         final, reported, stopped = self._conclude(out)
-        costs = Costs(
+        reported = [*reported, *came.missing]
+        costs = extra + Costs(
             backend_calls=float(budget.backend_calls),
             model_calls=float(model.calls),
             input_tokens=float(model.input_tokens),
@@ -240,6 +263,11 @@ class Agent:
             cache_write_tokens=float(model.cache_write_tokens),
         )
         ended = round(clock.now, 6) if self.scenario.run_scoped else None
+        if self.talk.member:
+            own = frozenset(
+                c.key for c in final.claims if _tool_of(self.scenario, c.key) in out.succeeded_tools
+            )
+            self._memory[trial] = Memory(task, list(inputs), final, own)
         await self._publish_result(
             trial,
             trace_id,
@@ -251,8 +279,155 @@ class Agent:
             round_,
             policy=tally.to_wire(),
             ended_at=ended,
+            sent_at=round(clock.now, 6),
+            emit=emit,
         )
         await _settle(pending)
+
+    async def _discuss(self, trial: int, inputs: list[Envelope], round_: int) -> None:
+        """A discussion round: read the peers' latest answers, revise this agent's own
+        (one model call, no tools), and pass it on (errorflow.agents.discussion)."""
+        memory = self._memory.get(trial)
+        trace_id = inputs[0].trace_id
+        owner = f"{self.name}@d{round_}"
+        clock = SimClock(self.scenario.time_scale, 0.0)
+        came = arrivals(sorted(inputs, key=lambda e: e.sender), self.spec.wait_s)
+        if came.waited_s:
+            await clock.sleep(came.waited_s)
+        budget = Budget(self.policy.budget)
+        emit, pending, tally = self._emitter(trial, trace_id, clock)
+
+        model = self._model_gate(trial, owner, clock, budget, emit)
+        task = memory.task if memory is not None else self._task_turn(trial)
+        previous = memory.answer if memory is not None else FinalAnswer(abstained=True)
+        own = memory.own_evidence if memory is not None else frozenset()
+        mine = UpstreamTurn(self.name, "ok", 1.0, [], previous)
+        peers = [self._upstream_turn(env) for env in came.arrived]
+        peers += [self._missing_turn(f) for f in came.missing]
+        stance = Stance(challenge=self.spec.challenge, deliberate=True, own_evidence=own)
+        # Only a challenger calls tools in a discussion round (to re-check disputes).
+        tools = self.persona.tools if self.spec.challenge > 0 else []
+        persona = Persona(
+            self.name, self.spec.role, self.persona.system, tools, "synthesise", stance
+        )
+        guard = LoopGuard(self.policy.guards)
+        gate = self._tool_gate(trial, owner, clock, budget, guard, emit) if tools else None
+        emit(AgentStart(agent=self.name, inputs=[env.sender for env in inputs]))
+        extra = Costs()
+        if self.spec.inspector is not None:
+            peers, extra = await self._inspected(trial, owner, task, peers, clock, emit)
+        loop = TrialLoop(persona, model, gate or _NoTools(), budget, guard, False, emit)
+        out = await loop.run(task, [mine, *peers])
+        await _settle(pending)
+        final = out.final or previous
+        failures = [*out.failures, *came.missing]
+        stopped = out.stopped
+        costs = extra + Costs(
+            backend_calls=float(budget.backend_calls),
+            model_calls=float(model.calls),
+            input_tokens=float(model.input_tokens),
+            output_tokens=float(model.output_tokens),
+            retries=float(model.retries + (gate.retries if gate is not None else 0)),
+            sim_seconds=round(clock.now, 6),
+        )
+        if memory is not None:
+            memory.answer = final
+        said = [*(memory.inputs if memory is not None else []), *came.arrived]
+        derived = [
+            *([memory.last_id] if memory and memory.last_id else []),
+            *(e.id for e in inputs),
+        ]
+        await self._publish_result(
+            trial,
+            trace_id,
+            said,
+            final,
+            failures,
+            stopped,
+            costs,
+            round_,
+            policy=tally.to_wire(),
+            emit=emit,
+            derived=derived,
+            sent_at=round(clock.now, 6),
+        )
+        await _settle(pending)
+
+    async def _inspected(
+        self,
+        trial: int,
+        owner: str,
+        task: TaskTurn,
+        upstream: list[UpstreamTurn],
+        clock: SimClock,
+        emit: Callable[[AgentEvent], None],
+    ) -> tuple[list[UpstreamTurn], Costs]:
+        """The inspector on this agent's inputs (errorflow.scenario.defence_model): each
+        message checked with the inspector's tools, corrected or blocked, before the
+        agent reads it. Its tool and model calls are the agent's costs too."""
+        spec = self.spec.inspector
+        assert spec is not None
+        brief = Inspection(spec.check, spec.on_wrong, spec.genealogy)
+        tools = [
+            ToolDef(t, self.catalog.descriptions[t], self.catalog.schemas[t]) for t in spec.tools
+        ]
+        persona = Persona(
+            self.name, "inspector", INSPECTOR_INSTRUCTIONS, tools, "check", Stance(inspect=brief)
+        )
+        checked: list[UpstreamTurn] = []
+        spent = Costs()
+        for turn in upstream:
+            who = f"{owner}~inspector~{turn.sender}"
+            budget = Budget(self.policy.budget)
+            guard = LoopGuard(self.policy.guards)
+            gate = self._tool_gate(trial, who, clock, budget, guard, emit)
+            model = self._model_gate(trial, who, clock, budget, emit)
+            loop = TrialLoop(persona, model, gate, budget, guard, False, emit)
+            out = await loop.run(task, [turn])
+            answer = out.final if out.final is not None else turn.answer
+            checked.append(replace(turn, answer=answer))
+            spent = spent + Costs(
+                backend_calls=float(budget.backend_calls),
+                model_calls=float(model.calls),
+                input_tokens=float(model.input_tokens),
+                output_tokens=float(model.output_tokens),
+                retries=float(gate.retries + model.retries),
+            )
+        return checked, spent
+
+    def _emitter(
+        self, trial: int, trace_id: str, clock: SimClock
+    ) -> tuple[Callable[[AgentEvent], None], list[asyncio.Task[None]], PolicyTally]:
+        """How the gates hand this trial's events over: stamped with the run time,
+        counted for the policy tally, published (the tasks to settle before the result)."""
+        pending: list[asyncio.Task[None]] = []
+        tally = PolicyTally()
+
+        def emit(event: AgentEvent) -> None:
+            if getattr(event, "at", 0.0) is None:  # stamped with the trial's run time
+                event = event.model_copy(update={"at": round(clock.now, 6)})
+            tally.add(event)
+            pending.append(asyncio.create_task(self.endpoint.publish_event(trial, trace_id, event)))
+
+        return emit, pending, tally
+
+    def _model_gate(
+        self,
+        trial: int,
+        owner: str,
+        clock: SimClock,
+        budget: Budget,
+        emit: Callable[[AgentEvent], None],
+    ) -> ModelGate:
+        return ModelGate(
+            self.backends.for_trial(trial, owner),
+            self.policy,
+            clock,
+            stream(self.scenario.seed, trial, owner, "model-retry"),
+            budget,
+            emit,
+            agent=self.name,
+        )
 
     def _tool_gate(
         self,
@@ -346,6 +521,18 @@ class Agent:
             depends={k: (v.from_, v.field) for k, v in need.depends_on().items()},
         )
 
+    def _missing_turn(self, failure: Failure) -> UpstreamTurn:
+        """An input that never came, as the model is told of it: a timed-out wait
+        (explicit), or, swallowed (implicit), an empty answer that says ok."""
+        if self.mode == "implicit":
+            return UpstreamTurn(failure.tool, "ok", 1.0, [], FinalAnswer())
+        error: JsonObject = {
+            "code": failure.code.value,
+            "origin": failure.tool,
+            "message": failure.raw,
+        }
+        return UpstreamTurn(failure.tool, "failed", 0.0, [error], FinalAnswer(abstained=True))
+
     def _upstream_turn(self, env: Envelope) -> UpstreamTurn:
         return UpstreamTurn(
             sender=env.sender,
@@ -368,6 +555,9 @@ class Agent:
         *,
         policy: dict[str, float] | None = None,
         ended_at: float | None = None,
+        sent_at: float | None = None,
+        emit: Callable[[AgentEvent], None] | None = None,
+        derived: list[str] | None = None,
     ) -> None:
         verdict = propagate(
             self.mode,
@@ -377,10 +567,17 @@ class Agent:
             stopped=stopped,
             inputs=inputs,
         )
-        where = route(self.spec, final, round_)
+        faults = self._faults(trial, round_)
+        fired: list[Fired] = []
+        if faults is not None:
+            final, fired = faults.believe(final)
+        peers = self.talk.peers_after(round_)
+        where = route(self.spec, final, round_) if peers is None else None
+        kind = where.kind if where is not None else Kind.RESULT
+        targets = where.targets if where is not None else peers or []
         payload = ResultPayload(
             role=self.spec.role,
-            round=where.round,
+            round=where.round if where is not None else round_ + 1,
             answer=final,
             stopped=stopped,
             costs=costs,
@@ -388,20 +585,46 @@ class Agent:
             policy=policy or {},
             ended_at=ended_at,
         )
-        for i, target in enumerate(where.targets):
+        last_id: str | None = None
+        for i, target in enumerate(targets):
             if i == 1:  # the costs were spent once, whatever the number of recipients
                 payload = payload.without_costs()
-            await self.endpoint.send(
-                kind=where.kind,
+            wire = payload.to_wire()
+            copy_fired = list(fired)
+            if faults is not None:
+                copy = faults.copy_for(target, final)
+                copy_fired += copy.fired
+                wire = apply_copy(wire, copy)
+            if copy_fired:
+                mark_fired(wire, copy_fired)
+                for f in copy_fired:
+                    if emit is not None:
+                        emit(AgentFaultFired(agent=self.name, recipient=target, **f.event()))
+            sent = await self.endpoint.send(
+                kind=kind,
                 recipient=target,
                 trial=trial,
                 trace_id=trace_id,
-                payload=payload.to_wire(),
+                payload=wire,
                 status=verdict.status,
                 confidence=verdict.confidence,
                 errors=verdict.errors,
-                derived_from=[env.id for env in inputs],
+                derived_from=derived if derived is not None else [env.id for env in inputs],
+                at=sent_at,
             )
+            last_id = last_id or sent.id
+        memory = self._memory.get(trial)
+        if memory is not None:
+            memory.last_id = last_id
+
+    def _faults(self, trial: int, round_: int) -> AgentFaults | None:
+        """This round's fault draws (None for an agent without faults: no stream made)."""
+        if not self.spec.faults:
+            return None
+        if self._fault_pool is None:
+            self._fault_pool = list(need_truths(self.scenario).values())
+        rng = stream(self.scenario.seed, trial, self.name, round_, "agent-faults")
+        return AgentFaults(self.spec.faults, rng, self._fault_pool)
 
     async def _publish_crash(
         self, trial: int, round_: int, inputs: list[Envelope], exc: Exception
@@ -425,3 +648,16 @@ async def _settle(pending: list[asyncio.Task[None]]) -> None:
     for result in await asyncio.gather(*tasks, return_exceptions=True):
         if isinstance(result, Exception):
             log.warning("event not published: %s", redact(str(result)))
+
+
+class _NoTools:
+    """The tool side of a discussion round, which offers the model no tools."""
+
+    async def call(self, call: ToolCall) -> GateOutcome:
+        raise RuntimeError(f"a discussion round calls no tools (asked for {call.name!r})")
+
+
+def _tool_of(scenario: Scenario, key: str) -> str | None:
+    """The tool that serves a claim's need (`need` or `need.item`)."""
+    need = next((n for n in scenario.task.needs if n.id == key.split(".", 1)[0]), None)
+    return need.tool if need is not None else None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from errorflow.agents.exchange import Experiment, Place
 from errorflow.agents.model import InfrastructureError as InfrastructureError
 from errorflow.agents.model import ModelBackend
+from errorflow.agents.model_faults import AgentFaults, OnCrash
 from errorflow.agents.serving import Serving, current, model_label, note_scenario, noted_scenario
 from errorflow.agents.simulated import SimulatedModel
 from errorflow.core.seeding import stream
@@ -70,6 +71,10 @@ class BackendFactory:
     ) -> None:
         self.spec, self.seed, self.agent = spec, seed, agent
         self.serving = current()
+        #: Injected model faults and crashes (errorflow/agents/model_faults.py); an agent
+        #: process sets `on_crash` so that a crash ends it (errorflow/runtime/agent_process.py).
+        self.faults = AgentFaults.of(spec, scenario, agent, seed)
+        self.on_crash: OnCrash | None = None
         self._shared: AnthropicBackend | None = None
         real = spec.backend != "simulated"
         if not real or self.serving.tally is not None:  # a dry run: the simulation answers
@@ -89,6 +94,10 @@ class BackendFactory:
 
     def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
         name = owner or self.agent
+        backend = self._backend(trial, name)
+        return self.faults.wrap(backend, trial, name, self.on_crash)
+
+    def _backend(self, trial: int, name: str) -> ModelBackend:
         if self.spec.backend == "simulated":
             return SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
         tally = self.serving.tally

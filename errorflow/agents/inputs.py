@@ -47,10 +47,18 @@ def round_of(env: Envelope) -> int:
 
 
 class InputCollector:
-    def __init__(self, expected: list[str], returners: list[str], last_round: int) -> None:
+    def __init__(
+        self,
+        expected: list[str],
+        returners: list[str],
+        last_round: int,
+        peers: list[str] | None = None,
+    ) -> None:
         """`expected`: the senders of a round's inputs; `returners`: reviewers that may
-        send work back; `last_round`: the highest round any of them can ask for."""
+        send work back; `last_round`: the highest round any of them can ask for;
+        `peers`: a discussion's members, the senders of every round after round 0."""
         self.expected = expected
+        self.peers = peers or []
         self.returners = returners
         self.last_round = last_round
         self._waiting: dict[tuple[int, int], dict[str, Envelope]] = {}  # by sender
@@ -68,13 +76,14 @@ class InputCollector:
             if base is None:
                 return Rejected("revision_without_inputs")
             return self._ready(env.trial, round_, [*base, env])
-        if env.sender not in self.expected:
+        expected = self.peers if self.peers and round_ > 0 else self.expected
+        if env.sender not in expected:
             return Rejected("unexpected_sender")
         waiting = self._waiting.setdefault(key, {})
         if env.sender in waiting:
             return None  # a resend of an input we already hold
         waiting[env.sender] = env
-        if not all(s in waiting for s in self.expected):
+        if not all(s in waiting for s in expected):
             return None
         received = list(waiting.values())
         if self.returners and round_ == 0:

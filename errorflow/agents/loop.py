@@ -20,6 +20,7 @@ from errorflow.agents.model import (
     ModelRequest,
     ModelResponse,
     ObservationTurn,
+    Stance,
     TaskTurn,
     ToolCall,
     ToolDef,
@@ -53,6 +54,7 @@ class Persona:
     system: str
     tools: list[ToolDef]
     behaviour: str = "gather"
+    stance: Stance = field(default_factory=Stance)
 
 
 @dataclass
@@ -107,7 +109,9 @@ class TrialLoop:
             out.failures.append(Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
             return None
         p = self.persona
-        request = ModelRequest(p.agent, p.role, p.system, list(out.turns), p.tools, p.behaviour)
+        request = ModelRequest(
+            p.agent, p.role, p.system, list(out.turns), p.tools, p.behaviour, p.stance
+        )
         try:
             response = await self.model.complete(request)
         except ModelCallError as exc:

@@ -117,6 +117,28 @@ class ObservationTurn:
 Turn = TaskTurn | UpstreamTurn | AssistantTurn | ObservationTurn
 
 
+@dataclass(frozen=True)
+class Inspection:
+    """An inspector's brief (errorflow.scenario.defence_model.InspectorSpec)."""
+
+    check: float = 1.0
+    on_wrong: str = "correct"
+    genealogy: bool = False
+
+
+@dataclass(frozen=True)
+class Stance:
+    """How the agent treats what it receives: the defences it runs and, in a
+    discussion round, that it revises its own answer (the upstream turn sent by itself)
+    in the light of its peers'. `own_evidence`: the claim keys of that answer it got
+    from its own tools."""
+
+    challenge: float = 0.0
+    inspect: Inspection | None = None
+    deliberate: bool = False
+    own_evidence: frozenset[str] = frozenset()
+
+
 @dataclass
 class ModelRequest:
     agent: str
@@ -127,6 +149,7 @@ class ModelRequest:
     #: What the agent does (errorflow.scenario.roles): gather, synthesise, check, route
     #: (None: the preset of `role`).
     behaviour: str | None = None
+    stance: Stance = field(default_factory=Stance)
 
 
 @dataclass

@@ -7,7 +7,11 @@ raises its `ModelCallError` to the agent.
 A call that fails for good because of the infrastructure (its last attempt could not
 reach the server, had the key refused or found no such model; or the circuit those
 attempts opened refused it) is raised as an `infra_fault`: the experiment did not
-happen, and the agent's trial is not scored. Retries still follow the attempt's code."""
+happen, and the agent's trial is not scored. Retries still follow the attempt's code.
+
+An attempt an injected fault failed (errorflow/agents/model_faults.py) is announced as a
+`model_fault` event before its `model_error`; an injected crash as `agent_crashed`,
+and it goes on up to the agent (no retry catches it)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from errorflow.agents.attempts import (
     RetryTerms,
 )
 from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
+from errorflow.agents.model_faults import InjectedCrash, InjectedModelError
 from errorflow.agents.model_usage import cache_read, cache_write
 from errorflow.core.events import Emit, ModelCall, ModelError
 from errorflow.core.simclock import SimClock
@@ -122,7 +127,14 @@ class _Completion:
         self.gate.calls += 1
         try:
             response = await self.gate.backend.complete(self.request)
+        except InjectedCrash as crash:  # the agent dies here: its crash path reports it
+            self.gate.emit(crash.notice.event(process=False))
+            raise
         except ModelCallError as exc:
+            if isinstance(exc, InjectedModelError):
+                self.gate.emit(exc.event(self.gate.agent))
+                # A timeout takes its time before it fails (simulated, as a tool's does).
+                await self.gate.clock.sleep(exc.fault.hangs_s)
             self.infrastructure = exc.infrastructure
             failure = Failure(
                 exc.code, MODEL, str(exc), http_status=exc.status, retry_after_s=exc.retry_after_s

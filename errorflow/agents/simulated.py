@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
+from errorflow.agents.deliberation import deliberate
 from errorflow.agents.model import (
     AssistantTurn,
     Claim,
     FinalAnswer,
+    Inspection,
     ModelRequest,
     ModelResponse,
     NeedView,
@@ -60,10 +62,16 @@ class SimulatedModel:
         self._draft: FinalAnswer | None = None  # a writer's report, once composed
         self._known: dict[str, JsonValue] = {}  # need values this conversation has seen
         self._troubled = False  # whether an upstream message showed a failure
+        self._sampled: set[str] | None = None  # an inspector's claims to check, drawn once
+        self._challenged: set[str] | None = None  # a challenger's claims to re-check
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         does = request.behaviour or _PRESETS.get(request.role, "synthesise")
-        if does == "gather":
+        if request.stance.deliberate:
+            response = self._deliberate(request)
+        elif request.stance.inspect is not None:
+            response = self._inspect(request, request.stance.inspect)
+        elif does == "gather":
             response = self._research(request)
         elif does == "check":
             response = self._review(request)
@@ -294,7 +302,9 @@ class SimulatedModel:
         gathered = self._gather_gaps(request, needs, upstream)
         if isinstance(gathered, ModelResponse):
             return gathered  # fetching what no upstream agent found
-        draft = self._compose(needs, [*upstream, *gathered])
+        # A challenger trusts what its own tools said over what it was told.
+        sources = [*gathered, *upstream] if self._challenged else [*upstream, *gathered]
+        draft = self._compose(needs, sources)
         if sink is not None and not draft.abstained:
             self._draft = draft
             body: JsonObject = {
@@ -330,6 +340,7 @@ class SimulatedModel:
             c.key for u in upstream for c in u.answer.claims if c.certain and _substantial(c)
         }
         gaps = [n for n in needs if n.tool in fetch and not any(_key_of(k, n) for k in answered)]
+        gaps += self._challenges(request, needs, fetch, gaps, answered)
         if not gaps:
             return []
         task = _task(request.turns)
@@ -371,6 +382,145 @@ class SimulatedModel:
             answer.claims.append(Claim(key, self._invent(need), True))
         else:
             answer.claims.append(claim)
+
+    def _challenges(
+        self,
+        request: ModelRequest,
+        needs: list[NeedView],
+        fetch: set[str],
+        gaps: list[NeedView],
+        answered: set[str],
+    ) -> list[NeedView]:
+        """Needs answered upstream that a challenger re-checks with its own tools (one
+        draw per such need, the first time it looks)."""
+        p = request.stance.challenge
+        if p <= 0:
+            return []
+        if self._challenged is None:
+            self._challenged = {
+                n.id
+                for n in needs
+                if n.tool in fetch
+                and n not in gaps
+                and any(_key_of(k, n) for k in answered)
+                and self.rng.random() < p
+            }
+        return [n for n in needs if n.id in self._challenged]
+
+    # -- discussion ---------------------------------------------------------------
+    def _deliberate(self, request: ModelRequest) -> ModelResponse:
+        """A discussion round: the member's previous answer (the upstream turn it sent
+        itself) revised in the light of its peers' (errorflow.agents.deliberation). A
+        challenger first re-checks, with its own tools, each disputed claim it can
+        check (one draw per such claim) and goes with what its tools say."""
+        upstream = _upstream(request.turns)
+        own = next((u for u in upstream if u.sender == request.agent), None)
+        peers = [u for u in upstream if u.sender != request.agent]
+        previous = own.answer if own is not None else FinalAnswer(abstained=True)
+        task = _task(request.turns)
+        checked: dict[str, JsonValue] = {}
+        if task is not None and request.stance.challenge > 0 and request.tools:
+            found = self._recheck(request, task, previous, peers)
+            if isinstance(found, ModelResponse):
+                return found
+            checked = found
+        final = deliberate(
+            previous, request.stance.own_evidence, peers, self.rng, self.b.p_keep_own_evidence
+        )
+        if checked:
+            final = replace(
+                final,
+                claims=[
+                    Claim(c.key, checked[c.key], True) if c.key in checked else c
+                    for c in final.claims
+                ],
+            )
+        return ModelResponse(final=final, stop_reason="end_turn")
+
+    def _recheck(
+        self,
+        request: ModelRequest,
+        task: TaskTurn,
+        previous: FinalAnswer,
+        peers: list[UpstreamTurn],
+    ) -> dict[str, JsonValue] | ModelResponse:
+        """The challenger's own tool values for the disputed claims it re-checks."""
+        tools = {t.name for t in request.tools}
+        values: dict[str, set[str]] = {}
+        for answer in [previous, *(p.answer for p in peers)]:
+            for c in answer.claims:
+                if c.certain and _substantial(c):
+                    values.setdefault(c.key, set()).add(json.dumps(c.value, sort_keys=True))
+        disputed = {k for k, v in values.items() if len(v) > 1}
+        need_of = {k: n for k in disputed for n in task.needs if _key_of(k, n)}
+        if self._challenged is None:
+            self._challenged = {
+                k
+                for k in sorted(disputed)
+                if k in need_of
+                and need_of[k].tool in tools
+                and self.rng.random() < request.stance.challenge
+            }
+        observed = self._observed(request, task, {need_of[k].id for k in self._challenged})
+        if isinstance(observed, ModelResponse):
+            return observed
+        out: dict[str, JsonValue] = {}
+        for key in self._challenged:
+            obs = observed.get(need_of[key].id)
+            value = _source_value(key, need_of[key], obs)
+            if obs is not None and value not in (None, [], {}):
+                out[key] = value
+        return out
+
+    # -- inspector --------------------------------------------------------------
+    def _inspect(self, request: ModelRequest, brief: Inspection) -> ModelResponse:
+        """Check a share of a message's claims against the tools; correct or block what
+        is contradicted. With a genealogy guard, a contradiction quarantines every
+        claim of the same lineage: each is re-derived with the tools too."""
+        task = _task(request.turns)
+        upstream = _upstream(request.turns)
+        if task is None or not upstream:
+            return ModelResponse(final=FinalAnswer(abstained=True, text="nothing to inspect"))
+        message = upstream[-1]
+        tools = {t.name for t in request.tools}
+        need_of = {c.key: n for c in message.answer.claims for n in task.needs if _key_of(c.key, n)}
+        if self._sampled is None:
+            self._sampled = {
+                c.key
+                for c in message.answer.claims
+                if c.key in need_of
+                and need_of[c.key].tool in tools
+                and self.rng.random() < brief.check
+            }
+        observed = self._observed(request, task, {need_of[k].id for k in self._sampled})
+        if isinstance(observed, ModelResponse):
+            return observed
+        wrong = {k for k in self._sampled if not _agrees(k, need_of[k], message, observed)}
+        quarantined: set[str] = set()
+        if wrong and brief.genealogy:
+            lineages = {_lineage(message, k) for k in wrong}
+            quarantined = {
+                c.key
+                for c in message.answer.claims
+                if _lineage(message, c.key) in lineages and c.key in need_of
+            } - self._sampled
+            more = self._observed(request, task, {need_of[k].id for k in quarantined})
+            if isinstance(more, ModelResponse):
+                return more
+            observed.update(more)
+        answer = _inspected(message, need_of, observed, self._sampled | quarantined, brief)
+        return ModelResponse(final=answer, stop_reason="end_turn")
+
+    def _observed(
+        self, request: ModelRequest, task: TaskTurn, needs: set[str]
+    ) -> dict[str, _Obs | None] | ModelResponse:
+        """What the tools say for the needs `needs` names, or the calls still to make."""
+        chosen = [n for n in task.needs if n.id in needs]
+        states = self._need_states(TaskTurn(task.prompt, chosen), request.turns)
+        calls = self._calls(states)
+        if calls:
+            return ModelResponse(calls=calls, stop_reason="tool_use")
+        return {st.need.id: _resolved(st) for st in states}
 
     # -- reviewer ---------------------------------------------------------------
     def _review(self, request: ModelRequest) -> ModelResponse:
@@ -462,6 +612,63 @@ def _check(
     else:
         answer.revise.append(claim.key)
         answer.flags.append(f"{claim.key}: contradicted by the source; sent back")
+
+
+def _source_value(key: str, need: NeedView, obs: _Obs | None) -> JsonValue:
+    source = obs.get("result") if obs is not None else None
+    if _is_batch(need) and isinstance(source, dict):
+        source = source.get(key.split(".", 1)[1]) if "." in key else source
+    return source
+
+
+def _agrees(
+    key: str, need: NeedView, message: UpstreamTurn, observed: dict[str, _Obs | None]
+) -> bool:
+    """Whether the claim checks out (a check whose tool failed proves nothing)."""
+    obs = observed.get(need.id)
+    if obs is None:
+        return True
+    claim = next(c for c in message.answer.claims if c.key == key)
+    return _same(claim.value, _source_value(key, need, obs))
+
+
+def _lineage(message: UpstreamTurn, key: str) -> str:
+    """Where a claim comes from: the agent that first stated it."""
+    claim = next(c for c in message.answer.claims if c.key == key)
+    return claim.source or message.sender
+
+
+def _inspected(
+    message: UpstreamTurn,
+    need_of: dict[str, NeedView],
+    observed: dict[str, _Obs | None],
+    checked: set[str],
+    brief: Inspection,
+) -> FinalAnswer:
+    """The message as the inspector passes it on: contradicted claims corrected from
+    the tools (or blocked), quarantined ones it could not re-derive withheld."""
+    answer = replace(message.answer, claims=[], flags=list(message.answer.flags))
+    answer.unresolved = list(message.answer.unresolved)
+    for claim in message.answer.claims:
+        if claim.key not in checked:
+            answer.claims.append(claim)
+            continue
+        need = need_of[claim.key]
+        obs = observed.get(need.id)
+        if obs is None:
+            answer.claims.append(claim)
+            continue
+        truth = _source_value(claim.key, need, obs)
+        if _same(claim.value, truth):
+            answer.claims.append(claim)
+        elif brief.on_wrong == "correct" and truth not in (None, [], {}):
+            answer.claims.append(Claim(claim.key, truth, True))
+            answer.flags.append(f"{claim.key}: corrected by inspection")
+        else:
+            answer.unresolved.append(claim.key)
+            answer.flags.append(f"{claim.key}: blocked by inspection")
+    answer.abstained = message.answer.abstained and not answer.claims
+    return answer
 
 
 def _perceive(obs: _Obs) -> str:

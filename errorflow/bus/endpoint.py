@@ -22,6 +22,14 @@ unacknowledged after that is counted as `undelivered` (and the runner marks the 
 `bus_fault` when its final result never arrives). When to resend and when to give up
 is decided by the pure `Outbox` (`errorflow.bus.outbox`); the endpoint only carries
 its decisions out, on the clock it was given.
+
+Bus faults (a scenario's `bus:` block) are injected here, on the send side: with a
+`BusFaultPlan` (errorflow.bus.bus_faults), every send of a task or result message, the
+first and each resend, gets its fate from the plan (lost, doubled, delayed, held back
+until our next message) and each fault fired is published first as a `bus_fault`
+event. The acks and resends above are what recovers them; a message still lost after
+its last resend is published as `bus_undelivered`, with the reason, so the runner ends
+its trial as a `bus_fault` at once.
 """
 
 from __future__ import annotations
@@ -32,8 +40,10 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 
 from errorflow.bus import signing, topics
+from errorflow.bus.bus_faults import BusFaultPlan, Send, attempt_at, undelivered_reason
 from errorflow.bus.envelope import (
     Envelope,
     JsonObject,
@@ -46,7 +56,7 @@ from errorflow.bus.envelope import (
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
 from errorflow.bus.transport import Connection
 from errorflow.core.control import Ack, Control, ControlAction, parse_control
-from errorflow.core.events import Event
+from errorflow.core.events import BusFaultFired, BusUndelivered, Event
 from errorflow.core.redact import redact
 
 log = logging.getLogger(__name__)
@@ -90,10 +100,25 @@ class SeenSet:
         return None
 
 
+@dataclass(slots=True)
+class _Faulted:
+    """A reliable message sent under bus faults: what its sends' draws are keyed by,
+    its first send's run time, and what its sends lost, by fault kind."""
+
+    trial: int
+    trace_id: str
+    recipient: str
+    message: str  # kind and round: "result/0"
+    first_at: float
+    lost: Counter[str] = field(default_factory=Counter)
+    delayed: int = 0  # copies a delay fault still holds
+
+
 class Endpoint:
     """One participant's view of the bus; `clock` and `sleep` drive the resends (tests
     pass fake ones: the decisions themselves are the `Outbox`'s); `seq_from` is the
-    first seq (default: `first_seq()`)."""
+    first seq (default: `first_seq()`); `faults` the run's bus faults (its ack timeout
+    and resends, when it sets them, replace the defaults)."""
 
     def __init__(
         self,
@@ -108,6 +133,7 @@ class Endpoint:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         seq_from: int | None = None,
+        faults: BusFaultPlan | None = None,
     ) -> None:
         self.conn = conn
         # The run key: everything we send is signed and everything we accept must carry a
@@ -120,7 +146,15 @@ class Endpoint:
         self.seq = first_seq() if seq_from is None else seq_from
         self.rejects: Counter[str] = Counter()
         self.seen = SeenSet()
+        if faults is not None and faults.ack_timeout_s is not None:
+            ack_timeout_s = faults.ack_timeout_s
+        if faults is not None and faults.max_resends is not None:
+            max_resends = faults.max_resends
         self.outbox = Outbox(ack_timeout_s, max_resends)
+        self.faults = faults
+        self._faulted: dict[str, _Faulted] = {}  # by message id, while unacked
+        self._held: list[tuple[float, str, bytes]] = []  # reordered: (deadline, topic, raw)
+        self._delayed: set[asyncio.Task[None]] = set()
         self._clock = clock
         self._sleep = sleep
         self._resender: asyncio.Task[None] | None = None
@@ -144,6 +178,8 @@ class Endpoint:
         self._resender = asyncio.create_task(self._resend_loop(), name=f"resend-{self.name}")
 
     async def close(self) -> None:
+        for task in list(self._delayed):
+            task.cancel()
         if self._resender is not None:
             self._resender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -161,7 +197,10 @@ class Endpoint:
         confidence: float = 1.0,
         errors: list[WireError] | None = None,
         derived_from: list[str] | None = None,
+        at: float | None = None,
     ) -> Envelope:
+        """Send one message; `at` is its run time (simulated seconds), which bus faults'
+        partitions are decided on (None: 0)."""
         env = self._envelope(
             kind=kind,
             recipient=recipient,
@@ -175,10 +214,76 @@ class Endpoint:
         )
         topic = topics.for_message(self.run_id, kind, self.name, recipient)
         raw = env.encode(self.key)
-        if kind in RELIABLE_KINDS and self._resender is not None:
+        tracked = kind in RELIABLE_KINDS and self._resender is not None
+        if tracked:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
-        await self.conn.publish(topic, raw)
+        if tracked and self.faults is not None:
+            round_ = env.payload.get("round", 0)
+            message = f"{kind.value}/{round_ if isinstance(round_, int) else 0}"
+            self._faulted[env.id] = _Faulted(trial, trace_id, recipient, message, at or 0.0)
+            await self._attempt(env.id, topic, raw, 1)
+        else:
+            await self._publish(topic, raw)
         return env
+
+    async def _publish(self, topic: str, raw: bytes) -> None:
+        """Publish, then what a reorder fault held back until our next message."""
+        await self.conn.publish(topic, raw)
+        if self._held:
+            held, self._held = self._held, []
+            for _, held_topic, held_raw in held:
+                await self.conn.publish(held_topic, held_raw)
+
+    async def _attempt(self, message_id: str, topic: str, raw: bytes, attempt: int) -> None:
+        """One send of a message under bus faults: its fate, each fault fired published
+        (before the message), and the message lost, published, delayed or held."""
+        sent = self._faulted.get(message_id)
+        if sent is None or self.faults is None:
+            await self._publish(topic, raw)
+            return
+        at = attempt_at(sent.first_at, attempt, self.outbox.ack_timeout_s)
+        send = Send(sent.trial, self.name, sent.recipient, sent.message, attempt, at)
+        fate = self.faults.fate(send)
+        for kind in fate.fired:
+            event = BusFaultFired(
+                sender=self.name,
+                recipient=sent.recipient,
+                kind=kind,
+                message_id=message_id,
+                attempt=attempt,
+                at=round(at, 6),
+            )
+            await self.publish_event(sent.trial, sent.trace_id, event)
+        if fate.lost:
+            sent.lost[fate.fired[0]] += 1
+            return
+        copies = [(topic, raw)] * fate.copies
+        if fate.delay_s > 0:
+            wait = fate.delay_s * self.faults.time_scale
+            sent.delayed += 1
+            task = asyncio.create_task(self._deliver_later(wait, copies, fate.hold, sent))
+            self._delayed.add(task)
+            task.add_done_callback(self._delayed.discard)
+        else:
+            await self._deliver(copies, fate.hold)
+
+    async def _deliver(self, copies: list[tuple[str, bytes]], hold: bool) -> None:
+        if hold:  # out after our next message, or the resend driver's next tick
+            deadline = self._clock() + RESEND_TICK_S
+            self._held.extend((deadline, topic, raw) for topic, raw in copies)
+            return
+        for topic, raw in copies:
+            await self._publish(topic, raw)
+
+    async def _deliver_later(
+        self, wait_s: float, copies: list[tuple[str, bytes]], hold: bool, sent: _Faulted
+    ) -> None:
+        try:
+            await asyncio.sleep(wait_s)
+            with contextlib.suppress(ConnectionError):  # lost: the resends recover it
+                await self._deliver(copies, hold)
+        finally:
+            sent.delayed -= 1
 
     def _envelope(
         self,
@@ -271,6 +376,7 @@ class Endpoint:
                 ack = parse_control(env.payload)  # a malformed ack acknowledges nothing
                 if isinstance(ack, Ack) and env.recipient == self.name:
                     self.outbox.ack(ack.id)
+                    self._faulted.pop(ack.id, None)
                 continue
             yield env
 
@@ -304,23 +410,49 @@ class Endpoint:
             await self._resend_due()
 
     def _resend_sleep_s(self) -> float:
-        due = self.outbox.next_due()
+        dues = [self.outbox.next_due(), *(d for d, _, _ in self._held[:1])]
+        due = min((d for d in dues if d is not None), default=None)
         if due is None:
             return RESEND_TICK_S
         return min(RESEND_TICK_S, max(0.0, due - self._clock()))
 
     async def _resend_due(self) -> None:
-        for action in self.outbox.due(self._clock()):
+        now = self._clock()
+        if self._held and self._held[0][0] <= now:  # nothing else sent meanwhile
+            held, self._held = self._held, []
+            for _, topic, raw in held:
+                with contextlib.suppress(ConnectionError):
+                    await self.conn.publish(topic, raw)
+        for action in self.outbox.due(now):
             if isinstance(action, Resend):
                 with contextlib.suppress(ConnectionError):
-                    await self.conn.publish(action.topic, action.raw)
+                    await self._attempt(action.message_id, action.topic, action.raw, action.sends)
             elif isinstance(action, GiveUp):
-                log.warning(
-                    "%s: message %s undelivered after %d sends",
-                    self.name,
-                    action.message_id,
-                    action.sends,
-                )
+                await self._undelivered(action)
+
+    async def _undelivered(self, action: GiveUp) -> None:
+        """A message given up: logged; under bus faults also said on the bus, with why
+        (the faults were asked for: not worth a warning)."""
+        sent = self._faulted.pop(action.message_id, None)
+        log.log(
+            logging.WARNING if sent is None else logging.DEBUG,
+            "%s: message %s undelivered after %d sends",
+            self.name,
+            action.message_id,
+            action.sends,
+        )
+        if sent is None or sent.delayed:  # a delayed copy may still arrive: not lost
+            return
+        event = BusUndelivered(
+            sender=self.name,
+            recipient=sent.recipient,
+            message_id=action.message_id,
+            sends=action.sends,
+            reason=undelivered_reason(self.name, sent.recipient, sent.lost, action.sends),
+            at=round(attempt_at(sent.first_at, action.sends, self.outbox.ack_timeout_s), 6),
+        )
+        with contextlib.suppress(ConnectionError):
+            await self.publish_event(sent.trial, sent.trace_id, event)
 
 
 def rejection_reason(env: Envelope, run_id: str, members: set[str] | None) -> str | None:

@@ -60,27 +60,56 @@ class Bus(Protocol):
     async def close(self) -> None: ...
 
 
+#: Topics whose subscribers are remembered at once; past it the table starts again (a
+#: run has a few topics per agent, far fewer).
+ROUTES_LIMIT = 4096
+
+
 class InProcessBus:
-    """A broker in a dict: same interface, same topic matching, no sockets."""
+    """A broker in a dict: same interface, same topic matching, no sockets.
+
+    Routing is indexed: the connections a topic reaches are worked out once per topic
+    (every connection's patterns matched, in connection order, each connection once)
+    and kept until a subscription changes, so a publish costs a dict lookup and one
+    queue put per subscriber, whatever the number of connections."""
 
     description = "in-process"
 
     def __init__(self) -> None:
         self._conns: list[InProcessConnection] = []
+        self._routes: dict[str, tuple[InProcessConnection, ...]] = {}
 
     async def connect(self, client_id: str) -> InProcessConnection:
         conn = InProcessConnection(self, client_id)
         self._conns.append(conn)
         return conn
 
+    def _route(self, topic: str) -> tuple[InProcessConnection, ...]:
+        if len(self._routes) >= ROUTES_LIMIT:
+            self._routes.clear()
+        route = tuple(c for c in self._conns if any(matches(topic, p) for p in c.patterns))
+        self._routes[topic] = route
+        return route
+
+    def changed(self) -> None:
+        """A subscription was added or a connection left: routes are worked out again."""
+        self._routes.clear()
+
     async def deliver(self, topic: str, payload: bytes) -> None:
-        for conn in list(self._conns):
-            if any(matches(topic, p) for p in conn.patterns):
-                await conn.queue.put((topic, payload))
+        route = self._routes.get(topic)
+        if route is None:
+            route = self._route(topic)
+        item = (topic, payload)
+        for conn in route:
+            try:
+                conn.queue.put_nowait(item)
+            except asyncio.QueueFull:  # a slow subscriber: wait for room (back-pressure)
+                await conn.queue.put(item)
 
     def drop(self, conn: InProcessConnection) -> None:
         if conn in self._conns:
             self._conns.remove(conn)
+            self.changed()
 
     async def close(self) -> None:
         for conn in list(self._conns):
@@ -100,6 +129,7 @@ class InProcessConnection:
 
     async def subscribe(self, pattern: str) -> None:
         self.patterns.append(pattern)
+        self.bus.changed()
 
     async def messages(self) -> AsyncIterator[tuple[str, bytes]]:
         while True:

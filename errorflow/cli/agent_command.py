@@ -6,7 +6,9 @@ wait is watched on a connection of its own, so the agent itself is the same code
 runner's in-process agents. Killed, it is missed by the runner within seconds (its last
 will; errorflow/runtime/agent_process.py); started again with the same options within the
 runner's grace period, it rejoins the run on the next roll call and is given its
-unfinished work again. SIGTERM stops it as Ctrl-C does.
+unfinished work again. SIGTERM stops it as Ctrl-C does. An injected crash fault of the
+agent (`agents.NAME.faults: [{kind: crash}]`) kills it when it fires: it says so on
+stderr and exits with status 70 (`CRASH_EXIT`); the runner waits for a replacement.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from errorflow.cli.run_keys import agent_key
 from errorflow.cli.run_options import scenario_args, scenario_of
 from errorflow.cli.signals import interruptible
 from errorflow.core.control import RollCall, parse_control
-from errorflow.runtime.agent_process import run_agent_process
+from errorflow.runtime.agent_process import CRASH_EXIT, run_agent_process
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 
@@ -106,7 +108,9 @@ def add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "on the broker and serves until the runner stops the run. The scenario options "
         "(--set, --trials, --seed, --propagation) must give the runner's scenario. An agent "
         "that stopped can be started again while the runner waits for it (run --grace-s): "
-        "it rejoins and is given its unfinished work again.",
+        "it rejoins and is given its unfinished work again. An injected crash fault "
+        f"(agents.NAME.faults, kind crash) ends it with exit status {CRASH_EXIT} when it "
+        "fires; one started again is the replacement the runner waits for.",
     )
     a.add_argument("scenario")
     a.add_argument("--name", required=True, help="which agent of the scenario to run")

@@ -28,13 +28,20 @@ from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.resume import Source, resumable, resume_hint
 from errorflow.cli.run_keys import runner_key
-from errorflow.cli.run_options import grace_option, run_options, scenario_of, scenario_options
+from errorflow.cli.run_options import (
+    check_workers,
+    grace_option,
+    run_options,
+    scenario_of,
+    scenario_options,
+    workers_option,
+)
 from errorflow.cli.signals import Terminated, interruptible
 from errorflow.cli.spend import arms_of, check_spend, print_traffic, traffic_doc
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
 from errorflow.reports.tables import paired_table, print_run, shown
-from errorflow.runtime import runner
+from errorflow.runtime import runner, workers
 from errorflow.runtime.experiment import (
     Arm,
     ArmJson,
@@ -43,7 +50,7 @@ from errorflow.runtime.experiment import (
     run_arms,
 )
 from errorflow.runtime.liveness import ParticipantLost
-from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import RunOptions
 from errorflow.runtime.store import StoreError, UnwritableStore
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.summary import RunJson
@@ -68,7 +75,7 @@ def resume_on_failure(
     except KeyboardInterrupt as exc:
         what = "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         raise Interrupted(what + resume_hint(db, run_ids, group_id, source)) from None
-    except ParticipantLost as exc:
+    except (ParticipantLost, workers.ShardFailed) as exc:
         raise RunFailure(str(exc) + resume_hint(db, run_ids, group_id, source)) from None
     except StoreError as exc:
         if isinstance(exc, UnwritableStore):
@@ -87,6 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     both = args.propagation == "both"
     if check_spend(args, arms_of(scenario, both), args.baseline):
         return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
+    check_workers(args, [a.scenario for a in arms_of(scenario, both)])
     writable_db(args.db)
     run_id_is_new(args.db, args.run_id)
     broker = broker_of(args.broker)  # a broker that is down fails before the run is stored
@@ -114,12 +122,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = asyncio.run(
                 interruptible(
                     run_arms(
-                        arms, options, baseline=args.baseline, group_id=group_id, on_arm=bars.start
+                        arms,
+                        options,
+                        baseline=args.baseline,
+                        group_id=group_id,
+                        on_arm=bars.start,
+                        workers=args.workers,
                     )
                 )
             )
         else:
-            once = asyncio.run(interruptible(_run_once(scenario, options, bars, group_id)))
+            once = asyncio.run(
+                interruptible(_run_once(scenario, options, bars, group_id, args.workers))
+            )
         wall = time.perf_counter() - started
     if both:
         _print_paired(args, scenario, result, wall)
@@ -177,15 +192,19 @@ def _scenario_to_run(args: argparse.Namespace) -> Scenario:
 
 
 async def _run_once(
-    scenario: Scenario, options: RunOptions, bars: Bars, group_id: str | None
+    scenario: Scenario,
+    options: RunOptions,
+    bars: Bars,
+    group_id: str | None,
+    count: workers.WorkerCount = 1,
 ) -> Measured:
     """One run; with a group, measured against the same run without faults."""
     if group_id is not None:
         arm = Arm(scenario.propagation, scenario)
-        result = await run_arms([arm], options, group_id=group_id, on_arm=bars.start)
+        result = await run_arms([arm], options, group_id=group_id, on_arm=bars.start, workers=count)
         return Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
     bars.start(scenario.name, scenario)
-    run = await run_scenario(scenario, options)
+    run = await workers.run(scenario, options, count)
     return Measured(run.to_json(), run.infra_faults, run.infra_reasons)
 
 
@@ -284,4 +303,5 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how long to wait for all agents to be present (default: 30)",
     )
     grace_option(r)
+    workers_option(r)
     r.set_defaults(func=cmd_run)

@@ -9,12 +9,16 @@ from pathlib import Path
 
 from errorflow.agents import serving
 from errorflow.cli.args import db_arg, nonneg, nonneg_float, positive
+from errorflow.cli.console import say
+from errorflow.cli.errors import UsageError
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.progress import Bars
 from errorflow.cli.scenario_input import RunSettings, parse_sets, scenario_from
 from errorflow.cli.serving_options import model_options, serving_of
 from errorflow.runtime.liveness import DEFAULT_GRACE_S
 from errorflow.runtime.runner import RunOptions
+from errorflow.runtime.workers import AUTO, LARGE_RUN, WorkerCount, WorkersRefused, refusal
+from errorflow.runtime.workers import count_for as workers_for
 from errorflow.scenario.model import Scenario
 
 
@@ -120,3 +124,39 @@ def scenario_options(sp: argparse.ArgumentParser, propagation: list[str], what: 
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     db_arg(sp)
     model_options(sp)
+
+
+def worker_count(text: str) -> WorkerCount:
+    return AUTO if text == AUTO else positive(text)
+
+
+def workers_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--workers",
+        type=worker_count,
+        default=1,
+        metavar="N|auto",
+        help="spread each run's trials over N processes, each running its share on an "
+        "in-process bus of its own (no broker), with the outcomes one process gives; "
+        f"`auto`: one per core for runs of {LARGE_RUN:,} trials or more, else 1 "
+        "(default: 1). Runs whose state lives across trials, or that call real models, "
+        "run in one process",
+    )
+
+
+def check_workers(args: argparse.Namespace, scenarios: list[Scenario]) -> None:
+    """`--workers` for these runs, checked before anything runs: a number > 1 for a run
+    that must run in one process is bad input; `auto` on such a large run says why it
+    runs in one process."""
+    requested: WorkerCount = getattr(args, "workers", 1)
+    options = RunOptions(
+        broker=broker_of(args.broker), external_agents=getattr(args, "external_agents", False)
+    )
+    for scenario in scenarios:
+        try:
+            workers_for(requested, scenario, options)
+        except WorkersRefused as exc:
+            raise UsageError(str(exc), where=f"--workers {requested}") from None
+        why = refusal(scenario, options)
+        if requested == AUTO and scenario.trials >= LARGE_RUN and why is not None:
+            say(f"--workers auto: {scenario.name} runs in one process: {why}")

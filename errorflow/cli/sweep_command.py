@@ -1,4 +1,5 @@
-"""`errorflow sweep`: vary one or two scenario fields and print the matrix."""
+"""`errorflow sweep`: vary up to three scenario fields and print the matrix, and the
+derived measures the scenario's `sweep.measures` declares."""
 
 from __future__ import annotations
 
@@ -17,13 +18,21 @@ from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.preflight import broker_of, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
-from errorflow.cli.run_options import run_options, scenario_of, scenario_options
+from errorflow.cli.run_options import (
+    check_workers,
+    run_options,
+    scenario_of,
+    scenario_options,
+    workers_option,
+)
 from errorflow.cli.scenario_input import check_axis
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
-from errorflow.reports.tables import shown, sweep_tables
+from errorflow.reports.sweep_measure_table import measure_table
+from errorflow.reports.tables import measured_trials, shown, sweep_tables
 from errorflow.runtime.experiment import Arm, ArmJson, SweepJson, run_arms, sweep_arms
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import parse_value, with_settings
+from errorflow.scenario.sweep_model import MAX_SWEEP_AXES, SweepMeasures
 
 #: One axis of a sweep: its name and, by value label, the overrides of that value.
 Axis = tuple[str, Mapping[str, Mapping[str, object]]]
@@ -41,6 +50,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     ]
     if check_spend(args, arms, not args.no_baseline):
         return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
+    check_workers(args, [a.scenario for a in arms])
     writable_db(args.db)
     broker_of(args.broker)  # malformed: bad input now; down: fails before a run is stored
     group_id = new_group_id(scenario)
@@ -54,10 +64,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 baseline=not args.no_baseline,
                 group_id=group_id,
                 on_arm=bars.start,
+                workers=args.workers,
             )
         )
         wall = time.perf_counter() - started
-    data = result.sweep_json(scenario, axes, wall)
+    data = result.sweep_json(scenario, axes, wall, _measures(args, scenario))
     if args.json:
         print(json.dumps({**data, **traffic_doc(args)}, indent=2))
         refuse_infra_faults(result.infra_faults, result.infra_reasons)
@@ -65,6 +76,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out.print(sweep_tables(data))
     if len(axes) == 2 and not args.no_baseline:
         out.print(amplification_matrix(data))
+    if "measures" in data:
+        out.print(sweep_measures_table(data))
     out.print(
         f"group {shown(result.group_id)}; wall time {wall:.2f}s; "
         f"`errorflow report {shown(result.group_id)}` writes the full report",
@@ -90,11 +103,32 @@ def _axes(args: argparse.Namespace, scenario: Scenario) -> list[Axis]:
             raise UsageError("has no sweep: block; expected --vary PATH=V1,V2", where=args.scenario)
         axes = [(a.name, a.values) for a in scenario.sweep.axes]
         where = "sweep:"
-    if len(axes) > 2:
-        raise UsageError(f"expected one or two fields to vary, found {len(axes)}", where=where)
+    if len(axes) > MAX_SWEEP_AXES:
+        raise UsageError(
+            f"expected one to {MAX_SWEEP_AXES} fields to vary, found {len(axes)}", where=where
+        )
     for name, values in axes:
         check_axis(scenario, f"{where} {name}", values)
     return axes
+
+
+def _measures(args: argparse.Namespace, scenario: Scenario) -> SweepMeasures | None:
+    """The scenario's measures, for its own axes only (`--vary` axes are others)."""
+    if args.vary or scenario.sweep is None:
+        return None
+    return scenario.sweep.measures
+
+
+def sweep_measures_table(data: SweepJson) -> Group:
+    """The `measures` of a sweep document as a table, the published figures beside."""
+    cells = data["cells"]
+    successes = {
+        label: f"{c['outcomes'].get('success', 0)}/{measured_trials(c)}"
+        for label, c in cells.items()
+    }
+    axes = [(a["name"], a["values"]) for a in data["axes"]]
+    source = data["reference"]["source"] if data["reference"] else None
+    return measure_table(data["scenario"], data["measures"], axes, successes, source)
 
 
 def amplification_matrix(data: SweepJson) -> Group:
@@ -125,10 +159,11 @@ def _amp(cell: ArmJson) -> str:
 def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w = sub.add_parser(
         "sweep",
-        help="vary one or two scenario fields and print the matrix",
-        description="Run every combination of the values of one or two scenario fields "
+        help="vary up to three scenario fields and print the matrix",
+        description="Run every combination of the values of up to three scenario fields "
         "(the scenario's sweep: block, or --vary), each against its fault-free baseline, "
-        "and print the matrix.",
+        "and print the matrix, with the measures the sweep: block declares (drop, "
+        "recovered, error amplification).",
     )
     w.add_argument("scenario")
     w.add_argument(
@@ -136,7 +171,7 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         metavar="PATH=V1,V2",
         help="a dotted field path and its values, e.g. "
-        "agents.researcher.policy.strategy=blind-retry,classify (repeat for a second axis)",
+        "agents.researcher.policy.strategy=blind-retry,classify (repeat for up to three axes)",
     )
     scenario_options(w, ["explicit", "implicit"], "per cell")
     w.add_argument(
@@ -144,4 +179,5 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="skip the fault-free baseline runs (no amplification figures)",
     )
+    workers_option(w)
     w.set_defaults(func=cmd_sweep)

@@ -162,6 +162,91 @@ class CallRefused(_Event):
     at: float = 0.0
 
 
+class ModelFaultFired(_Event):
+    """An injected model fault (`agents.NAME.model.faults`) failed one attempt of a model
+    call; the gate's `model_error` for the attempt follows."""
+
+    type: Literal["model_fault"] = "model_fault"
+    agent: str
+    #: The fault's place in the scenario (`agents.writer.model.faults[0]`).
+    fault: str
+    kind: str
+    status: int | None = None
+    #: The trial's model call (0: the first) and its attempt (1: the first).
+    call: int
+    attempt: int
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
+
+
+class AgentCrashed(_Event):
+    """An injected crash (`agents.NAME.faults`, kind crash) killed the agent at a model
+    call: its trial (in-process) or its whole process (`process`: an `errorflow agent`)."""
+
+    type: Literal["agent_crashed"] = "agent_crashed"
+    agent: str
+    #: The fault's place in the scenario (`agents.writer.faults[1]`).
+    fault: str
+    #: The trial's model call it struck (0: the first).
+    call: int
+    process: bool = False
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
+
+
+class AgentFaultFired(_Event):
+    """An injected agent fault (`agents.NAME.faults`: corrupt, faulty, drop, hang,
+    slow) struck the agent's answer or one copy of it on its way to `recipient`."""
+
+    type: Literal["agent_fault"] = "agent_fault"
+    agent: str
+    kind: str
+    recipient: str | None = None
+    #: The claims it rewrote (corrupt, faulty).
+    claims: list[str] = Field(default_factory=list)
+    delay_s: float = 0.0
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
+
+
+class BusFaultFired(_Event):
+    """An injected bus fault (the scenario's `bus:` block) struck one send of a task or
+    result message, published by its sender's endpoint before the message itself."""
+
+    type: Literal["bus_fault"] = "bus_fault"
+    sender: str
+    recipient: str
+    #: partition, drop, duplicate, delay or reorder (errorflow.bus.bus_faults)
+    kind: str
+    message_id: str
+    #: The send it struck: 1 the first, 2 the first resend, ...
+    attempt: int
+    #: Run time (simulated seconds) of that send.
+    at: float
+
+    @property
+    def agent(self) -> str:
+        """Who reports it, like every agent event: the sender."""
+        return self.sender
+
+
+class BusUndelivered(_Event):
+    """A message the bus faults kept from its recipient through every resend: its
+    trial cannot finish (`bus_fault`, with `reason`)."""
+
+    type: Literal["bus_undelivered"] = "bus_undelivered"
+    sender: str
+    recipient: str
+    message_id: str
+    sends: int
+    reason: str
+    at: float
+
+    @property
+    def agent(self) -> str:
+        return self.sender
+
+
 #: Events an agent emits while it works (the runner adds labels and outcomes).
 AgentEvent = (
     AgentStart
@@ -174,10 +259,16 @@ AgentEvent = (
     | ModelError
     | ModelCall
     | LoopStop
+    | ModelFaultFired
+    | AgentCrashed
+    | AgentFaultFired
 )
 
 #: Every event on the wire, told apart by its `type`.
-Event = Annotated[AgentEvent | LabelEvent | TrialOutcomeEvent, Field(discriminator="type")]
+Event = Annotated[
+    AgentEvent | LabelEvent | TrialOutcomeEvent | BusFaultFired | BusUndelivered,
+    Field(discriminator="type"),
+]
 
 #: How the gates hand an event to their agent (which stamps trial and trace and sends it).
 Emit = Callable[[AgentEvent], None]

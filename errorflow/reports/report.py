@@ -22,6 +22,12 @@ from errorflow.core.costs import COST_KEYS
 from errorflow.core.display import html_text, md_text
 from errorflow.reports.policy_table import policy_rows
 from errorflow.reports.service_table import service_rows
+from errorflow.reports.sweep_report import SweepReportJson, stored_sweep, sweep_table
+from errorflow.reports.timeline import TimelineJson, timeline
+from errorflow.reports.timeline_source import run_events
+from errorflow.reports.timeline_svg import lane_peak, timeline_svg
+from errorflow.reports.timeline_table import HEAD as TIMELINE_HEAD
+from errorflow.reports.timeline_table import timeline_rows
 from errorflow.runtime import root_causes
 from errorflow.runtime.store import StoredRun, get_run, group_runs, load_scores, trial_rows
 from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes, summary_rows
@@ -77,6 +83,9 @@ class ReportArm(TypedDict):
     #: contamination (errorflow.scoring.root_cause_summary).
     root_causes: NotRequired[RootCauseSummary]
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
+    #: Load on each service and breaker states over run time (errorflow.reports.timeline;
+    #: when the run has a service or a breaker moved).
+    timeline: NotRequired[TimelineJson]
 
 
 class ReportJson(TypedDict):
@@ -86,6 +95,7 @@ class ReportJson(TypedDict):
     group_id: str | None  # None: the report of a single run
     arms: list[ReportArm]
     paired: NotRequired[PairedOutcomes]  # explicit − implicit, when both ran
+    sweep: NotRequired[SweepReportJson]  # a sweep's measures (its `sweep.measures`)
 
 
 def build(db: Path, ident: str) -> ReportJson:
@@ -107,7 +117,11 @@ def build(db: Path, ident: str) -> ReportJson:
         label = r.get("label") or r["run_id"]
         if not label.endswith(":baseline"):
             arms.append(_arm(db, r, label, baselines.get(label)))
+    _add_timelines(db, runs, arms)
     data: ReportJson = {"id": ident, "group_id": group, "arms": arms}
+    sweep = stored_sweep(runs, {a["label"]: a["outcomes"] for a in arms}) if group else None
+    if sweep is not None:
+        data["sweep"] = sweep
     by_label = {a["label"]: a["trial_outcomes"] for a in arms}
     if "explicit" in by_label and "implicit" in by_label:
         ex, im = by_label["explicit"], by_label["implicit"]
@@ -138,6 +152,23 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
         arm["services"] = summary["services"]
     arm["root_causes"] = summarize_causes(root_causes.load(db, run["run_id"]).values())
     return arm
+
+
+def _add_timelines(db: Path, runs: list[StoredRun], arms: list[ReportArm]) -> None:
+    """Each arm's timeline against its baseline's, all on one axis (the longest run's)."""
+    by_label = {r.get("label") or r["run_id"]: r for r in runs}
+    loaded = {}
+    for a in arms:
+        events = run_events(db, by_label[a["label"]])
+        base_run = by_label.get(f"{a['label']}:baseline")
+        if events is not None:
+            loaded[a["label"]] = (events, run_events(db, base_run) if base_run else None)
+    span = max((max(e.last_at, b.last_at if b else 0.0) for e, b in loaded.values()), default=0.0)
+    for a in arms:
+        if a["label"] in loaded:
+            tl = timeline(*loaded[a["label"]], span_s=span)
+            if tl is not None:
+                a["timeline"] = tl
 
 
 def summary_from_trials(db: Path, run_id: str) -> RunSummary:
@@ -259,6 +290,8 @@ class Para:
 class TableBlock:
     head: list[str]
     rows: list[list[str]]
+    #: HTML: folded under this summary line (the table repeats a chart above it).
+    folded: str | None = None
 
 
 @dataclass(frozen=True)
@@ -271,7 +304,15 @@ class OutcomeChart:
     """The outcome bars (HTML only)."""
 
 
-Block = Heading | Para | TableBlock | Items | OutcomeChart
+@dataclass(frozen=True)
+class TimelineChart:
+    """One run's timeline chart, or (None) the line saying no run has one (HTML only)."""
+
+    label: str
+    timeline: TimelineJson | None
+
+
+Block = Heading | Para | TableBlock | Items | OutcomeChart | TimelineChart
 
 
 def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
@@ -326,6 +367,26 @@ def _service_blocks(arms: list[ReportArm]) -> list[Block]:
     return [Heading(2, "Services"), TableBlock(head, cells)]
 
 
+def _timeline_blocks(arms: list[ReportArm]) -> list[Block]:
+    """Load and breaker states over run time, per run (a chart in HTML, a table in both)."""
+    shown = [a for a in arms if "timeline" in a]
+    if not shown:
+        return [TimelineChart("", None)]
+    blocks: list[Block] = [Heading(2, "Timeline")]
+    blocks += [TimelineChart(a["label"], a["timeline"]) for a in shown]
+    cells = [[a["label"], *row] for a in shown for row in timeline_rows(a["timeline"])]
+    return [
+        *blocks,
+        TableBlock(["run", *TIMELINE_HEAD], cells, folded="The charts' figures as a table"),
+        Para(("Calls that reached each service over run time (answered, refused with 429, "
+              "failed with a 5xx or a timeout), against the fault-free baseline's on the same "
+              "seconds when it ran; calls shed before they went out (an open circuit, the "
+              "client's limiter or bulkhead); whether the service was down; and the states "
+              "other than closed each breaker was in (×N: in N trials, for a breaker that "
+              "lives one trial).",)),
+    ]  # fmt: skip
+
+
 def _policy_blocks(arms: list[ReportArm]) -> list[Block]:
     """Every policy decision per agent, per run (when the runs made any)."""
     head = ["run", "agent", "retries", "breaker o/h/c", "refused", "guard blocks", "loop stops"]
@@ -378,6 +439,7 @@ def document(data: ReportJson) -> list[Block]:
         *_cost_blocks(rows),
         *_policy_blocks(arms),
         *_service_blocks(arms),
+        *_timeline_blocks(arms),
         *_root_cause_blocks(arms),
     ]  # fmt: skip
     if "paired" in data:
@@ -387,6 +449,9 @@ def document(data: ReportJson) -> list[Block]:
             for metric, d in data["paired"].items()
         ]
         blocks += [Heading(2, "Paired difference (explicit − implicit, same trials)"), Items(items)]
+    if "sweep" in data:
+        head, cells, notes = sweep_table(data["sweep"])
+        blocks += [Heading(2, "Sweep measures"), TableBlock(head, cells), Para(("; ".join(notes),))]
     rejects = {k: v for a in arms for k, v in (a["rejects"] or {}).items()}
     if rejects:
         blocks.append(Para((f"Rejected bus messages: {rejects}",)))
@@ -462,14 +527,33 @@ def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
         case Para(spans=spans):
             text = "".join(s.text if isinstance(s, Strong) else s for s in spans)
             return [f"<p>{html_text(text, limit=None)}</p>"]
-        case TableBlock(head=head, rows=rows):
+        case TableBlock(head=head, rows=rows, folded=folded):
             trs = [_html_row("th", head), *(_html_row("td", r) for r in rows)]
+            if folded is not None:
+                summary = f"<details><summary>{html_text(folded)}</summary>"
+                return [summary, "<table>", *trs, "</table>", "</details>"]
             return ["<table>", *trs, "</table>"]
         case Items(items=items):
             return [f"<li>{html_text(item)}</li>" for item in items]
         case OutcomeChart():
             return [_bars_svg(arms)]
+        case TimelineChart(timeline=None):
+            return [
+                "<p>No timeline: no run here has a service or a breaker that changed state.</p>"
+            ]
+        case TimelineChart(label=label, timeline=tl) if tl is not None:
+            caption = f"<h3>{html_text(label)}</h3>" if len(arms) > 1 else ""
+            return [caption + timeline_svg(tl, f"timeline of {label}", _peaks(arms))]
     return []
+
+
+def _peaks(arms: list[ReportArm]) -> dict[str, int]:
+    """Each service's highest bar over every run: the runs' charts share its scale."""
+    peaks: dict[str, int] = {}
+    for tl in (a["timeline"] for a in arms if "timeline" in a):
+        for name, s in tl["services"].items():
+            peaks[name] = max(peaks.get(name, 1), lane_peak(s))
+    return peaks
 
 
 def _html_row(tag: str, cells: list[str]) -> str:

@@ -6,6 +6,7 @@ counted and never rated (the rates are over the trials that measured something).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Literal
 
@@ -18,7 +19,13 @@ from errorflow.core.display import for_terminal
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
 from errorflow.runtime.experiment import ArmJson, RefCell, SweepJson
-from errorflow.scoring.summary import PairedOutcomes, PerTrialCosts, Rate, RunJson
+from errorflow.scoring.summary import (
+    PairedOutcomes,
+    PerTrialCosts,
+    Rate,
+    RunJson,
+    bus_fault_line,
+)
 
 #: Outcomes shown only when some trial had them.
 SHOWN_WHEN_PRESENT = ("bus_fault", "infra_fault")
@@ -118,6 +125,12 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     services = data.get("services")
     if services:
         console.print(service_table(services))
+    bus_faults = data.get("bus_faults")
+    if bus_faults:
+        console.print(bus_fault_line(bus_faults), highlight=False)
+    agent_faults = data.get("agent_faults")
+    if agent_faults:
+        console.print(bus_fault_line(agent_faults, "agent faults"), highlight=False)
     infra = infra_line(data)
     if infra is not None:
         console.print(f"[bold red]{infra}[/]", highlight=False)
@@ -171,7 +184,8 @@ def _arm_cell(arm: ArmJson, outcome: str) -> str:
 
 
 def sweep_tables(data: SweepJson) -> Group:
-    """A matrix per metric for two axes; one table with a row per value for one."""
+    """A matrix per metric for two axes; one table with a row per cell for one or three
+    (a column per axis)."""
     axes = data["axes"]
     cells = data["cells"]
     reference = data["reference"]
@@ -183,16 +197,20 @@ def sweep_tables(data: SweepJson) -> Group:
         ("ampl. b×/m×", lambda c: f"{_amp(c, 'backend_calls')}/{_amp(c, 'model_calls')}"),
     ]
     parts: list[RenderableType] = []
-    if len(axes) == 1:
-        title = f"{shown(data['scenario'])}: {shown(axes[0]['name'])}"
+    if len(axes) != 2:
+        title = f"{shown(data['scenario'])}: {' × '.join(shown(a['name']) for a in axes)}"
         table = Table(title=title, title_justify="left")
-        table.add_column(shown(axes[0]["name"]))
+        for axis in axes:
+            table.add_column(shown(axis["name"]))
         for name, _ in metrics:
             table.add_column(name, justify="right")
-        for label in axes[0]["values"]:
-            table.add_row(shown(label), *(fn(cells[label]) for _, fn in metrics))
-            if label in ref:
-                table.add_row(*(Text(for_terminal(x), "dim") for x in _ref_row(ref[label])))
+        for combo in itertools.product(*(a["values"] for a in axes)):
+            label = "/".join(combo)
+            table.add_row(*(shown(v) for v in combo), *(fn(cells[label]) for _, fn in metrics))
+            published = _ref_row(ref[label]) if label in ref else []
+            if any(published[1:]):  # a reference cell with other figures only: no row
+                row = [published[0], *[""] * (len(axes) - 1), *published[1:]]
+                table.add_row(*(Text(for_terminal(x), "dim") for x in row))
         parts.append(table)
         parts.append(
             Text(
@@ -215,13 +233,11 @@ def sweep_tables(data: SweepJson) -> Group:
                 table.add_column(shown(c), justify="right")
             for r in rows["values"]:
                 table.add_row(shown(r), *(fn(cells[f"{r}/{c}"]) for c in cols["values"]))
-                if ref and ref_key:
+                published = [_ref_value(ref.get(f"{r}/{c}"), ref_key or "") for c in cols["values"]]
+                if ref_key and any(published):  # no row of blanks (cells with other figures)
                     table.add_row(
                         Text("  published", style="dim"),
-                        *(
-                            Text(for_terminal(_ref_value(ref.get(f"{r}/{c}"), ref_key)), "dim")
-                            for c in cols["values"]
-                        ),
+                        *(Text(for_terminal(p), "dim") for p in published),
                     )
             parts.append(table)
     if reference and ref:

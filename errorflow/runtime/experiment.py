@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from errorflow.bus.broker import EmbeddedBroker
-from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+from errorflow.runtime.runner import RunOptions, RunResult
+from errorflow.runtime.workers import WorkerCount, Workers
 from errorflow.scenario.model import Reference, Scenario
 from errorflow.scenario.overrides import apply, without_faults
+from errorflow.scenario.sweep_model import SweepMeasures
 from errorflow.scoring.summary import (
     Amplification,
     PairedOutcomes,
@@ -31,6 +34,7 @@ from errorflow.scoring.summary import (
     amplification,
     paired_outcomes,
 )
+from errorflow.scoring.sweep_measures import MeasuresJson, success_counts, sweep_measures
 
 
 class ArmJson(RunJson):
@@ -68,6 +72,8 @@ class SweepJson(TypedDict):
     cells: dict[str, ArmJson]  # by cell label, `row/col`
     reference: ReferenceJson | None
     wall_seconds: float
+    #: Drop, recovered share, error amplification per cell (the sweep's `measures:`).
+    measures: NotRequired[MeasuresJson]
 
 
 #: A sweep's axes: name, and per value label the dotted-path overrides it applies.
@@ -127,9 +133,15 @@ class ExperimentResult:
         sa, sb = self.arm(a).result.scores, self.arm(b).result.scores
         return paired_outcomes([s.outcome for s in sa], [s.outcome for s in sb])
 
-    def sweep_json(self, scenario: Scenario, axes: Axes, wall_seconds: float) -> SweepJson:
+    def sweep_json(
+        self,
+        scenario: Scenario,
+        axes: Axes,
+        wall_seconds: float,
+        measures: SweepMeasures | None = None,
+    ) -> SweepJson:
         """The document `errorflow sweep --json` prints (and its tables read)."""
-        return {
+        data: SweepJson = {
             "group_id": self.group_id,
             "scenario": scenario.name,
             "seed": scenario.seed,
@@ -139,6 +151,15 @@ class ExperimentResult:
             "reference": reference_json(scenario.reference),
             "wall_seconds": round(wall_seconds, 3),
         }
+        if measures is not None:
+            labels = [(name, list(values)) for name, values in axes]
+            counts = {
+                label: success_counts(c["outcomes"], c["trials"])
+                for label, c in data["cells"].items()
+            }
+            ref = scenario.reference.cells if scenario.reference else None
+            data["measures"] = sweep_measures(labels, measures, counts, ref)
+        return data
 
 
 OnArm = Callable[[str, Scenario], None]
@@ -151,16 +172,28 @@ async def run_arms(
     baseline: bool = True,
     group_id: str | None = None,
     on_arm: OnArm | None = None,
+    workers: WorkerCount = 1,
 ) -> ExperimentResult:
+    """Each arm (and its baseline) in turn; `workers`: the processes each run's trials
+    are spread over (errorflow.runtime.workers), kept for every run."""
     group_id = group_id or f"{arms[0].scenario.name}-{uuid.uuid4().hex[:6]}"
     results: list[ArmResult] = []
     cache: dict[str, PerTrialCosts] = {}
     async with contextlib.AsyncExitStack() as stack:
-        if options.bus is None and options.broker is None:
+        pool = stack.enter_context(Workers(workers))
+        # The embedded broker only if some run is not split (split ones need none).
+        one_process = any(pool.count_for(a.scenario, options) <= 1 for a in arms)
+        embedded = None
+        if options.bus is None and options.broker is None and one_process:
             broker = EmbeddedBroker()
-            url = await broker.start()
+            embedded = await broker.start()
             stack.push_async_callback(broker.stop)
-            options = dataclasses.replace(options, broker=url)
+
+        async def run(scenario: Scenario, opts: RunOptions) -> RunResult:
+            if embedded is not None and pool.count_for(scenario, opts) <= 1:
+                opts = dataclasses.replace(opts, broker=embedded)
+            return await pool.run(scenario, opts)
+
         for arm in arms:
             if on_arm is not None:
                 on_arm(arm.label, arm.scenario)
@@ -170,7 +203,7 @@ async def run_arms(
                 label=arm.label,
                 run_id=f"{group_id}-{_slug(arm.label)}",
             )
-            result = await run_scenario(arm.scenario, run_options)
+            result = await run(arm.scenario, run_options)
             base, base_infra = None, 0
             if baseline:
                 clean = without_faults(arm.scenario)
@@ -178,7 +211,7 @@ async def run_arms(
                 if key not in cache:
                     if on_arm is not None:
                         on_arm(f"{arm.label} (fault-free baseline)", clean)
-                    base_run = await run_scenario(
+                    base_run = await run(
                         clean,
                         dataclasses.replace(
                             run_options,
@@ -198,7 +231,7 @@ def propagation_arms(scenario: Scenario) -> list[Arm]:
 
 
 def sweep_arms(scenario: Scenario, axes: Axes) -> list[Arm]:
-    """One arm per cell of the axes' product, labelled `row/col`."""
+    """One arm per cell of the axes' product, labelled `v1/v2[/v3]` (a value per axis)."""
     arms = []
     for combo in itertools.product(*(list(values.items()) for _, values in axes)):
         label = "/".join(lbl for lbl, _ in combo)
@@ -216,4 +249,9 @@ def reference_json(reference: Reference | None) -> ReferenceJson | None:
 
 
 def _slug(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:40]
+    """The label as a run id part; a long one (three axes make them) is cut with a
+    digest of the whole, so two cells that share their first 40 characters differ."""
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+    if len(slug) <= 40:
+        return slug
+    return f"{slug[:33]}-{hashlib.sha256(label.encode()).hexdigest()[:6]}"

@@ -16,7 +16,10 @@ clean disconnect (errorflow/agents/presence.py). The runner keeps one `Liveness`
   process, which lost what it was working on: the runner gives it those inputs again;
 * an agent suspect for `grace_s` is *lost*: the runner ends the run, marks the trials in
   flight `infra_fault` with the reason (`LOST`, rerun by `--resume`) and says so in one
-  line.
+  line;
+* an agent whose injected crash fault fired says so before its process dies (an
+  `agent_crashed` event): it is suspect at once, with that as the reason, and the
+  trials it held are scored as injected crashes, not lost (errorflow/runtime/crashes.py).
 
 While the runner itself cannot reach the broker it hears nobody, so silence does not
 count against anyone until it is back (`deaf`). The broker itself, the recorder and
@@ -60,10 +63,13 @@ class ParticipantLost(ConnectionError):
     """The run ended because a participant (an agent, the recorder, the broker) went away
     and did not come back; the run is left interrupted, to be resumed."""
 
-    def __init__(self, lost: Lost, run_id: str, in_flight: int, not_run: int) -> None:
+    def __init__(
+        self, lost: Lost, run_id: str, in_flight: int, not_run: int, crashed: int = 0
+    ) -> None:
         self.lost, self.run_id = lost, run_id
+        took = f"{crashed} trials it held scored as injected crashes, " if crashed else ""
         super().__init__(
-            f"{lost.what}; run {run_id} stopped: {in_flight} trials in flight marked "
+            f"{lost.what}; run {run_id} stopped: {took}{in_flight} trials in flight marked "
             f"infra_fault, {not_run} not run"
         )
 
@@ -79,6 +85,8 @@ class _Peer:
     last_seen: float
     suspect_since: float | None = None
     why: str = ""
+    #: Its session said it dies (an injected crash): only a new session is back.
+    dead: bool = False
 
 
 @dataclass
@@ -100,12 +108,15 @@ class Liveness:
             self._peers[agent] = _Peer(session, now)
             return False
         restarted = session != peer.session
+        if peer.dead and not restarted:  # a late word of the dead process
+            return False
         peer.session, peer.last_seen, peer.suspect_since = session, now, None
+        peer.dead = False
         return restarted
 
     def alive(self, agent: str, session: str, now: float) -> None:
         peer = self._peers.get(agent)
-        if peer is not None and session == peer.session:
+        if peer is not None and session == peer.session and not peer.dead:
             peer.last_seen, peer.suspect_since = now, None
 
     def seen(self, agent: str, now: float) -> None:
@@ -121,6 +132,16 @@ class Liveness:
             return False
         peer.suspect_since, peer.why = now, "it left without a goodbye: its last will"
         return True
+
+    def crashed(self, agent: str, what: str, now: float) -> None:
+        """The agent said it dies (an injected crash): suspect at once, and `what` is why
+        (a clause: `agent writer crashed ...`). Only a replacement brings it back."""
+        peer = self._peers.get(agent)
+        if peer is None:
+            return
+        if peer.suspect_since is None:
+            peer.suspect_since = now
+        peer.why, peer.dead = what, True
 
     def deaf(self, now: float) -> None:
         """The runner could not hear anyone until `now` (its own broker connection was

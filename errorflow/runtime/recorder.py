@@ -17,8 +17,9 @@ from collections import Counter
 import aiosqlite
 
 from errorflow.bus import signing, topics
-from errorflow.bus.endpoint import SeenSet, rejection_reason
+from errorflow.bus.endpoint import rejection_reason
 from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
+from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Connection
 from errorflow.core.control import Bye, ControlAction, End, parse_control
 from errorflow.core.redact import redact
@@ -57,7 +58,7 @@ class Recorder:
     ) -> None:
         self.db, self.conn, self.run_id, self.members = db, conn, run_id, members
         self.key = key  # the run key: unsigned or forged messages are rejects, not rows
-        self.seen = SeenSet()
+        self.seen = CompactSeenSet()  # flat in memory over any number of trials
         self.rejects: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
         self._messages: list[MessageRow] = []

@@ -43,12 +43,16 @@ from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
+from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Bus, Connection, offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.core.control import Alive, End, Gone, Hello, RollCall, Stop, parse_control
-from errorflow.core.events import LabelEvent, TrialOutcomeEvent
+from errorflow.core.events import AgentCrashed, LabelEvent, TrialOutcomeEvent, parse_event
 from errorflow.core.redact import redact
 from errorflow.runtime import root_causes
+from errorflow.runtime.agent_fault_tally import AgentFaultTally
+from errorflow.runtime.bus_fault_tally import BusFaultTally
+from errorflow.runtime.crashes import crash_reason, crash_score, crash_watched, what
 from errorflow.runtime.liveness import (
     DEFAULT_GRACE_S,
     SILENCE_S,
@@ -72,10 +76,11 @@ from errorflow.runtime.store import (
 )
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario import identity
+from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.problems import file_error
-from errorflow.scenario.run_time import arrival_times
+from errorflow.scenario.run_time import arrival, arrival_times
 from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
 from errorflow.scoring.service_load import ServiceJson, service_load
 from errorflow.scoring.summary import RunJson, RunSummary, summarize
@@ -114,6 +119,8 @@ class RunOptions:
     # The run key that signs every envelope of the run (None: a fresh one). It never
     # travels on the bus; `errorflow agent` processes get it from a file or the env.
     run_key: bytes | None = None
+    # A shard of the run (errorflow.runtime.workers): only these trial numbers run here.
+    only_trials: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -130,6 +137,8 @@ class RunResult:
     messages: dict[int, list[Envelope]] = field(default_factory=dict)
     #: Load on each service (errorflow.scoring.service_load); empty without services.
     services: dict[str, ServiceJson] = field(default_factory=dict)
+    #: Bus faults fired per trial, by kind (only trials where some fired).
+    bus_faults: dict[int, dict[str, int]] = field(default_factory=dict)
 
     @property
     def outcomes(self) -> dict[str, int]:
@@ -161,6 +170,10 @@ class RunResult:
         }
         if self.services:
             doc["services"] = self.services
+        if "bus_faults" in self.summary:
+            doc["bus_faults"] = self.summary["bus_faults"]
+        if "agent_faults" in self.summary:
+            doc["agent_faults"] = self.summary["agent_faults"]
         return doc
 
 
@@ -284,6 +297,8 @@ class _Runner:
         # the run's load figures).
         self.services = ServiceRegistry(scenario)
         self.tracker = TrialTracker(scenario.terminal_agents())
+        self.bus_faults = BusFaultTally(bus_plan(scenario), self.tracker)
+        self.agent_faults = AgentFaultTally(scenario)
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         self.scores: dict[int, TrialScore] = {}
         self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
@@ -295,6 +310,10 @@ class _Runner:
         )
         self.agent_tasks: dict[str, asyncio.Task[None]] = {}
         self._replays: set[asyncio.Task[None]] = set()
+        #: Scores of the trials an agent process's injected crash took (until `_trial`
+        #: stores them), and how many it took in all.
+        self.crashed: dict[int, TrialScore] = {}
+        self.crash_taken = 0
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.recording = recording  # the recorder's, connected before the run was registered
@@ -320,7 +339,15 @@ class _Runner:
         )
         await self.recorder.start()
         conn = await self._connect(f"{self.run_id}-runner")
-        self.endpoint = ep = Endpoint(conn, self.run_id, topics.RUNNER, self.members, key=self.key)
+        self.endpoint = ep = Endpoint(
+            conn, self.run_id, topics.RUNNER, self.members, key=self.key, faults=bus_plan(s)
+        )
+        ep.seen = CompactSeenSet()  # it hears every result of the run: flat in memory
+        if self.bus_faults.active:  # their events end trials and are counted
+            await conn.subscribe(f"{topics.ROOT}/{self.run_id}/events/+")
+        elif self.options.external_agents:  # a crashed agent process says so there
+            for name in crash_watched(s):
+                await conn.subscribe(topics.events(self.run_id, name))
         await conn.subscribe(f"{topics.ROOT}/{self.run_id}/inbox/+")
         await conn.subscribe(topics.control_filter(self.run_id))
         await ep.start()
@@ -336,7 +363,8 @@ class _Runner:
             await self._shut_down(ep, self.recorder, agents, reader)
         if lost is not None:
             in_flight = sum(1 for sc in self.scores.values() if sc.reason == lost.reason)
-            raise ParticipantLost(lost, self.run_id, in_flight, s.trials - len(self.scores))
+            not_run = s.trials - len(self.scores)
+            raise ParticipantLost(lost, self.run_id, in_flight, not_run, self.crash_taken)
         summary = self.summary()
         return RunResult(
             run_id=self.run_id,
@@ -350,6 +378,7 @@ class _Runner:
             rejects=dict(self.recorder.rejects),
             messages=self.kept,
             services=summary.get("services", {}),
+            bus_faults=self.bus_faults.fired,
         )
 
     async def _start_agents(self) -> list[asyncio.Task[None]]:
@@ -378,7 +407,9 @@ class _Runner:
         # only when each trial sees the trials before it complete: one at a time.
         in_flight = 1 if self.scenario.run_scoped else self.scenario.max_in_flight
         gate = asyncio.Semaphore(in_flight)
-        todo = [t for t in range(self.scenario.trials) if t not in self.scores]  # --resume
+        wanted = self.options.only_trials
+        numbers = range(self.scenario.trials) if wanted is None else wanted
+        todo = [t for t in numbers if t not in self.scores]  # --resume
         trials: asyncio.Future[list[None]] = asyncio.gather(*(self._trial(t, gate) for t in todo))
         watch = asyncio.create_task(self._watch(), name="runner-watch")
         both: set[asyncio.Future[Any]] = {trials, watch}
@@ -399,7 +430,9 @@ class _Runner:
     def _abandon(self, lost: Lost) -> None:
         """The trials in flight when a participant was lost: infra faults, with why."""
         for trial in sorted(set(self.done) - set(self.scores)):
-            score = TrialScore(trial, Outcome.INFRA_FAULT, 0, reason=lost.reason)
+            score = self.crashed.pop(trial, None) or TrialScore(
+                trial, Outcome.INFRA_FAULT, 0, reason=lost.reason
+            )
             self._finish(score)
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
@@ -544,12 +577,17 @@ class _Runner:
                     trial=trial,
                     trace_id=trace_id,
                     payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
+                    at=arrival(self.scenario, trial) if self.scenario.run_scoped else 0.0,
                 )
                 self.tracker.add(env)
             try:
                 await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
                 messages = self.tracker.messages(trial)
-                score = score_trial(self.scenario, self.truth, trial, messages)
+                score = (
+                    self.crashed.pop(trial, None)
+                    or self.bus_faults.score(trial)
+                    or score_trial(self.scenario, self.truth, trial, messages)
+                )
             except TimeoutError:
                 score = self._timed_out(trial)
             self._finish(score)
@@ -565,9 +603,8 @@ class _Runner:
         if infra is not None:
             return TrialScore(trial, Outcome.INFRA_FAULT, 0, reason=infra)
         timeout = self.options.trial_timeout_s
-        return TrialScore(
-            trial, Outcome.BUS_FAULT, 0, reason=f"no final result within {timeout:g}s"
-        )
+        reason = self.bus_faults.timeout_reason(trial, f"no final result within {timeout:g}s")
+        return TrialScore(trial, Outcome.BUS_FAULT, 0, reason=reason)
 
     def _finish(self, score: TrialScore) -> None:
         """A scored trial: its rows go to the store, its state goes (memory stays flat
@@ -575,7 +612,10 @@ class _Runner:
         assert self.recorder is not None
         trial = score.trial
         self.scores[trial] = score
-        messages = self.tracker.close(trial).messages
+        state = self.tracker.close(trial)
+        self.bus_faults.finish(trial, state)
+        self.agent_faults.finish(trial, state.messages)
+        messages = state.messages
         self.done.pop(trial, None)
         self.recorder.add_trial(
             TrialRow.from_score(self.run_id, score),
@@ -597,15 +637,50 @@ class _Runner:
         if env.kind is Kind.CONTROL:
             self._control(env)
             return
+        if env.kind is Kind.EVENT:  # only with bus or crash faults (subscribed then)
+            self._crashed_process(env)
+            self._resolve(self.bus_faults.file(env))
+            return
         self.liveness.seen(env.sender, time.monotonic())
         if env.kind is not Kind.RESULT and not (
             env.kind is Kind.TASK and env.sender != topics.RUNNER
         ):
             return  # the runner's own tasks are filed when it sends them
         if self.tracker.add(env):
-            fut = self.done.get(env.trial)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+            self._resolve(env.trial)
+
+    def _resolve(self, trial: int | None) -> None:
+        """The trial is over: its `_trial` scores it."""
+        fut = self.done.get(trial) if trial is not None else None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _crashed_process(self, env: Envelope) -> None:
+        """An agent process announced its injected crash (it dies next): the trials it
+        held are scored as such now, and it is suspect until a replacement joins
+        (errorflow/runtime/crashes.py)."""
+        event = parse_event(env.payload)
+        if not isinstance(event, AgentCrashed) or not event.process or event.agent != env.sender:
+            return
+        agent, struck = env.sender, env.trial
+        self.liveness.crashed(agent, f"it {what(event, struck)}", time.monotonic())
+        targets = frozenset(self.scenario.agents[agent].sends_to or [topics.RUNNER])
+        held = sorted({m.trial for m in self.tracker.lost_inputs(agent, targets)} | {struck})
+        held = [t for t in held if t in self.done and t not in self.crashed]
+        for trial in held:
+            base = score_trial(self.scenario, self.truth, trial, self.tracker.messages(trial))
+            self.crashed[trial] = crash_score(base, crash_reason(event, struck, trial))
+            self._resolve(trial)
+        self.crash_taken += len(held)
+        log.warning(
+            "agent %s %s; its process died, %d trials it held scored as injected crashes; "
+            "waiting up to %gs for a replacement (`errorflow agent ... --name %s`)",
+            agent,
+            what(event, struck),
+            len(held),
+            self.options.grace_s,
+            agent,
+        )
 
     def _control(self, env: Envelope) -> None:
         if env.sender not in self.scenario.agents:
@@ -667,6 +742,12 @@ class _Runner:
     def summary(self) -> RunSummary:
         scores = [self.scores[t] for t in sorted(self.scores)]
         summary = summarize(scores)
+        bus_faults = self.bus_faults.counts()
+        if bus_faults is not None:
+            summary["bus_faults"] = bus_faults
+        agent_faults = self.agent_faults.counts()
+        if agent_faults is not None:
+            summary["agent_faults"] = agent_faults
         if self.services.services:
             summary["services"] = service_load(
                 self.services, scores, arrival_times(self.scenario)

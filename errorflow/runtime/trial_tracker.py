@@ -21,6 +21,11 @@ new id under the same four (a restarted agent redoing work whose first result di
 arrive) is a copy like a resend: the first one is what its recipient acted on, and the
 trial is scored (and its costs counted) once.
 
+Bus faults (a scenario's `bus:` block) are filed here too, from their events: which
+fired on the trial's messages (`bus_fault`), and a message their resends could not get
+through (`undelivered`): such a trial can never be done, it is a `bus_fault` with that
+reason at once.
+
 What a restarted agent lost (`TrialTracker.lost_inputs`): the inputs of each round it had
 received but not answered (a result to every agent it sends to, or work sent back), and
 round 0's with a revision, which is answered from them.
@@ -28,6 +33,7 @@ round 0's with a revision, which is answered from them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -45,6 +51,10 @@ class TrialState:
 
     messages: list[Envelope] = field(default_factory=list)
     finals: set[str] = field(default_factory=set)
+    #: Bus faults fired on the trial's messages, by kind, and why one of its messages
+    #: can never arrive (the first such reason).
+    bus_faults: Counter[str] = field(default_factory=Counter)
+    undelivered: str | None = None
     _ids: set[str] = field(default_factory=set, repr=False)
     #: ids named in some message's provenance that have not arrived yet
     _awaited: set[str] = field(default_factory=set, repr=False)
@@ -107,6 +117,24 @@ class TrialTracker:
         state = self._trials.setdefault(env.trial, TrialState())
         state.add(env)
         return state.is_done(self.terminals)
+
+    def bus_fault(self, trial: int, kind: str) -> None:
+        """A bus fault fired on one of the trial's messages (ignored once it is closed)."""
+        if trial not in self._closed:
+            self._trials.setdefault(trial, TrialState()).bus_faults[kind] += 1
+
+    def undelivered(self, trial: int, reason: str) -> bool:
+        """A message of the trial will never arrive; True if the trial is open (and so
+        ends now, as a bus fault with the first such reason)."""
+        if trial in self._closed:
+            return False
+        state = self._trials.setdefault(trial, TrialState())
+        state.undelivered = state.undelivered or reason
+        return True
+
+    def state(self, trial: int) -> TrialState | None:
+        """What arrived of an open trial so far (None: not seen, or closed)."""
+        return self._trials.get(trial)
 
     def is_done(self, trial: int) -> bool:
         state = self._trials.get(trial)

@@ -17,13 +17,19 @@ from typing import Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from errorflow.scenario.agent_fault_model import AgentFault
 from errorflow.scenario.agent_policy import AgentPolicy
+from errorflow.scenario.bus_fault_model import BusFaultSpec, bus_problems
 from errorflow.scenario.catalog import BATCH_KINDS
+from errorflow.scenario.defence_model import InspectorSpec
+from errorflow.scenario.discussion_model import DiscussionSpec
 from errorflow.scenario.fault_model import FaultKind, FaultSpec, Probability
+from errorflow.scenario.model_fault_model import ModelFault
 from errorflow.scenario.need_model import FromNeed, NeedSpec, TaskSpec
 from errorflow.scenario.references import all_problems, key_columns
 from errorflow.scenario.roles import GATHERS, ROLE_PRESETS, Behaviour
 from errorflow.scenario.service_model import ArrivalSpec, ServiceSpec
+from errorflow.scenario.sweep_model import SweepAxis, SweepSpec
 from errorflow.scenario.tool_model import BusinessFailure, ToolSpec
 from errorflow.scenario.world_model import Extended, Ident, Paper, Strict, TableSpec, WorldSpec
 
@@ -39,6 +45,8 @@ __all__ = [
     "Probability",
     "Reference",
     "Scenario",
+    "SweepAxis",
+    "SweepSpec",
     "TableSpec",
     "TaskSpec",
     "ToolSpec",
@@ -65,7 +73,9 @@ MAX_DOCUMENT_BYTES = 64 * 1024
 MAX_FINDINGS_BYTES = 128 * 1024
 
 
-class ModelSpec(Strict):
+class ModelSpec(Extended):
+    added_fields = frozenset({"faults"})
+
     backend: Literal["simulated", "anthropic"] = "simulated"
     profile: str = "small-local"
     #: Behaviour overrides of the profile, as written (checked against the profile's
@@ -75,10 +85,23 @@ class ModelSpec(Strict):
     base_url: str | None = None
     max_tokens: int = Field(default=1024, ge=1, le=200_000)
     temperature: float = Field(default=0.7, ge=0, le=2)
+    #: Injected 429s, 529s, 5xxs and timeouts on the model's calls (model_fault_model).
+    faults: list[ModelFault] = Field(default_factory=list, max_length=16)
 
 
 class AgentSpec(Extended):
-    added_fields = frozenset({"behaviour", "instructions", "waits_for"})
+    added_fields = frozenset(
+        {
+            "behaviour",
+            "instructions",
+            "waits_for",
+            "faults",
+            "wait_s",
+            "peers",
+            "challenge",
+            "inspector",
+        }
+    )
 
     # `behaviour` comes first so that `role` is checked knowing it (a dump leaves it
     # out while it is None, so the order of an older file's dump is unchanged).
@@ -100,6 +123,15 @@ class AgentSpec(Extended):
     #: Upstream agents, declared from the receiving side (the same edges as their
     #: `sends_to`: a result goes to every agent that waits for it).
     waits_for: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
+    #: Faults injected into the agent itself (agent_fault_model).
+    faults: list[AgentFault] = Field(default_factory=list, max_length=16)
+    #: How long (simulated seconds) the agent waits for an input before going on without it.
+    wait_s: float = Field(default=120.0, gt=0, le=86_400)
+    #: Agents it discusses with, both ways, for `discussion.rounds` (discussion_model).
+    peers: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
+    #: Defences (defence_model): re-check received claims; an inspector on its inputs.
+    challenge: Probability = 0.0
+    inspector: InspectorSpec | None = None
 
     @field_validator("role")
     @classmethod
@@ -121,17 +153,6 @@ class AgentSpec(Extended):
         return self.behaviour or ROLE_PRESETS.get(self.role, "gather")
 
 
-class SweepAxis(Strict):
-    """One axis of a sweep: a label per value, each a set of dotted-path overrides."""
-
-    name: str = Field(min_length=1, max_length=64)
-    values: dict[str, dict[str, object]] = Field(min_length=1, max_length=64)
-
-
-class SweepSpec(Strict):
-    axes: list[SweepAxis] = Field(min_length=1, max_length=2)
-
-
 class Reference(Strict):
     """Published figures printed next to ours (never used to compute anything)."""
 
@@ -141,7 +162,7 @@ class Reference(Strict):
 
 
 class Scenario(Extended):
-    added_fields = frozenset({"services", "arrivals"})
+    added_fields = frozenset({"services", "arrivals", "discussion", "bus"})
 
     name: Ident
     description: str = ""
@@ -155,6 +176,9 @@ class Scenario(Extended):
     #: Services behind the tools, with state for the whole run (service_model).
     services: dict[Ident, ServiceSpec] = Field(default_factory=dict, max_length=64)
     arrivals: ArrivalSpec = Field(default_factory=ArrivalSpec)
+    discussion: DiscussionSpec = Field(default_factory=DiscussionSpec)
+    #: Faults in the messages between agents (bus_fault_model).
+    bus: BusFaultSpec = Field(default_factory=BusFaultSpec)
     agents: dict[Ident, AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
     task: TaskSpec
     sweep: SweepSpec | None = None
@@ -164,7 +188,7 @@ class Scenario(Extended):
     def _references(self) -> Scenario:
         """Cross-references, each reported at the path that names it (so the loader can
         point at the line): every problem at once, as one ValidationError."""
-        problems = all_problems(self, RESERVED_NAMES)
+        problems = [*all_problems(self, RESERVED_NAMES), *bus_problems(self)]
         if problems:
             raise ValidationError.from_exception_data(
                 "Scenario", [problem.details() for problem in problems]
@@ -227,10 +251,23 @@ class Scenario(Extended):
             for a in key_columns(spec, columns)
         )
 
+    def peers_of(self, agent: str) -> list[str]:
+        """The agents `agent` discusses with (a peer edge is named on either side)."""
+        mine = self.agents[agent].peers if agent in self.agents else []
+        named = [n for n, a in self.agents.items() if agent in a.peers]
+        return list(dict.fromkeys([*mine, *named]))
+
+    def decides(self, agent: str) -> bool:
+        """Whether the agent's last answer goes on (every agent not in a discussion)."""
+        if not self.peers_of(agent):
+            return True
+        chosen = self.discussion.decides
+        return chosen is None or agent in chosen
+
     def entry_agents(self) -> list[str]:
         """Agents that receive the task from the runner (nobody sends to them)."""
         return [n for n in self.agents if not self.upstream_of(n)]
 
     def terminal_agents(self) -> list[str]:
         """Agents whose results go to the runner."""
-        return [n for n in self.agents if not self.downstream_of(n)]
+        return [n for n in self.agents if not self.downstream_of(n) and self.decides(n)]

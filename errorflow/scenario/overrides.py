@@ -87,6 +87,11 @@ def without_faults(scenario: Scenario) -> Scenario:
     tools = data.get("tools")
     for tool in tools.values() if isinstance(tools, dict) else ():
         tool["faults"] = []
+    agents = data.get("agents")
+    for agent in agents.values() if isinstance(agents, dict) else ():
+        if isinstance(agent, dict) and agent.get("faults"):
+            agent["faults"] = []
+    data.pop("bus", None)  # bus faults too (its resend settings only matter with them)
     services = data.get("services")
     if isinstance(services, dict):
         for name, service in list(services.items()):

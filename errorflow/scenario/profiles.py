@@ -51,6 +51,10 @@ class Behaviour(BaseModel):
     """Names a tool it was not given (a hallucinated variant of the right one) in its
     first call for a need; it repairs the name when the error lists the tools
     (p_repair_with_options). Default 0: no profile is calibrated on it."""
+    p_keep_own_evidence: float = Field(default=0.8, ge=0.0, le=1.0)
+    """In a discussion round, keeps a value it got from its own tools when a peer
+    states another (else it goes with the majority). Assumption: no profile is
+    calibrated on it (debate studies report models often yield to peers)."""
     tokens_per_char: float = Field(default=0.25, gt=0, le=4)
     base_prompt_tokens: int = Field(default=300, ge=0)
     output_tokens_per_call: int = Field(default=40, ge=0)

@@ -54,6 +54,8 @@ def all_problems(s: Scenario, reserved: frozenset[str]) -> list[Reference]:
         *tool_problems(s),
         *fault_problems(s),
         *need_problems(s),
+        *discussion_problems(s),
+        *defence_problems(s),
     ]
     if not problems:
         problems.extend(topology_problems(s))
@@ -334,3 +336,10 @@ def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
                 (("agents", agent_name, "tools", i), f"{agent_name!r} never calls {tool!r}: {why}")
             )
     return warnings
+
+
+# Imported last: those checks use this module's Reference and unknown.
+from errorflow.scenario.discussion_checks import (  # noqa: E402
+    defence_problems,
+    discussion_problems,
+)

@@ -56,11 +56,22 @@ Metrics = TypedDict(
 )
 
 
+class BusFaultCount(TypedDict):
+    """One configured bus fault kind over a run's trials: a fault that never fired in a
+    trial is no evidence about it (`never`)."""
+
+    fired: int  # trials in which it fired at least once
+    never: int  # trials in which it never fired
+    times: int  # sends it struck, over every trial
+
+
 class RunSummary(TypedDict):
     trials: int
     outcomes: OutcomeCounts
     metrics: Metrics
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
+    bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
+    agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
 
 
 class Amplification(TypedDict):
@@ -90,6 +101,8 @@ class RunJson(TypedDict):
     rejects: dict[str, int]  # rejected bus messages by reason
     amplification: NotRequired[Amplification]  # a run measured against a baseline
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
+    bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
+    agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
 
 
 def summarize(scores: list[TrialScore]) -> RunSummary:
@@ -120,6 +133,28 @@ def summarize(scores: list[TrialScore]) -> RunSummary:
     if policy:
         metrics["policy"] = policy
     return {"trials": len(scores), "outcomes": outcomes, "metrics": metrics}
+
+
+def bus_fault_counts(
+    kinds: Sequence[str], fired: Mapping[int, Mapping[str, int]], trials: int
+) -> dict[str, BusFaultCount]:
+    """Each configured kind: in how many of `trials` it fired, and how often (`fired`:
+    the trials where any fault fired, by trial, times by kind)."""
+    out: dict[str, BusFaultCount] = {}
+    for kind in kinds:
+        hit = [f[kind] for f in fired.values() if f.get(kind)]
+        out[kind] = {"fired": len(hit), "never": trials - len(hit), "times": sum(hit)}
+    return out
+
+
+def bus_fault_line(counts: Mapping[str, BusFaultCount], what: str = "bus faults") -> str:
+    """`bus faults: drop fired in 37 of 200 trials (41 sends), never in 163; ...`"""
+    cells = []
+    for kind, c in counts.items():
+        n = c["fired"] + c["never"]
+        sends = f"{c['times']} sends"
+        cells.append(f"{kind} fired in {c['fired']} of {n} trials ({sends}), never in {c['never']}")
+    return f"{what}: " + "; ".join(cells)
 
 
 def policy_totals(scores: Sequence[TrialScore]) -> dict[str, dict[str, float]]:

@@ -1,0 +1,60 @@
+"""An agent's place in a discussion (errorflow.scenario.discussion_model): where each
+round's answer goes, and what it remembers between rounds.
+
+Round 0's answer and each later round's go to the peers that work on the next round:
+all peers before the last round, the deciding peers for the last one. A deciding
+member's last answer goes on like any result (route); a member that does not decide
+stops after the round before the last. Pure bookkeeping; the agent does the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from errorflow.agents.model import FinalAnswer, TaskTurn
+from errorflow.bus.envelope import Envelope
+from errorflow.scenario.model import Scenario
+
+
+@dataclass(frozen=True)
+class Discussion:
+    peers: tuple[str, ...] = ()
+    rounds: int = 0
+    decides: bool = True
+    deciding_peers: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, scenario: Scenario, name: str) -> Discussion:
+        peers = tuple(scenario.peers_of(name))
+        rounds = scenario.discussion.rounds
+        if not peers:
+            return cls()
+        deciding = tuple(p for p in peers if scenario.decides(p))
+        return cls(peers, rounds, scenario.decides(name), deciding)
+
+    @property
+    def member(self) -> bool:
+        return bool(self.peers)
+
+    @property
+    def last_round(self) -> int:
+        return self.rounds if self.decides else self.rounds - 1
+
+    def peers_after(self, round_: int) -> list[str] | None:
+        """The peers that get this round's answer (None: it goes on as a result)."""
+        if not self.member or round_ >= self.rounds:
+            return None
+        return list(self.peers if round_ + 1 < self.rounds else self.deciding_peers)
+
+
+@dataclass
+class Memory:
+    """What a member keeps of a trial between rounds."""
+
+    task: TaskTurn
+    #: Round 0's inputs: what later rounds still report (explicit propagation).
+    inputs: list[Envelope]
+    answer: FinalAnswer
+    own_evidence: frozenset[str]
+    #: The id of the member's last answer as sent (None: it went to nobody).
+    last_id: str | None = None

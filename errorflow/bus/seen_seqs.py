@@ -1,0 +1,92 @@
+"""Messages already handled, in memory that stays flat over a run of any length.
+
+A sender numbers its messages 1 by 1 (`seq`, from `first_seq()`), so the seqs of a sender
+seen so far are a few runs of consecutive numbers: kept as runs, every (sender, seq) of
+the whole run is remembered in a few integers per sender (a gap, a restarted sender,
+costs one run). A repeated (sender, seq) is a `replayed_seq`, however old. Ids are kept
+only for the recent messages (`RECENT_IDS`): a resend repeats its message's id within
+seconds, and is then a `duplicate`; a copy older than that is still refused, as a
+`replayed_seq`. Same interface as `errorflow.bus.endpoint.SeenSet`, whose dict of every
+id grows by about 250 bytes a message up to its window of 500,000.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from errorflow.bus.endpoint import SeenSet
+from errorflow.bus.envelope import Envelope
+
+#: Ids remembered (a duplicate is told from a replay within these many messages).
+RECENT_IDS = 100_000
+#: Runs kept per sender; past it the oldest are forgotten (only a sender that skips
+#: numbers on purpose gets there).
+MAX_RUNS = 10_000
+
+
+class SeqRuns:
+    """The seqs seen of one sender: sorted, disjoint runs [lo, hi]."""
+
+    __slots__ = ("his", "los")
+
+    def __init__(self) -> None:
+        self.los: list[int] = []
+        self.his: list[int] = []
+
+    def add(self, seq: int) -> bool:
+        """Whether `seq` is new (now seen)."""
+        los, his = self.los, self.his
+        if his and seq == his[-1] + 1:  # the usual case: the next one
+            his[-1] = seq
+            return True
+        i = bisect.bisect_right(los, seq) - 1
+        if i >= 0 and seq <= his[i]:
+            return False
+        left = i >= 0 and his[i] == seq - 1
+        right = i + 1 < len(los) and los[i + 1] == seq + 1
+        if left and right:  # fills the gap between two runs
+            his[i] = his[i + 1]
+            del los[i + 1], his[i + 1]
+        elif left:
+            his[i] = seq
+        elif right:
+            los[i + 1] = seq
+        else:
+            los.insert(i + 1, seq)
+            his.insert(i + 1, seq)
+            if len(los) > MAX_RUNS:
+                del los[0], his[0]
+        return True
+
+    def __len__(self) -> int:
+        return len(self.los)
+
+
+class CompactSeenSet(SeenSet):
+    """`repeat(env)`: None for a new message (now seen), else `duplicate` (its id was
+    seen recently) or `replayed_seq` (its sender's seq was seen). A `SeenSet` wherever
+    one is taken."""
+
+    def __init__(self, recent_ids: int = RECENT_IDS) -> None:
+        super().__init__()
+        self.recent_ids = recent_ids
+        self._recent: dict[str, None] = {}  # insertion order: oldest first
+        self._runs: dict[str, SeqRuns] = {}
+
+    def repeat(self, env: Envelope) -> str | None:
+        if env.id in self._recent:
+            return "duplicate"
+        runs = self._runs.get(env.sender)
+        if runs is None:
+            runs = self._runs[env.sender] = SeqRuns()
+        if not runs.add(env.seq):
+            return "replayed_seq"
+        ids = self._recent
+        ids[env.id] = None
+        if len(ids) > self.recent_ids:
+            del ids[next(iter(ids))]
+        return None
+
+    def size(self) -> tuple[int, int]:
+        """Ids and seq runs held (for tests and benchmarks)."""
+        return len(self._recent), sum(len(r) for r in self._runs.values())

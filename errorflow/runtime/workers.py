@@ -1,0 +1,445 @@
+"""A run's trials spread over worker processes (`--workers N`), with the results one
+process gives: same seeds, same per-trial outcomes, everything in the one store.
+
+Every draw of a trial comes from streams seeded by (seed, trial, ...) (errorflow.core.
+seeding) and, unless state lives across trials (`Scenario.run_scoped`), a trial depends
+on no other: run in another process, it is the same trial. So the trials still to run
+are cut into contiguous shards, one per worker. A worker (a spawned process: nothing of
+this process's event loop, threads or database connection is inherited) runs its shard
+with the ordinary runner (`RunOptions.only_trials`) on an in-process bus of its own,
+into a store of its own, under the run's id and run key. Its scores come back as they
+are made (the progress bar moves); when the shards are over their rows are copied into
+the user's store, where the run was registered, shard by shard, so in trial order.
+Root causes and the summary are then made from the merged store, as for any run.
+
+What cannot be split runs in one process: a run-scoped scenario (its trials see the
+trials before them), one that calls real models (one request limiter, response cache and
+spend tally for the run), a run on a broker or with external agents (topics are the
+run's: shards on one broker would hear each other). `refusal` says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import queue
+import signal
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+
+from errorflow.bus import signing
+from errorflow.bus.envelope import Envelope
+from errorflow.bus.transport import InProcessBus
+from errorflow.core.redact import redact
+from errorflow.runtime import root_causes
+from errorflow.runtime.liveness import taken_by_lost
+from errorflow.runtime.runner import RunOptions, RunResult, configure, new_run_id, run_scenario
+from errorflow.runtime.store import (
+    create_run,
+    finish_run,
+    load_scores,
+    open_db,
+    resume_run,
+)
+from errorflow.scenario import identity
+from errorflow.scenario.bus_fault_model import bus_plan
+from errorflow.scenario.model import Scenario
+from errorflow.scoring.score import TrialScore
+from errorflow.scoring.summary import summarize
+
+#: `--workers auto`: one process per core for runs of at least this many trials (a worker
+#: costs about half a second to start), one process below.
+LARGE_RUN = 2000
+AUTO: Literal["auto"] = "auto"
+WorkerCount = int | Literal["auto"]
+#: How often the parent looks at its workers while waiting for their results.
+POLL_S = 0.25
+#: How long a worker asked to stop may take before it is terminated.
+STOP_S = 5.0
+
+
+class WorkersRefused(ValueError):
+    """`--workers N` (N > 1) asked for a run that must run in one process."""
+
+
+class ShardFailed(RuntimeError):
+    """A worker's shard failed (or its process died); the run is left interrupted."""
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def refusal(scenario: Scenario, options: RunOptions) -> str | None:
+    """Why the trials of this run cannot be spread over processes (None: they can)."""
+    if scenario.run_scoped:
+        return (
+            "state lives across its trials (a service, a breaker, limiter or bulkhead with "
+            "`scope: run`, or arrivals over run time): each trial must see the trials "
+            "before it, so they run in one process"
+        )
+    if bus_plan(scenario) is not None:
+        return "its bus faults are tallied over the whole run, in one process"
+    real = [n for n, a in scenario.agents.items() if a.model.backend != "simulated"]
+    if real:
+        return (
+            f"agent {real[0]} calls a real model: the run's requests share one limiter, "
+            "response cache and spend tally, in one process"
+        )
+    if options.broker is not None or options.external_agents:
+        return (
+            "each worker runs its shard on an in-process bus of its own; a run on a broker "
+            "or with external agents runs in one process"
+        )
+    if options.bus is not None and not isinstance(options.bus, InProcessBus):
+        return "the run is given a bus of its own, which one process holds"
+    if options.on_trace is not None:
+        return "its agents' traces are watched in this process"
+    return None
+
+
+def count_for(requested: WorkerCount, scenario: Scenario, options: RunOptions) -> int:
+    """How many processes run the trials: `auto` is every core for a large run that can
+    be split and 1 otherwise; a number > 1 for a run that cannot be split is refused."""
+    if requested == AUTO:
+        large = scenario.trials >= LARGE_RUN
+        return cores() if large and refusal(scenario, options) is None else 1
+    assert isinstance(requested, int)
+    if requested > 1:
+        why = refusal(scenario, options)
+        if why is not None:
+            raise WorkersRefused(f"{scenario.name} cannot be split over processes: {why}")
+    return max(1, min(requested, scenario.trials))
+
+
+def shards_of(todo: list[int], n: int) -> list[tuple[int, ...]]:
+    """`todo` cut into at most `n` contiguous, near-equal parts, in order."""
+    n = max(1, min(n, len(todo)))
+    size, extra = divmod(len(todo), n)
+    parts, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        parts.append(tuple(todo[start:end]))
+        start = end
+    return [p for p in parts if p]
+
+
+# -- the worker's side ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One worker's part of a run: everything it needs, picklable."""
+
+    index: int
+    scenario: Scenario  # configured: trials, seed and propagation applied
+    run_id: str
+    trials: tuple[int, ...]
+    db_path: Path
+    key: bytes
+    keep_messages: bool
+    trial_timeout_s: float
+    presence_timeout_s: float
+
+
+@dataclass
+class ShardResult:
+    index: int
+    rejects: dict[str, int] = field(default_factory=dict)
+    messages: dict[int, list[Envelope]] = field(default_factory=dict)
+    error: str | None = None
+    #: What the shard's summary holds beyond per-trial scores (none, for a run that
+    #: can be split: checked, never merged by guess).
+    extra: tuple[str, ...] = ()
+
+
+#: What a worker puts on the results queue: ("trial", run_id, score) as each trial is
+#: scored, ("done", run_id, result) when its shard is over.
+Report = tuple[str, str, Any]
+
+
+def serve(jobs: Queue[Shard | None], results: Queue[Report]) -> None:
+    """A worker process: run shards until told to stop (None). Ctrl-C is the parent's
+    to handle (it stops the workers), so the terminal's SIGINT is ignored here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while (shard := jobs.get()) is not None:
+        results.put(("done", shard.run_id, run_shard(shard, results.put)))
+
+
+def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
+    def on_trial(score: TrialScore) -> None:
+        report(("trial", shard.run_id, score))
+
+    options = RunOptions(
+        bus=InProcessBus(),
+        db_path=shard.db_path,
+        run_id=shard.run_id,
+        run_key=shard.key,
+        keep_messages=shard.keep_messages,
+        only_trials=shard.trials,
+        on_trial=on_trial,
+        trial_timeout_s=shard.trial_timeout_s,
+        presence_timeout_s=shard.presence_timeout_s,
+    )
+    try:
+        result = asyncio.run(run_scenario(shard.scenario, options))
+    except Exception as exc:
+        return ShardResult(shard.index, error=redact(f"{type(exc).__name__}: {exc}")[:500])
+    extra = tuple(sorted(set(result.summary) - set(summarize(result.scores))))
+    return ShardResult(shard.index, dict(result.rejects), result.messages, extra=extra)
+
+
+# -- the parent's side ---------------------------------------------------------------------
+
+
+class Pool:
+    """`size` spawned worker processes, kept for every run of a command (a sweep's cells
+    and baselines reuse them)."""
+
+    def __init__(self, size: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.size = size
+        self.jobs: Queue[Shard | None] = ctx.Queue()
+        self.results: Queue[Report] = ctx.Queue()
+        self.procs: list[BaseProcess] = [
+            ctx.Process(target=serve, args=(self.jobs, self.results), name=f"errorflow-worker-{i}")
+            for i in range(size)
+        ]
+        for proc in self.procs:
+            proc.daemon = True  # never outlives the command
+            proc.start()
+        self.broken = False
+
+    async def run(self, scenario: Scenario, options: RunOptions) -> RunResult:
+        """One run, its trials spread over the pool (`scenario` configured already)."""
+        run_id = options.run_id or new_run_id(scenario.name)
+        key = options.run_key if options.run_key is not None else signing.new_key()
+        db = await open_db(options.db_path)
+        try:
+            scores = await _take_over(db, scenario, run_id, options, self.size)
+            todo = [t for t in range(scenario.trials) if t not in scores]
+            folder = options.db_path.resolve().parent
+            with tempfile.TemporaryDirectory(prefix=".errorflow-workers-", dir=folder) as tmp:
+                shards = [
+                    Shard(i, scenario, run_id, part, Path(tmp) / f"shard-{i}.db", key,
+                          options.keep_messages, options.trial_timeout_s,
+                          options.presence_timeout_s)
+                    for i, part in enumerate(shards_of(todo, self.size))
+                ]  # fmt: skip
+                done = await self._finish(db, run_id, shards, scores, options)
+        finally:
+            await db.close()
+        return _result(scenario, run_id, f"in-process, {self.size} worker processes", scores, done)
+
+    async def _finish(
+        self,
+        db: aiosqlite.Connection,
+        run_id: str,
+        shards: list[Shard],
+        scores: dict[int, TrialScore],
+        options: RunOptions,
+    ) -> dict[int, ShardResult]:
+        """Run the shards, then merge what they stored (whatever happened) and close
+        the run: finished, or interrupted (`--resume` runs what is missing)."""
+        status, done = "interrupted", {}
+        try:
+            done = await self._gather(run_id, shards, scores, options.on_trial)
+            failed = [r.error for r in done.values() if r.error is not None]
+            failed += [f"its summary has {', '.join(r.extra)}" for r in done.values() if r.extra]
+            if failed:
+                raise ShardFailed(f"run {run_id}: a worker's shard failed ({failed[0]})")
+            status = "finished"
+        finally:
+            if status != "finished":
+                self.kill()  # a shard still running would write on under our feet
+            for shard in shards:
+                await merge(db, shard.db_path)
+            summary = summarize([scores[t] for t in sorted(scores)])
+            await root_causes.record(db, run_id, finished=status == "finished")
+            await finish_run(db, run_id, status, summary)
+        return done
+
+    async def _gather(
+        self,
+        run_id: str,
+        shards: list[Shard],
+        scores: dict[int, TrialScore],
+        on_trial: Callable[[TrialScore], None] | None,
+    ) -> dict[int, ShardResult]:
+        if self.broken:
+            raise ShardFailed("the worker processes were stopped by an earlier failure")
+        for shard in shards:
+            self.jobs.put(shard)
+        done: dict[int, ShardResult] = {}
+        while len(done) < len(shards):
+            reports = await asyncio.to_thread(_take, self.results, POLL_S)
+            for tag, rid, item in reports:
+                if rid != run_id:
+                    continue
+                if tag == "trial":
+                    scores[item.trial] = item
+                    if on_trial is not None:
+                        on_trial(item)
+                else:
+                    done[item.index] = item
+            dead = [p for p in self.procs if not p.is_alive()]
+            if not reports and dead:
+                raise ShardFailed(f"worker process {dead[0].name} exited (code {dead[0].exitcode})")
+        return done
+
+    def kill(self) -> None:
+        self.broken = True
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self.procs:
+            proc.join(STOP_S)
+
+    def close(self) -> None:
+        """Ask every worker to stop, then terminate whoever is left."""
+        if not self.broken:
+            for _ in self.procs:
+                self.jobs.put(None)
+            for proc in self.procs:
+                proc.join(STOP_S)
+        self.kill()
+        self.jobs.close()
+        self.results.close()
+
+
+def _take(results: Queue[Report], wait_s: float) -> list[Report]:
+    """Every report there is (waiting up to `wait_s` for the first)."""
+    try:
+        got = [results.get(timeout=wait_s)]
+    except queue.Empty:
+        return []
+    with contextlib.suppress(queue.Empty):
+        while len(got) < 10_000:
+            got.append(results.get_nowait())
+    return got
+
+
+async def _take_over(
+    db: aiosqlite.Connection, scenario: Scenario, run_id: str, options: RunOptions, size: int
+) -> dict[int, TrialScore]:
+    """The run registered (or, resumed, taken over): the scores it has already."""
+    if options.resume:
+        await resume_run(db, run_id)
+        stored = load_scores(options.db_path, run_id)
+        return {t: sc for t, sc in stored.items() if not taken_by_lost(sc)}
+    await create_run(
+        db,
+        run_id=run_id,
+        scenario=scenario.name,
+        scenario_json=identity.public_json(scenario),
+        scenario_sha=identity.sha(scenario),
+        scenario_exact=identity.is_exact(scenario),
+        seed=scenario.seed,
+        trials=scenario.trials,
+        propagation=scenario.propagation,
+        broker=f"in-process, {size} worker processes",
+        group_id=options.group_id,
+        label=options.label,
+    )
+    return {}
+
+
+#: The store's tables a shard fills, each copied in the order it was written.
+_MERGED = (
+    "INSERT OR IGNORE INTO messages SELECT * FROM shard.messages ORDER BY rowid",
+    "INSERT OR IGNORE INTO events SELECT * FROM shard.events ORDER BY rowid",
+    "INSERT INTO rejects SELECT * FROM shard.rejects ORDER BY rowid",
+    "INSERT OR REPLACE INTO trials SELECT * FROM shard.trials ORDER BY trial",
+    "INSERT OR REPLACE INTO labels SELECT * FROM shard.labels ORDER BY rowid",
+)
+
+
+async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
+    """Copy a shard's rows into the run's store, in one transaction (its `runs` row is
+    the shard's own: the run's row is the parent's)."""
+    if not shard_db.exists():
+        return  # the worker never got to it
+    await db.execute("ATTACH DATABASE ? AS shard", (str(shard_db),))
+    try:
+        for sql in _MERGED:
+            await db.execute(sql)
+        await db.commit()
+    finally:
+        await db.execute("DETACH DATABASE shard")
+
+
+def _result(
+    scenario: Scenario,
+    run_id: str,
+    broker: str,
+    scores: dict[int, TrialScore],
+    done: dict[int, ShardResult],
+) -> RunResult:
+    rejects: Counter[str] = Counter()
+    messages: dict[int, list[Envelope]] = {}
+    for index in sorted(done):
+        rejects.update(done[index].rejects)
+        messages.update(done[index].messages)
+    ordered = [scores[t] for t in sorted(scores)]
+    return RunResult(
+        run_id=run_id,
+        scenario=scenario.name,
+        seed=scenario.seed,
+        trials=scenario.trials,
+        propagation=scenario.propagation,
+        broker=broker,
+        scores=ordered,
+        summary=summarize(ordered),
+        rejects=dict(rejects),
+        messages=dict(sorted(messages.items())),
+    )
+
+
+class Workers:
+    """The processes a command's runs are spread over: started by the first run that is
+    split, kept for the next (a sweep's cells), stopped by `close`. With 1 (or `auto` on
+    a small run) a run is the ordinary one-process run."""
+
+    def __init__(self, requested: WorkerCount = 1) -> None:
+        self.requested = requested
+        self.pool: Pool | None = None
+
+    def count_for(self, scenario: Scenario, options: RunOptions) -> int:
+        return count_for(self.requested, configure(scenario, options), options)
+
+    async def run(self, scenario: Scenario, options: RunOptions) -> RunResult:
+        scenario = configure(scenario, options)
+        n = count_for(self.requested, scenario, options)
+        if n <= 1:
+            return await run_scenario(scenario, options)
+        if self.pool is None or self.pool.broken or self.pool.size != n:
+            self.close()
+            self.pool = Pool(n)
+        return await self.pool.run(scenario, options)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+async def run(scenario: Scenario, options: RunOptions, workers: WorkerCount = 1) -> RunResult:
+    """One run, over `workers` processes (see `count_for`)."""
+    with Workers(workers) as pool:
+        return await pool.run(scenario, options)

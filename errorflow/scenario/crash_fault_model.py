@@ -1,0 +1,53 @@
+"""An injected agent crash (`agents.NAME.faults: [{kind: crash, ...}]`): the agent dies
+at one of its model calls, mid-trial.
+
+In-process, the trial's task dies (the agent reports the crash as its result, like any
+exception in its own code); as an `errorflow agent` process, the whole process dies
+(errorflow/runtime/agent_process.py) and the runner accounts for the trials it held.
+An injected crash is the experiment's, never an infrastructure fault.
+
+Where it fires: with probability `p` at each model call (each logical call, checked
+before its first attempt), or at model call `call` (0: the first) of trial `trial`;
+with both `p` and `trial`, only trial `trial`'s calls draw. The draw is a pure function
+of (seed, trial, owner, fault index, call index): `crash_fires`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from errorflow.core.seeding import stream
+from errorflow.scenario.fault_model import Probability
+from errorflow.scenario.world_model import Strict
+
+
+class CrashFault(Strict):
+    kind: Literal["crash"]
+    p: Probability | None = None
+    #: Where in the agent's work the crash strikes (model calls are the steps of its loop).
+    at: Literal["model_call"] = "model_call"
+    #: Only this trial crashes (at model call `call`, or at each call with `p`).
+    trial: int | None = Field(default=None, ge=0)
+    call: int | None = Field(default=None, ge=0, le=1_000)
+
+    @model_validator(mode="after")
+    def _placed(self) -> CrashFault:
+        if self.p is None and self.trial is None:
+            raise ValueError("say where the crash fires: p (per model call) or trial")
+        if self.call is not None and (self.trial is None or self.p is not None):
+            raise ValueError("call places a crash in one trial: give it with trial, without p")
+        return self
+
+
+def crash_fires(
+    fault: CrashFault, *, seed: int, trial: int, owner: str, index: int, call: int
+) -> bool:
+    """Whether `fault` (the agent's `index`-th) crashes `owner` at its model call `call`
+    of `trial`. Pure: every process that runs the agent decides the same."""
+    if fault.trial is not None and trial != fault.trial:
+        return False
+    if fault.p is None:
+        return call == (fault.call or 0)
+    return stream(seed, trial, owner, "crash", index, call).random() < fault.p

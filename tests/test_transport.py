@@ -1,0 +1,76 @@
+"""The in-process bus routes as a broker does: MQTT wildcards, each connection once, in
+connection order, and routes that follow every subscription and every close."""
+
+from __future__ import annotations
+
+import asyncio
+
+from errorflow.bus import transport
+from errorflow.bus.transport import InProcessBus, InProcessConnection
+
+
+def pending(conn: InProcessConnection) -> list[str]:
+    """The topics waiting in a connection's queue, taken out."""
+    out = []
+    while not conn.queue.empty():
+        item = conn.queue.get_nowait()
+        assert item is not None
+        out.append(item[0])
+    return out
+
+
+async def test_exact_and_wildcard_subscribers_each_get_a_message_once() -> None:
+    bus = InProcessBus()
+    exact, plus, hash_, other = [await bus.connect(n) for n in ("e", "p", "h", "o")]
+    await exact.subscribe("ef/r/inbox/a")
+    await plus.subscribe("ef/r/inbox/+")
+    await hash_.subscribe("ef/#")
+    await hash_.subscribe("ef/r/inbox/a")  # overlapping patterns: still one copy
+    await other.subscribe("ef/r/inbox/b")
+    await exact.publish("ef/r/inbox/a", b"x")
+    assert pending(exact) == ["ef/r/inbox/a"]
+    assert pending(plus) == ["ef/r/inbox/a"]
+    assert pending(hash_) == ["ef/r/inbox/a"]
+    assert pending(other) == []
+    await other.publish("ef/r/events/a", b"y")
+    assert [pending(c) for c in (exact, plus, hash_, other)] == [[], [], ["ef/r/events/a"], []]
+
+
+async def test_a_route_follows_a_new_subscription_and_a_closed_connection() -> None:
+    bus = InProcessBus()
+    a, b = await bus.connect("a"), await bus.connect("b")
+    await a.subscribe("t/1")
+    await b.publish("t/1", b"1")  # the route of t/1 is known now
+    await b.subscribe("t/+")
+    await a.publish("t/1", b"2")
+    assert pending(a) == ["t/1", "t/1"]
+    assert pending(b) == ["t/1"]  # the new subscription counts at once
+    await a.close()
+    await b.publish("t/1", b"3")
+    assert pending(b) == ["t/1"]
+    assert a.queue.get_nowait() is None  # closed: only its end marker, no message
+
+
+async def test_a_full_queue_holds_the_publisher_back_instead_of_dropping() -> None:
+    bus = InProcessBus()
+    slow = await bus.connect("slow")
+    slow.queue = asyncio.Queue(2)
+    await slow.subscribe("t")
+    for _ in range(2):
+        await slow.publish("t", b"x")
+    third = asyncio.create_task(slow.publish("t", b"x"))
+    await asyncio.sleep(0.01)
+    assert not third.done()  # waiting for room
+    await slow.queue.get()
+    await asyncio.wait_for(third, 1)
+    assert slow.queue.qsize() == 2
+
+
+async def test_the_route_table_stays_bounded() -> None:
+    bus = InProcessBus()
+    conn = await bus.connect("c")
+    await conn.subscribe("#")
+    for i in range(transport.ROUTES_LIMIT + 10):
+        await conn.publish(f"t/{i}", b"")
+    assert len(bus._routes) <= transport.ROUTES_LIMIT
+    assert conn.queue.qsize() == transport.ROUTES_LIMIT + 10  # every message still delivered

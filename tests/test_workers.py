@@ -1,0 +1,189 @@
+"""Trials spread over worker processes give what one process gives: the same per-trial
+outcomes, labels and costs, and the same stored messages and events (up to their ids,
+sequence numbers, timestamps and signatures), all in the one store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from errorflow import api
+from errorflow.cli.main import main
+from errorflow.runtime import workers
+from errorflow.runtime.runner import RunOptions
+from errorflow.runtime.store import get_run
+from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
+from errorflow.scoring.score import TrialScore
+from tests.conftest import scenario
+
+#: Fields that differ between any two runs (ids are fresh, clocks move).
+VOLATILE = ("id", "ts", "sig", "seq", "run_id")
+
+Stored = tuple[Counter[str], list[tuple[object, ...]], list[tuple[object, ...]]]
+
+
+def stored(db_path: Path) -> list[Stored]:
+    """Per run, in the order they started: its task, result and event envelopes with
+    every id replaced by who sent what to whom (a multiset), its trial rows and labels."""
+    runs: list[Stored] = []
+    with sqlite3.connect(db_path) as db:
+        for (run_id,) in db.execute("SELECT run_id FROM runs ORDER BY started").fetchall():
+            envelopes = [
+                json.loads(text)
+                for (text,) in db.execute(
+                    "SELECT envelope FROM messages WHERE run_id = ? AND kind != 'control' "
+                    "UNION ALL SELECT envelope FROM events WHERE run_id = ?",
+                    (run_id, run_id),
+                )
+            ]
+            names = {e["id"]: f"<{e['sender']}:{e['kind']}:{e['recipient']}>" for e in envelopes}
+
+            def same(value: object, names: dict[str, str] = names, run: str = run_id) -> object:
+                if isinstance(value, dict):
+                    return {k: same(v) for k, v in value.items()}
+                if isinstance(value, list):
+                    return [same(v) for v in value]
+                if isinstance(value, str):
+                    return names.get(value, value.replace(run, "RUN"))
+                return value
+
+            messages = Counter(
+                json.dumps({k: same(v) for k, v in e.items() if k not in VOLATILE}, sort_keys=True)
+                for e in envelopes
+            )
+            trials = db.execute(
+                "SELECT trial, outcome, depth, reason, costs_json FROM trials WHERE run_id = ?"
+                " ORDER BY trial",
+                (run_id,),
+            ).fetchall()
+            labels = sorted(
+                db.execute(
+                    "SELECT trial, sender, label, reason FROM labels WHERE run_id = ?", (run_id,)
+                ).fetchall()
+            )
+            runs.append((messages, trials, labels))
+    return runs
+
+
+# -- how trials are split ------------------------------------------------------------------
+
+
+def test_shards_are_contiguous_near_equal_and_cover_every_trial() -> None:
+    todo = [0, 1, 2, 4, 5, 7, 8]
+    parts = shards_of(todo, 3)
+    assert parts == [(0, 1, 2), (4, 5), (7, 8)]
+    assert shards_of([3], 4) == [(3,)]  # never more shards than trials
+    assert shards_of(list(range(10)), 1) == [tuple(range(10))]
+
+
+def test_auto_is_every_core_for_a_large_run_and_one_process_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workers, "cores", lambda: 6)
+    options = RunOptions()
+    small = scenario("contamination", trials=workers.LARGE_RUN - 1)
+    large = scenario("contamination", trials=workers.LARGE_RUN)
+    assert count_for("auto", small, options) == 1
+    assert count_for("auto", large, options) == 6
+    assert count_for(4, small, options) == 4
+    assert count_for(50, scenario("contamination", trials=3), options) == 3
+
+
+def test_a_run_scoped_scenario_is_refused_more_than_one_process() -> None:
+    outage = scenario("outage", trials=workers.LARGE_RUN)
+    assert outage.run_scoped
+    with pytest.raises(WorkersRefused, match="one process"):
+        count_for(2, outage, RunOptions())
+    assert count_for("auto", outage, RunOptions()) == 1  # auto falls back
+    assert count_for(1, outage, RunOptions()) == 1
+
+
+def test_a_run_on_a_broker_or_with_external_agents_is_refused() -> None:
+    with pytest.raises(WorkersRefused, match="in-process bus"):
+        count_for(2, scenario("contamination"), RunOptions(external_agents=True))
+
+
+# -- the same results ----------------------------------------------------------------------
+
+
+def test_the_api_gives_the_same_trials_and_messages_with_two_workers(tmp_path: Path) -> None:
+    contamination = api.load("contamination")
+    one = api.run(contamination, trials=40, db=tmp_path / "one.db")
+    two = api.run(contamination, trials=40, db=tmp_path / "two.db", workers=2)
+    strip = [{k: v for k, v in r.items() if k != "run_id"} for r in one.records()]
+    assert [{k: v for k, v in r.items() if k != "run_id"} for r in two.records()] == strip
+    assert two.summary == one.summary
+    assert stored(tmp_path / "two.db") == stored(tmp_path / "one.db")
+    run = get_run(tmp_path / "two.db", two.run_id)
+    assert run is not None and run["status"] == "finished"
+    assert run["broker"] == "in-process, 2 worker processes"
+    assert sorted(two.raw.messages) == list(range(40))  # kept messages come back too
+
+
+def test_the_cli_gives_the_same_run_with_two_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = []
+    for name, extra in (("one", []), ("two", ["--workers", "2"])):
+        db = str(tmp_path / f"{name}.db")
+        args = ["run", "contamination", "--trials", "24", "--json", "-q", "--db", db]
+        assert main([*args, *extra]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    one, two = ({k: v for k, v in d.items() if k not in ("run_id", "broker", "wall_seconds")}
+                for d in docs)  # fmt: skip
+    assert two == one
+    assert stored(tmp_path / "two.db") == stored(tmp_path / "one.db")
+
+
+def test_a_sweep_with_two_workers_gives_the_same_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells = []
+    for name, extra in (("one", []), ("two", ["--workers", "2"])):
+        db = str(tmp_path / f"{name}.db")
+        args = ["sweep", "contamination", "--vary", "propagation=explicit,implicit"]
+        args += ["--trials", "12", "--json", "-q", "--db", db]
+        assert main([*args, *extra]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        strip = ("run_id", "broker", "rejects")
+        cells.append({c: {k: v for k, v in a.items() if k not in strip}
+                      for c, a in doc["cells"].items()})  # fmt: skip
+    assert cells[1] == cells[0]
+    assert stored(tmp_path / "two.db") == stored(tmp_path / "one.db")  # baselines too
+
+
+def test_the_cli_refuses_two_workers_for_a_run_scoped_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.db"
+    code = main(["run", "outage", "--trials", "3", "--workers", "2", "--db", str(db), "-q"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--workers 2" in err and "one process" in err
+    assert not db.exists()  # refused before anything was stored
+
+
+def test_progress_hears_every_trial_and_a_resumed_run_finishes_the_rest(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    seen: list[TrialScore] = []
+    options = RunOptions(trials=30, db_path=db, run_id="r1", on_trial=seen.append)
+    first = asyncio.run(workers.run(scenario("contamination"), options, 3))
+    assert sorted(s.trial for s in seen) == list(range(30))
+    whole = stored(db)
+    with sqlite3.connect(db) as conn:  # an interrupted run that scored trials 0-9 only
+        conn.execute("DELETE FROM trials WHERE run_id = 'r1' AND trial >= 10")
+        conn.execute("DELETE FROM labels WHERE run_id = 'r1' AND trial >= 10")
+        conn.execute("DELETE FROM messages WHERE run_id = 'r1' AND trial >= 10")
+        conn.execute("DELETE FROM events WHERE run_id = 'r1' AND trial >= 10")
+        conn.execute("UPDATE runs SET status = 'interrupted' WHERE run_id = 'r1'")
+    seen.clear()
+    again = RunOptions(trials=30, db_path=db, run_id="r1", resume=True, on_trial=seen.append)
+    resumed = asyncio.run(workers.run(scenario("contamination"), again, 2))
+    assert sorted(s.trial for s in seen) == list(range(10, 30))
+    assert [s.outcome for s in resumed.scores] == [s.outcome for s in first.scores]
+    assert stored(db) == whole
