@@ -3,14 +3,17 @@ wrong values are plausible, and a run counts the trials where a fault never fire
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 from errorflow import api
 from errorflow.agents.agent_faults import AgentFaults, apply_copy, wrong_value
 from errorflow.agents.model import Claim, FinalAnswer
+from errorflow.cli.main import main
 from errorflow.scenario.agent_fault_model import (
     CorruptFault,
     DropFault,
@@ -153,3 +156,32 @@ def test_corruption_contaminates_the_answer_it_reaches() -> None:
             assert score.outcome.value == "contaminated"
         else:  # the fault has its own draws: everything else is the clean run's
             assert score.outcome == before[score.trial]
+
+
+def test_trace_names_the_injected_fault_as_the_origin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "t.db")
+    assert main(["run", "lineage-guard", "--trials", "8", "--db", db, "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["trace", run_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "origin  agent fault: b's result to c" in out
+    assert "injected agent fault: corrupt:" in out
+
+
+def test_model_faults_and_crashes_are_counted_per_trial_like_agent_faults() -> None:
+    data = {**CHAIN, "trials": 80}
+    writer = {
+        "role": "writer",
+        "model": {"faults": [{"kind": "overloaded", "p": 0.3}]},
+        "faults": [{"kind": "crash", "p": 0.1}],
+    }
+    data["agents"] = {**CHAIN["agents"], "b": writer}  # type: ignore[dict-item]
+    res = api.run(api.load_scenario(data))
+    counts = res.raw.summary["agent_faults"]
+    model, crash = counts["b.model.overloaded"], counts["b.crash"]
+    assert model["fired"] + model["never"] == 80 == crash["fired"] + crash["never"]
+    assert 0 < crash["fired"] < 80 and 0 < model["fired"] < 80
+    # a crashed trial is an injected failure, never an infrastructure one
+    assert res.outcomes["infra_fault"] == 0

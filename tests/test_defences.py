@@ -3,7 +3,14 @@ guard each lower contamination on the same seeds, and their cost is counted."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
 from errorflow import api
+from errorflow.cli.main import main
 from errorflow.scenario.overrides import apply
 
 BAD = [{"kind": "corrupt", "p": 0.5, "claims": 0.6}]
@@ -58,3 +65,20 @@ def test_blocking_withholds_what_it_finds_wrong() -> None:
     # c looks the blocked facts up itself (a writer fetches what it was not given)
     assert block.outcomes["contaminated"] < 5
     assert block.outcomes["success"] > none.outcomes["success"]
+
+
+def test_every_defence_that_acts_says_so_on_the_bus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "d.db")
+    assert main(["run", "lineage-guard", "--trials", "20", "--db", db, "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT envelope FROM events WHERE run_id = ?", (run_id,)).fetchall()
+    acted = [
+        e["payload"] for e in (json.loads(r[0]) for r in rows) if e["payload"]["type"] == "defence"
+    ]
+    fired = [e for e in (json.loads(r[0]) for r in rows) if e["payload"]["type"] == "agent_fault"]
+    assert fired and acted  # corruption fired, and the spot check caught some of it
+    assert all(a["agent"] == "c" and a["defence"] == "inspector" for a in acted)
+    assert all(a["about"] == "b" and (a["corrected"] or a["blocked"]) for a in acted)

@@ -99,14 +99,24 @@ def _turn(sender: str, value: int) -> UpstreamTurn:
 def test_deliberation_keeps_own_evidence_or_goes_with_the_majority() -> None:
     mine = FinalAnswer(claims=[Claim("a", 1)])
     kept = sum(
-        deliberate(mine, frozenset({"a"}), [_turn("p", 2), _turn("q", 2)], random.Random(i), 0.7)
+        deliberate(mine, {"a": 1}, [_turn("p", 2), _turn("q", 2)], random.Random(i), 0.7)
         .claims[0]
         .value
         == 1
         for i in range(2000)
     )
     assert 1300 < kept < 1500  # 0.7 of 2000, else the majority (2) wins
-    told = deliberate(mine, frozenset(), [_turn("p", 2), _turn("q", 2)], random.Random(0), 1.0)
+    told = deliberate(mine, {}, [_turn("p", 2), _turn("q", 2)], random.Random(0), 1.0)
     assert told.claims[0].value == 2  # not its own evidence: the majority
-    agreed = deliberate(mine, frozenset(), [_turn("p", 1)], random.Random(0), 0.0)
+    agreed = deliberate(mine, {}, [_turn("p", 1)], random.Random(0), 0.0)
     assert agreed.claims[0].value == 1
+
+
+def test_the_tui_knows_a_discussion_goes_both_ways() -> None:
+    from errorflow.tui.state import RunModel
+
+    sc = api.load_scenario(_scenario(FLAT, discussion={"rounds": 1}))
+    model = RunModel("r", sc)
+    assert {("x", "y"), ("y", "x"), ("x", "z"), ("z", "x"), ("y", "z"), ("z", "y")} <= set(
+        model.edges
+    )

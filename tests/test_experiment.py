@@ -141,3 +141,13 @@ def test_cells_with_long_labels_get_distinct_run_ids() -> None:
     a = _slug("hierarchical-with-inspector/0.2/challenger-a")
     b = _slug("hierarchical-with-inspector/0.2/challenger-b")
     assert a != b and len(a) == len(b) == 40
+
+
+def test_cell_run_ids_leave_room_for_the_trace_ids_the_bus_derives() -> None:
+    from errorflow.runtime.experiment import MAX_CELL_RUN_ID, cell_run_id
+
+    group = "resilience-topologies-a4b2c9"
+    long_a = cell_run_id(group, "hierarchical/0.2/challenger", "-baseline")
+    long_b = cell_run_id(group, "hierarchical/0.4/challenger", "-baseline")
+    assert len(long_a) <= MAX_CELL_RUN_ID and long_a != long_b
+    assert cell_run_id("g-1", "transient/blind-retry") == "g-1-transient_blind-retry"

@@ -125,6 +125,16 @@ def test_the_api_gives_the_same_trials_and_messages_with_two_workers(tmp_path: P
     assert sorted(two.raw.messages) == list(range(40))  # kept messages come back too
 
 
+def test_agent_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:
+    guard = api.load("lineage-guard")
+    one = api.run(guard, trials=30, db=tmp_path / "one.db")
+    two = api.run(guard, trials=30, db=tmp_path / "two.db", workers=2)
+    assert two.summary == one.summary
+    counts = two.summary["agent_faults"]["b.corrupt"]
+    assert counts["fired"] + counts["never"] == 30 and counts["fired"] > 0
+    assert [r["outcome"] for r in two.records()] == [r["outcome"] for r in one.records()]
+
+
 def test_the_cli_gives_the_same_run_with_two_workers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,17 +14,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pydantic import JsonValue
 
-from errorflow.agents.agent_faults import AgentFaults, Fired, apply_copy, mark_fired
+from errorflow.agents.agent_faults import (
+    AgentFaults,
+    Fired,
+    apply_copy,
+    mark_fired,
+    model_faults_fired,
+)
 from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.backends import BackendFactory
 from errorflow.agents.call_limits import CallLimits
 from errorflow.agents.carry import CARRIERS, carry_forward
-from errorflow.agents.discussion import Discussion, Memory
+from errorflow.agents.defence_effects import changes, overruled
+from errorflow.agents.discussion import Discussion, Heard, Memory
 from errorflow.agents.ground_truth import need_truths
 from errorflow.agents.inputs import InputCollector, Ready, Rejected
 from errorflow.agents.late_inputs import arrivals
@@ -39,11 +46,13 @@ from errorflow.agents.model import (
     ToolDef,
     UpstreamTurn,
 )
+from errorflow.agents.model_faults import InjectedCrash
 from errorflow.agents.model_gate import ModelGate
 from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.presence import Presence
 from errorflow.agents.propagation import (
     INFRA_STOP,
+    InputReport,
     fallback_answer,
     infra_answer,
     infra_failure,
@@ -66,7 +75,7 @@ from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, JsonObject, Kind
 from errorflow.bus.transport import Connection
 from errorflow.core.costs import Costs
-from errorflow.core.events import AgentEvent, AgentFaultFired, AgentStart
+from errorflow.core.events import AgentEvent, AgentFaultFired, AgentStart, DefenceActed
 from errorflow.core.redact import redact
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
@@ -194,8 +203,14 @@ class Agent:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a crash becomes a structured error, not a dead agent
-            log.error(
-                "%s: trial %d crashed: %s", self.name, trial, redact(f"{type(exc).__name__}: {exc}")
+            # An injected crash is the experiment's (an `agent_crashed` event says so).
+            level = logging.INFO if isinstance(exc, InjectedCrash) else logging.ERROR
+            log.log(
+                level,
+                "%s: trial %d crashed: %s",
+                self.name,
+                trial,
+                redact(f"{type(exc).__name__}: {exc}"),
             )
             log.debug("%s", redact("".join(traceback.format_exception(exc))))
             try:
@@ -235,9 +250,11 @@ class Agent:
         task = self._task_turn(trial)
         upstream = [self._upstream_turn(env) for env in came.arrived if env.sender != topics.RUNNER]
         upstream += [self._missing_turn(f) for f in came.missing]
-        extra = Costs()
+        extra, inspected = Costs(), list[TraceEntry]()
         if self.spec.inspector is not None:
-            upstream, extra = await self._inspected(trial, owner, task, upstream, clock, emit)
+            upstream, extra, inspected = await self._inspected(
+                trial, owner, task, upstream, clock, emit
+            )
         loop = TrialLoop(
             self.persona, model, gate, budget, guard, self.policy.stop_on_unrecoverable, emit
         )
@@ -248,10 +265,12 @@ class Agent:
                 task_.cancel()
             raise
         await _settle(pending)
-        if self.on_trace is not None:
-            self.on_trace(self.name, trial, gate.trace)
+        if self.on_trace is not None:  # the inspector's calls came first
+            self.on_trace(self.name, trial, [*inspected, *gate.trace])
         final, reported, stopped = self._conclude(out)
         reported = [*reported, *came.missing]
+        if self.spec.challenge > 0:
+            self._challenged(final, upstream, emit)
         costs = extra + Costs(
             backend_calls=float(budget.backend_calls),
             model_calls=float(model.calls),
@@ -264,9 +283,11 @@ class Agent:
         )
         ended = round(clock.now, 6) if self.scenario.run_scoped else None
         if self.talk.member:
-            own = frozenset(
-                c.key for c in final.claims if _tool_of(self.scenario, c.key) in out.succeeded_tools
-            )
+            own = {
+                c.key: c.value
+                for c in final.claims
+                if _tool_of(self.scenario, c.key) in out.succeeded_tools
+            }
             self._memory[trial] = Memory(task, list(inputs), final, own)
         await self._publish_result(
             trial,
@@ -281,6 +302,7 @@ class Agent:
             ended_at=ended,
             sent_at=round(clock.now, 6),
             emit=emit,
+            also_fired=model_faults_fired(tally.model_faults),
         )
         await _settle(pending)
 
@@ -290,7 +312,8 @@ class Agent:
         memory = self._memory.get(trial)
         trace_id = inputs[0].trace_id
         owner = f"{self.name}@d{round_}"
-        clock = SimClock(self.scenario.time_scale, 0.0)
+        start = start_time(self.scenario, trial, inputs)
+        clock = SimClock(self.scenario.time_scale, start)
         came = arrivals(sorted(inputs, key=lambda e: e.sender), self.spec.wait_s)
         if came.waited_s:
             await clock.sleep(came.waited_s)
@@ -300,7 +323,7 @@ class Agent:
         model = self._model_gate(trial, owner, clock, budget, emit)
         task = memory.task if memory is not None else self._task_turn(trial)
         previous = memory.answer if memory is not None else FinalAnswer(abstained=True)
-        own = memory.own_evidence if memory is not None else frozenset()
+        own = memory.own_evidence if memory is not None else {}
         mine = UpstreamTurn(self.name, "ok", 1.0, [], previous)
         peers = [self._upstream_turn(env) for env in came.arrived]
         peers += [self._missing_turn(f) for f in came.missing]
@@ -313,14 +336,18 @@ class Agent:
         guard = LoopGuard(self.policy.guards)
         gate = self._tool_gate(trial, owner, clock, budget, guard, emit) if tools else None
         emit(AgentStart(agent=self.name, inputs=[env.sender for env in inputs]))
-        extra = Costs()
+        extra, inspected = Costs(), list[TraceEntry]()
         if self.spec.inspector is not None:
-            peers, extra = await self._inspected(trial, owner, task, peers, clock, emit)
+            peers, extra, inspected = await self._inspected(trial, owner, task, peers, clock, emit)
         loop = TrialLoop(persona, model, gate or _NoTools(), budget, guard, False, emit)
         out = await loop.run(task, [mine, *peers])
         await _settle(pending)
+        if self.on_trace is not None:
+            self.on_trace(self.name, trial, [*inspected, *(gate.trace if gate else [])])
         final = out.final or previous
         failures = [*out.failures, *came.missing]
+        if self.spec.challenge > 0:
+            self._challenged(final, peers, emit)
         stopped = out.stopped
         costs = extra + Costs(
             backend_calls=float(budget.backend_calls),
@@ -328,11 +355,11 @@ class Agent:
             input_tokens=float(model.input_tokens),
             output_tokens=float(model.output_tokens),
             retries=float(model.retries + (gate.retries if gate is not None else 0)),
-            sim_seconds=round(clock.now, 6),
+            sim_seconds=round(clock.now - start, 6),
         )
         if memory is not None:
             memory.answer = final
-        said = [*(memory.inputs if memory is not None else []), *came.arrived]
+        heard = Heard.of(memory, came.arrived)
         derived = [
             *([memory.last_id] if memory and memory.last_id else []),
             *(e.id for e in inputs),
@@ -340,7 +367,7 @@ class Agent:
         await self._publish_result(
             trial,
             trace_id,
-            said,
+            came.arrived,
             final,
             failures,
             stopped,
@@ -350,6 +377,9 @@ class Agent:
             emit=emit,
             derived=derived,
             sent_at=round(clock.now, 6),
+            ended_at=round(clock.now, 6) if self.scenario.run_scoped else None,
+            reports=[heard],
+            also_fired=model_faults_fired(tally.model_faults),
         )
         await _settle(pending)
 
@@ -361,7 +391,7 @@ class Agent:
         upstream: list[UpstreamTurn],
         clock: SimClock,
         emit: Callable[[AgentEvent], None],
-    ) -> tuple[list[UpstreamTurn], Costs]:
+    ) -> tuple[list[UpstreamTurn], Costs, list[TraceEntry]]:
         """The inspector on this agent's inputs (errorflow.scenario.defence_model): each
         message checked with the inspector's tools, corrected or blocked, before the
         agent reads it. Its tool and model calls are the agent's costs too."""
@@ -376,6 +406,7 @@ class Agent:
         )
         checked: list[UpstreamTurn] = []
         spent = Costs()
+        trace: list[TraceEntry] = []
         for turn in upstream:
             who = f"{owner}~inspector~{turn.sender}"
             budget = Budget(self.policy.budget)
@@ -386,6 +417,19 @@ class Agent:
             out = await loop.run(task, [turn])
             answer = out.final if out.final is not None else turn.answer
             checked.append(replace(turn, answer=answer))
+            corrected, blocked = changes(turn.answer, answer)
+            if corrected or blocked:
+                emit(
+                    DefenceActed(
+                        agent=self.name,
+                        defence="inspector",
+                        about=turn.sender,
+                        corrected=corrected,
+                        blocked=blocked,
+                        calls=len(gate.trace),
+                    )
+                )
+            trace += gate.trace
             spent = spent + Costs(
                 backend_calls=float(budget.backend_calls),
                 model_calls=float(model.calls),
@@ -393,7 +437,7 @@ class Agent:
                 output_tokens=float(model.output_tokens),
                 retries=float(gate.retries + model.retries),
             )
-        return checked, spent
+        return checked, spent, trace
 
     def _emitter(
         self, trial: int, trace_id: str, clock: SimClock
@@ -521,6 +565,17 @@ class Agent:
             depends={k: (v.from_, v.field) for k, v in need.depends_on().items()},
         )
 
+    def _challenged(
+        self,
+        final: FinalAnswer,
+        upstream: list[UpstreamTurn],
+        emit: Callable[[AgentEvent], None],
+    ) -> None:
+        """A challenger's answer against what it received: a `defence` event for each
+        sender whose claims it overruled."""
+        for sender, keys in overruled(final, upstream).items():
+            emit(DefenceActed(agent=self.name, defence="challenger", about=sender, corrected=keys))
+
     def _missing_turn(self, failure: Failure) -> UpstreamTurn:
         """An input that never came, as the model is told of it: a timed-out wait
         (explicit), or, swallowed (implicit), an empty answer that says ok."""
@@ -558,14 +613,18 @@ class Agent:
         sent_at: float | None = None,
         emit: Callable[[AgentEvent], None] | None = None,
         derived: list[str] | None = None,
+        reports: Sequence[InputReport] | None = None,
+        also_fired: Sequence[Fired] = (),
     ) -> None:
+        """`reports`: what the inputs said about failures, when not `inputs` themselves
+        (a discussion round: errors heard in earlier rounds too, once each)."""
         verdict = propagate(
             self.mode,
             agent=self.name,
             final=final,
             failures=failures,
             stopped=stopped,
-            inputs=inputs,
+            inputs=inputs if reports is None else reports,
         )
         faults = self._faults(trial, round_)
         fired: list[Fired] = []
@@ -595,11 +654,11 @@ class Agent:
                 copy = faults.copy_for(target, final)
                 copy_fired += copy.fired
                 wire = apply_copy(wire, copy)
-            if copy_fired:
-                mark_fired(wire, copy_fired)
+            if emit is not None:
                 for f in copy_fired:
-                    if emit is not None:
-                        emit(AgentFaultFired(agent=self.name, recipient=target, **f.event()))
+                    emit(AgentFaultFired(agent=self.name, recipient=target, **f.event()))
+            if copy_fired or also_fired:  # with what fired while the answer was made
+                mark_fired(wire, [*also_fired, *copy_fired])
             sent = await self.endpoint.send(
                 kind=kind,
                 recipient=target,
@@ -616,6 +675,7 @@ class Agent:
         memory = self._memory.get(trial)
         if memory is not None:
             memory.last_id = last_id
+            memory.reported, memory.confidence = verdict.errors, verdict.confidence
 
     def _faults(self, trial: int, round_: int) -> AgentFaults | None:
         """This round's fault draws (None for an agent without faults: no stream made)."""
@@ -636,7 +696,10 @@ class Agent:
         final = FinalAnswer(
             text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
         )
-        await self._publish_result(trial, trace_id, inputs, final, [failure], CRASHED, None, round_)
+        injected = [Fired("crash")] if isinstance(exc, InjectedCrash) else []
+        await self._publish_result(
+            trial, trace_id, inputs, final, [failure], CRASHED, None, round_, also_fired=injected
+        )
 
 
 async def _settle(pending: list[asyncio.Task[None]]) -> None:

@@ -13,7 +13,7 @@ of the same type from the world (`pool`), so a reader cannot tell them by their 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -174,3 +174,9 @@ def mark_fired(wire: JsonObject, fired: Sequence[Fired]) -> None:
     trace = wire.get("trace")
     if isinstance(trace, dict):
         trace["faults"] = [f.to_wire() for f in fired]
+
+
+def model_faults_fired(counts: Mapping[str, int]) -> list[Fired]:
+    """Injected model faults that fired on the way to an answer, one entry per kind
+    (`model.overloaded`), recorded with the answer like the agent's own faults."""
+    return [Fired(f"model.{kind}") for kind in sorted(counts) if counts[kind]]

@@ -1,8 +1,9 @@
 """A discussion round, as the simulated model does it: revise an answer given peers'.
 
-For every claim key a member or its peers state as certain, the member keeps a value
-it got from its own tools with probability `p_keep_own_evidence` (it trusts what it
-saw); otherwise the value most of the answers state (its own previous one counts as one
+For every claim key a member or its peers state as certain and disagree on, a member
+that looked the fact up itself states what its tools said with probability
+`p_keep_own_evidence` (it trusts what it saw, even after yielding in an earlier round);
+otherwise the value most of the answers state (its own previous one counts as one
 voice) wins, ties broken by one seeded draw. Keys nobody states keep the member's own
 open needs and flags. Pure: the caller gives the rng, so same seed, same revision.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pydantic import JsonValue
@@ -34,7 +35,7 @@ def _canon(value: JsonValue) -> str:
 
 def deliberate(
     previous: FinalAnswer,
-    own_evidence: frozenset[str],
+    own_evidence: Mapping[str, JsonValue],
     peers: Sequence[UpstreamTurn],
     rng: random.Random,
     p_keep_own_evidence: float,
@@ -47,10 +48,10 @@ def deliberate(
         voices = [c for c in [mine.get(key), *(t.get(key) for t in theirs)] if c is not None]
         own = mine.get(key)
         disputed = len({_canon(c.value) for c in voices}) > 1
-        if (own is not None and not disputed) or (
-            own is not None and key in own_evidence and rng.random() < p_keep_own_evidence
-        ):
+        if own is not None and not disputed:
             claims.append(own)
+        elif key in own_evidence and rng.random() < p_keep_own_evidence:
+            claims.append(Claim(key, own_evidence[key], True))  # what its tools said
         else:
             claims.append(_majority(voices, rng))
     # Uncertain claims of its own that nobody settled stay as they were (honest doubt).

@@ -9,10 +9,13 @@ stops after the round before the last. Pure bookkeeping; the agent does the work
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import JsonValue
 
 from errorflow.agents.model import FinalAnswer, TaskTurn
-from errorflow.bus.envelope import Envelope
+from errorflow.bus.envelope import Envelope, WireError
 from errorflow.scenario.model import Scenario
 
 
@@ -55,6 +58,32 @@ class Memory:
     #: Round 0's inputs: what later rounds still report (explicit propagation).
     inputs: list[Envelope]
     answer: FinalAnswer
-    own_evidence: frozenset[str]
+    #: What its own tools said, by claim key (round 0's answer, before any discussion).
+    own_evidence: dict[str, JsonValue]
     #: The id of the member's last answer as sent (None: it went to nobody).
     last_id: str | None = None
+    #: What its last answer reported (errors, confidence): a failure that reached a
+    #: member stays reported in its later rounds, as a chain forwards it downstream.
+    reported: list[WireError] = field(default_factory=list)
+    confidence: float = 1.0
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What a discussion round's inputs say about failures, once each: every error by
+    (origin, tool, code) at its fewest hops, the lowest confidence. Without it a
+    complete graph would multiply the same error round after round."""
+
+    errors: list[WireError]
+    confidence: float
+
+    @classmethod
+    def of(cls, memory: Memory | None, inputs: Sequence[Envelope]) -> Heard:
+        seen: dict[tuple[str, str | None, str], WireError] = {}
+        reports = [*(memory.reported if memory else []), *(e for m in inputs for e in m.errors)]
+        for e in reports:
+            key = (e.origin, e.tool, e.code.value)
+            if key not in seen or e.hops < seen[key].hops:
+                seen[key] = e
+        levels = [memory.confidence if memory else 1.0, *(m.confidence for m in inputs)]
+        return cls(list(seen.values()), min(levels))

@@ -130,13 +130,12 @@ class Inspection:
 class Stance:
     """How the agent treats what it receives: the defences it runs and, in a
     discussion round, that it revises its own answer (the upstream turn sent by itself)
-    in the light of its peers'. `own_evidence`: the claim keys of that answer it got
-    from its own tools."""
+    in the light of its peers'. `own_evidence`: what its own tools said, by claim key."""
 
     challenge: float = 0.0
     inspect: Inspection | None = None
     deliberate: bool = False
-    own_evidence: frozenset[str] = frozenset()
+    own_evidence: Mapping[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from errorflow.core.events import (
     GuardBlock,
     LoopStop,
     ModelError,
+    ModelFaultFired,
     RetriesExhausted,
     RetryScheduled,
     ToolCallEvent,
@@ -32,6 +33,9 @@ class PolicyTally:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.backoff_s = 0.0
+        #: Injected model faults that fired, by kind (not decisions: they go with the
+        #: message's `trace.faults`, so a run counts the trials each fired in).
+        self.model_faults: Counter[str] = Counter()
 
     def add(self, event: AgentEvent) -> None:
         c = self.counts
@@ -53,6 +57,8 @@ class PolicyTally:
             c[REFUSALS[event.code]] += 1
         elif isinstance(event, CallRefused):
             c[f"{event.by}_rejected"] += 1
+        elif isinstance(event, ModelFaultFired):
+            self.model_faults[event.kind] += 1
 
     def to_wire(self) -> dict[str, float]:
         """The non-zero counts (and backoff seconds), for the result's `trace.policy`."""

@@ -54,6 +54,7 @@ from errorflow.bus.envelope import (
     decode,
 )
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
+from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
 from errorflow.bus.transport import Connection
 from errorflow.core.control import Ack, Control, ControlAction, parse_control
 from errorflow.core.events import BusFaultFired, BusUndelivered, Event
@@ -73,31 +74,6 @@ def first_seq() -> int:
     """Where a new endpoint's seq starts: the wall clock in microseconds (16 digits until
     the year 2286; JSON and SQLite hold it exactly)."""
     return time.time_ns() // 1000
-
-
-class SeenSet:
-    """Messages already handled, in a bounded window (oldest forgotten first): by id (a
-    resend repeats it, and is a `duplicate`) and by (sender, seq) (a message of a sender
-    again under a new id: `replayed_seq`; seqs do not repeat, see `first_seq`)."""
-
-    WINDOW = 500_000
-
-    def __init__(self) -> None:
-        self._ids: dict[str, tuple[str, int]] = {}  # insertion order: oldest first
-        self._seqs: set[tuple[str, int]] = set()
-
-    def repeat(self, env: Envelope) -> str | None:
-        """None for a new message (now seen); otherwise the reason it is a repeat."""
-        if env.id in self._ids:
-            return "duplicate"
-        key = (env.sender, env.seq)
-        if key in self._seqs:
-            return "replayed_seq"
-        self._ids[env.id] = key
-        self._seqs.add(key)
-        if len(self._ids) > self.WINDOW:
-            self._seqs.discard(self._ids.pop(next(iter(self._ids))))
-        return None
 
 
 @dataclass(slots=True)
@@ -145,7 +121,8 @@ class Endpoint:
         self.members = set(members) if members is not None else None
         self.seq = first_seq() if seq_from is None else seq_from
         self.rejects: Counter[str] = Counter()
-        self.seen = SeenSet()
+        # every (sender, seq) of the run remembered in flat memory (seen_seqs)
+        self.seen: SeenSet = CompactSeenSet()
         if faults is not None and faults.ack_timeout_s is not None:
             ack_timeout_s = faults.ack_timeout_s
         if faults is not None and faults.max_resends is not None:

@@ -6,7 +6,7 @@ the whole run is remembered in a few integers per sender (a gap, a restarted sen
 costs one run). A repeated (sender, seq) is a `replayed_seq`, however old. Ids are kept
 only for the recent messages (`RECENT_IDS`): a resend repeats its message's id within
 seconds, and is then a `duplicate`; a copy older than that is still refused, as a
-`replayed_seq`. Same interface as `errorflow.bus.endpoint.SeenSet`, whose dict of every
+`replayed_seq`. Same interface as `SeenSet` (the bounded window kept before), whose dict of every
 id grows by about 250 bytes a message up to its window of 500,000.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 
-from errorflow.bus.endpoint import SeenSet
 from errorflow.bus.envelope import Envelope
 
 #: Ids remembered (a duplicate is told from a replay within these many messages).
@@ -22,6 +21,31 @@ RECENT_IDS = 100_000
 #: Runs kept per sender; past it the oldest are forgotten (only a sender that skips
 #: numbers on purpose gets there).
 MAX_RUNS = 10_000
+
+
+class SeenSet:
+    """Messages already handled, in a bounded window (oldest forgotten first): by id (a
+    resend repeats it, and is a `duplicate`) and by (sender, seq) (a message of a sender
+    again under a new id: `replayed_seq`; seqs do not repeat, see `first_seq`)."""
+
+    WINDOW = 500_000
+
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[str, int]] = {}  # insertion order: oldest first
+        self._seqs: set[tuple[str, int]] = set()
+
+    def repeat(self, env: Envelope) -> str | None:
+        """None for a new message (now seen); otherwise the reason it is a repeat."""
+        if env.id in self._ids:
+            return "duplicate"
+        key = (env.sender, env.seq)
+        if key in self._seqs:
+            return "replayed_seq"
+        self._ids[env.id] = key
+        self._seqs.add(key)
+        if len(self._ids) > self.WINDOW:
+            self._seqs.discard(self._ids.pop(next(iter(self._ids))))
+        return None
 
 
 class SeqRuns:

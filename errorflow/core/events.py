@@ -194,6 +194,23 @@ class AgentCrashed(_Event):
     at: float | None = None
 
 
+class DefenceActed(_Event):
+    """A defence changed what an agent relies on: its inspector corrected or blocked
+    claims of a message from `about`, or, as a challenger, it overruled claims it had
+    received with what its own tools said (errorflow.scenario.defence_model)."""
+
+    type: Literal["defence"] = "defence"
+    agent: str
+    defence: Literal["inspector", "challenger"]
+    about: str
+    corrected: list[str] = Field(default_factory=list)
+    blocked: list[str] = Field(default_factory=list)
+    #: Tool calls the defence made for this message (the inspector's checks).
+    calls: int = 0
+    #: Run time (simulated seconds) at which it happened, stamped by the agent.
+    at: float | None = None
+
+
 class AgentFaultFired(_Event):
     """An injected agent fault (`agents.NAME.faults`: corrupt, faulty, drop, hang,
     slow) struck the agent's answer or one copy of it on its way to `recipient`."""
@@ -262,6 +279,7 @@ AgentEvent = (
     | ModelFaultFired
     | AgentCrashed
     | AgentFaultFired
+    | DefenceActed
 )
 
 #: Every event on the wire, told apart by its `type`.

@@ -62,6 +62,8 @@ def header_lines(t: TrialTrace, width: int) -> list[str]:
 def _origin_lines(o: Origin, width: int) -> list[str]:
     if o.kind == "answer":
         return _wrap(f"no failure: {o.detail}", width, "  origin  ", " " * 10)
+    if o.kind == "agent_fault":
+        return _wrap(f"agent fault: {o.detail}", width, "  origin  ", " " * 10)
     where = " · ".join(
         p for p in (o.agent, o.tool, f"step {o.step}" if o.step else "", o.call_id) if p
     )
@@ -112,7 +114,8 @@ def root_cause_lines(g: Genealogy, rc: RootCause, width: int) -> list[str]:
 
 def _message_head(m: MessageNode, origins: set[str]) -> str:
     mark = " ◆" if m.id in origins else ""
-    parts = [f"{m.sender} → {m.recipient}  {m.kind}{mark}"]
+    turn = f" (round {m.round})" if m.round else ""
+    parts = [f"{m.sender} → {m.recipient}  {m.kind}{turn}{mark}"]
     if m.kind == "result" or m.own_failures or m.errors:
         parts.append(f"{m.status} · conf {m.confidence:.2f}")
     if m.label:
@@ -135,6 +138,8 @@ def _message_body(m: MessageNode, inv: Invocation | None, others: Sequence[str])
         )
     if m.own_failures:
         yield f"own failures: {', '.join(m.own_failures)}"
+    for fault in m.faults:
+        yield f"injected agent fault: {fault}"
     if m.handling:
         yield HANDLING[m.handling]
     if m.claims:

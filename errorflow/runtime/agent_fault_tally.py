@@ -1,6 +1,7 @@
-"""Where each configured agent fault fired, and the trials where it never did.
+"""Where each configured agent or model fault fired, and the trials where it never did.
 
-A fault that shaped a message says so under the message's `trace.faults`
+A fault that shaped a message (or, for a model fault, the work behind it) says so under
+the message's `trace.faults`
 (errorflow.agents.agent_faults.mark_fired); when a trial is over the runner hands its
 messages here. A fault that did not fire in a trial is no evidence about it, so the
 run's summary counts, per `agent.kind`, the trials it fired in and those it never did.
@@ -14,19 +15,22 @@ from errorflow.bus.envelope import Envelope, Kind
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.summary import BusFaultCount, bus_fault_counts
 
-#: Kinds recorded on messages (a crash is counted by its own events).
-RECORDED = ("corrupt", "faulty", "drop", "hang", "slow")
-
 
 class AgentFaultTally:
     def __init__(self, scenario: Scenario) -> None:
-        self.kinds = [
+        kinds = [
             f"{name}.{fault.kind}"
             for name, agent in scenario.agents.items()
             for fault in agent.faults
-            if fault.kind in RECORDED
         ]
-        self.kinds = list(dict.fromkeys(self.kinds))
+        kinds += [
+            f"{name}.model.{fault.kind}"
+            for name, agent in scenario.agents.items()
+            for fault in agent.model.faults
+        ]
+        #: `agent.kind` and `agent.model.kind` (a crash of an `errorflow agent` process
+        #: is counted by the runner's crash accounting, not here).
+        self.kinds = list(dict.fromkeys(kinds))
         self.fired: dict[int, dict[str, int]] = {}
         self.trials = 0
 

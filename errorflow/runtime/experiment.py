@@ -201,7 +201,7 @@ async def run_arms(
                 options,
                 group_id=group_id,
                 label=arm.label,
-                run_id=f"{group_id}-{_slug(arm.label)}",
+                run_id=cell_run_id(group_id, arm.label),
             )
             result = await run(arm.scenario, run_options)
             base, base_infra = None, 0
@@ -216,7 +216,7 @@ async def run_arms(
                         dataclasses.replace(
                             run_options,
                             label=f"{arm.label}:baseline",
-                            run_id=f"{group_id}-{_slug(arm.label)}-baseline",
+                            run_id=cell_run_id(group_id, arm.label, "-baseline"),
                         ),
                     )
                     cache[key] = base_run.summary["metrics"]["per_trial"]
@@ -246,6 +246,22 @@ def reference_json(reference: Reference | None) -> ReferenceJson | None:
     if reference is None:
         return None
     return {"source": reference.source, "note": reference.note, "cells": reference.cells}
+
+
+#: Longest run id of a sweep's cell: the bus derives trace ids from it (`RUN-t99999`,
+#: `RUN-presence`) and an envelope's trace id has at most 64 characters.
+MAX_CELL_RUN_ID = 52
+
+
+def cell_run_id(group_id: str, label: str, suffix: str = "") -> str:
+    """`GROUP-LABEL[-baseline]`, with the label cut (and a digest of the whole label
+    added) when the id would pass MAX_CELL_RUN_ID."""
+    slug = _slug(label)
+    room = MAX_CELL_RUN_ID - len(group_id) - 1 - len(suffix)
+    if len(slug) > room:
+        digest = hashlib.sha256(label.encode()).hexdigest()[:6]
+        slug = f"{slug[: max(1, room - 7)]}-{digest}"
+    return f"{group_id}-{slug}{suffix}"
 
 
 def _slug(label: str) -> str:

@@ -55,7 +55,7 @@ from errorflow.scenario import identity
 from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore
-from errorflow.scoring.summary import summarize
+from errorflow.scoring.summary import BusFaultCount, RunSummary, summarize
 
 #: `--workers auto`: one process per core for runs of at least this many trials (a worker
 #: costs about half a second to start), one process below.
@@ -158,9 +158,11 @@ class ShardResult:
     rejects: dict[str, int] = field(default_factory=dict)
     messages: dict[int, list[Envelope]] = field(default_factory=dict)
     error: str | None = None
-    #: What the shard's summary holds beyond per-trial scores (none, for a run that
-    #: can be split: checked, never merged by guess).
+    #: What the shard's summary holds beyond per-trial scores and fault counts (none,
+    #: for a run that can be split: checked, never merged by guess).
     extra: tuple[str, ...] = ()
+    #: Where each configured fault fired, per kind (summed over the shards).
+    fault_counts: dict[str, dict[str, BusFaultCount]] = field(default_factory=dict)
 
 
 #: What a worker puts on the results queue: ("trial", run_id, score) as each trial is
@@ -195,8 +197,30 @@ def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
         result = asyncio.run(run_scenario(shard.scenario, options))
     except Exception as exc:
         return ShardResult(shard.index, error=redact(f"{type(exc).__name__}: {exc}")[:500])
-    extra = tuple(sorted(set(result.summary) - set(summarize(result.scores))))
-    return ShardResult(shard.index, dict(result.rejects), result.messages, extra=extra)
+    more = set(result.summary) - set(summarize(result.scores))
+    counts = {k: dict(result.summary[k]) for k in sorted(more & FAULT_COUNTS)}  # type: ignore[literal-required]
+    extra = tuple(sorted(more - FAULT_COUNTS))
+    return ShardResult(
+        shard.index, dict(result.rejects), result.messages, extra=extra, fault_counts=counts
+    )
+
+
+#: Summary blocks that count trials a fault fired in (and never did): shards add up.
+FAULT_COUNTS = frozenset({"agent_faults", "bus_faults"})
+
+
+def merged_summary(scores: dict[int, TrialScore], done: dict[int, ShardResult]) -> RunSummary:
+    """The run's summary from every shard's scores, with the fault counts summed."""
+    summary = summarize([scores[t] for t in sorted(scores)])
+    for key in sorted({k for r in done.values() for k in r.fault_counts}):
+        total: dict[str, BusFaultCount] = {}
+        for r in done.values():
+            for kind, c in r.fault_counts.get(key, {}).items():
+                t = total.setdefault(kind, {"fired": 0, "never": 0, "times": 0})
+                for n in ("fired", "never", "times"):
+                    t[n] += c[n]
+        summary[key] = total  # type: ignore[literal-required]
+    return summary
 
 
 # -- the parent's side ---------------------------------------------------------------------
@@ -264,7 +288,7 @@ class Pool:
                 self.kill()  # a shard still running would write on under our feet
             for shard in shards:
                 await merge(db, shard.db_path)
-            summary = summarize([scores[t] for t in sorted(scores)])
+            summary = merged_summary(scores, done)
             await root_causes.record(db, run_id, finished=status == "finished")
             await finish_run(db, run_id, status, summary)
         return done
@@ -399,7 +423,7 @@ def _result(
         propagation=scenario.propagation,
         broker=broker,
         scores=ordered,
-        summary=summarize(ordered),
+        summary=merged_summary(scores, done),
         rejects=dict(rejects),
         messages=dict(sorted(messages.items())),
     )

@@ -95,6 +95,8 @@ class MessageNode:
     text: str
     stopped: str | None
     own_failures: tuple[str, ...]  # the sender's unrecovered failure codes (trace.failures)
+    #: Injected agent faults that shaped this copy (trace.faults), e.g. `corrupt: cost, churn`.
+    faults: tuple[str, ...]
     sim_seconds: float | None  # simulated seconds the sender spent (on the copy with costs)
     parents: tuple[str, ...]
     children: tuple[str, ...]
@@ -219,6 +221,21 @@ def _trace_of(env: Envelope) -> Mapping[str, Any]:
     return trace if isinstance(trace, dict) else {}
 
 
+def injected_faults(env: Envelope) -> tuple[str, ...]:
+    """The agent faults recorded on a message (errorflow.agents.agent_faults.mark_fired)."""
+    trace = env.payload.get("trace")
+    faults = trace.get("faults") if isinstance(trace, dict) else None
+    out = []
+    for f in faults if isinstance(faults, list) else ():
+        if isinstance(f, dict) and isinstance(f.get("kind"), str):
+            claims = f.get("claims")
+            what = ", ".join(map(str, claims)) if isinstance(claims, list) else ""
+            delay = f.get("delay_s")
+            what = what or (f"{delay:g} s late" if isinstance(delay, int | float) else "")
+            out.append(f"{f['kind']}: {what}" if what else str(f["kind"]))
+    return tuple(out)
+
+
 def own_failures(env: Envelope) -> tuple[str, ...]:
     failures = _trace_of(env).get("failures")
     return tuple(str(f) for f in failures) if isinstance(failures, list) else ()
@@ -317,6 +334,7 @@ def _node(
         text=answer.text,
         stopped=stopped if isinstance(stopped, str) else None,
         own_failures=own_failures(env),
+        faults=injected_faults(env),
         sim_seconds=_sim_seconds(env),
         parents=tuple(d for d in env.derived_from if d in ids),
         children=children,

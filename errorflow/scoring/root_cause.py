@@ -14,8 +14,10 @@ contamination went and where it stopped (pure, from a trial's genealogy).
   answer) is a *secondary* failure, not an origin; faults that never fired, or were
   undone, are no origins;
 - a contaminated message no failure reached (a model stating a false claim on its own)
-  is an origin of kind `answer`; a failed trial with neither (an answer left incomplete)
-  has its first message that is not clean as the `answer` origin;
+  is an origin of kind `answer`, or `agent_fault` when an injected agent fault shaped it
+  (a message corrupted in transit, a faulty model); a failed trial with neither (an
+  answer left incomplete) has its first message that is not clean as the `answer`
+  origin;
 - *dropped*: messages a failure reached that say nothing (`swallowed`: the sender's own
   failure; `silent`: an upstream one) or state a false claim as certain
   (`contaminated`);
@@ -36,7 +38,7 @@ from errorflow.scoring.genealogy import FailureView, Genealogy, Invocation, Mess
 
 FAILED_OUTCOMES = frozenset({"contained", "contaminated"})
 
-OriginKind = Literal["tool", "model", "policy", "answer"]
+OriginKind = Literal["tool", "model", "policy", "answer", "agent_fault"]
 DropKind = Literal["swallowed", "silent", "contaminated"]
 
 
@@ -266,9 +268,13 @@ def _answer_origins(
 def _answer_origin(m: MessageNode) -> Origin:
     why = m.reason or ("incomplete answer" if m.label == "clean" else m.label or "")
     detail = f"{m.sender}'s {m.kind} to {m.recipient}: {why}"
+    # An injected agent fault (a corrupted or faulty message) is where it started.
+    kind: OriginKind = "agent_fault" if m.faults else "answer"
+    if m.faults:
+        detail += f" (injected {'; '.join(m.faults)})"
     return Origin(
         agent=m.sender,
-        kind="answer",
+        kind=kind,
         tool=None,
         code=None,
         step=None,

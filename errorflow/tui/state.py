@@ -155,7 +155,8 @@ class RunModel:
 
     def _topology(self, scenario: Scenario) -> None:
         """Agents, tools and edges as the scenario declares them (`downstream_of` has
-        `waits_for` too; `returns_to` is the reviewer's send-back)."""
+        `waits_for` too; peers discuss both ways; `returns_to` is the reviewer's
+        send-back)."""
         self.scenario = scenario
         self.truth = Truth(scenario)
         self.tracker.terminals = frozenset(scenario.terminal_agents())
@@ -167,6 +168,8 @@ class RunModel:
         for name, spec in scenario.agents.items():
             for dst in scenario.downstream_of(name):
                 self._edge(name, dst, EdgeKind.SENDS)
+            for peer in scenario.peers_of(name):  # a discussion's rounds go both ways
+                self._edge(name, peer, EdgeKind.SENDS)
             if spec.returns_to is not None:
                 self._edge(name, spec.returns_to, EdgeKind.RETURNS)
         self.topology_changed = True
