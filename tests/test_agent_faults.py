@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,21 @@ def test_model_faults_and_crashes_are_counted_per_trial_like_agent_faults() -> N
     assert 0 < crash["fired"] < 80 and 0 < model["fired"] < 80
     # a crashed trial is an injected failure, never an infrastructure one
     assert res.outcomes["infra_fault"] == 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ({"kind": "corupt", "p": 0.2}, "found 'corupt' (a string); did you mean 'corrupt'?"),
+        ({"p": 0.2}, "missing required field 'kind'"),
+        ({"kind": "drop", "p": 0.2, "to": ["writr"]}, "unknown recipient 'writr'"),
+        ({"kind": "slow", "p": 1.5}, "expected a value <= 1, found 1.5"),
+    ],
+)
+def test_a_bad_agent_fault_is_refused_in_words(fault: dict[str, object], message: str) -> None:
+    from errorflow.scenario.loader import ScenarioError
+
+    data = {**CHAIN}
+    data["agents"] = {**CHAIN["agents"], "a": {**CHAIN["agents"]["a"], "faults": [fault]}}  # type: ignore[dict-item]
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        api.load_scenario(data)

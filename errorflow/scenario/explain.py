@@ -90,6 +90,21 @@ def _not_an_option(e: _Error) -> str:
     return msg + (f"; did you mean {close!r}?" if close else "")
 
 
+def _unknown_tag(e: _Error) -> str:
+    """A tagged choice (an agent fault's `kind`) naming no known tag."""
+    key = str(e.ctx.get("discriminator", "kind")).strip("'")
+    tag = e.ctx.get("tag")
+    expected = str(e.ctx.get("expected_tags", ""))
+    msg = f"{key}: expected one of {expected}, found {found(tag)}"
+    close = closest(tag, quoted_options(expected)) if isinstance(tag, str) else None
+    return msg + (f"; did you mean {close!r}?" if close else "")
+
+
+def _missing_tag(e: _Error) -> str:
+    key = str(e.ctx.get("discriminator", "kind")).strip("'")
+    return f"missing required field {key!r}"
+
+
 def _out_of_bounds(e: _Error) -> str:
     parent = model_for_path(e.root, e.path[:-1]) if e.path else None
     field = parent.model_fields.get(str(e.path[-1])) if parent and e.path else None
@@ -152,6 +167,8 @@ _WORDING: dict[str, Callable[[_Error], str | None]] = {
     "string_too_short": _empty_string,
     "string_too_long": _long_string,
     "string_pattern_mismatch": _not_a_name,
+    "union_tag_invalid": _unknown_tag,
+    "union_tag_not_found": _missing_tag,
 }
 
 
