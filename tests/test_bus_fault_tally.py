@@ -243,3 +243,17 @@ def test_counts_and_the_line_say_where_a_kind_never_fired() -> None:
         "bus faults: drop fired in 2 of 200 trials (3 sends), never in 198; "
         "reorder fired in 0 of 200 trials (0 sends), never in 200"
     )
+
+
+def test_recovery_counts_the_struck_trials_by_how_they_ended() -> None:
+    from errorflow.runtime.bus_fault_tally import bus_recovery
+    from errorflow.scoring.score import Outcome, TrialScore
+
+    scores = {
+        0: TrialScore(0, Outcome.SUCCESS, 0),
+        1: TrialScore(1, Outcome.BUS_FAULT, 0, reason="a→b: dropped 3 of 3 sends"),
+        2: TrialScore(2, Outcome.CONTAINED, 0),
+        3: TrialScore(3, Outcome.SUCCESS, 0),
+    }
+    fired = {0: {"drop": 1}, 1: {"drop": 3}, 2: {"duplicate": 1}}
+    assert bus_recovery(fired, scores) == {"struck": 3, "recovered": 2, "lost": 1}

@@ -25,6 +25,7 @@ from errorflow.scoring.summary import (
     Rate,
     RunJson,
     bus_fault_line,
+    bus_recovery_line,
 )
 
 #: Outcomes shown only when some trial had them.
@@ -128,6 +129,9 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     bus_faults = data.get("bus_faults")
     if bus_faults:
         console.print(bus_fault_line(bus_faults), highlight=False)
+    recovery = data.get("bus_recovery")
+    if recovery:
+        console.print(bus_recovery_line(recovery), highlight=False)
     agent_faults = data.get("agent_faults")
     if agent_faults:
         console.print(bus_fault_line(agent_faults, "agent faults"), highlight=False)

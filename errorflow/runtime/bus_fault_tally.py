@@ -16,7 +16,7 @@ from errorflow.bus.envelope import Envelope
 from errorflow.core.events import BusFaultFired, BusUndelivered, parse_event
 from errorflow.runtime.trial_tracker import TrialState, TrialTracker
 from errorflow.scoring.score import Outcome, TrialScore
-from errorflow.scoring.summary import BusFaultCount, bus_fault_counts
+from errorflow.scoring.summary import BusFaultCount, BusRecovery, bus_fault_counts
 
 
 class BusFaultTally:
@@ -69,3 +69,11 @@ class BusFaultTally:
         if self.plan is None or not self.plan.kinds:
             return None
         return bus_fault_counts(self.plan.kinds, self.fired, self.trials)
+
+
+def bus_recovery(fired: dict[int, dict[str, int]], scores: dict[int, TrialScore]) -> BusRecovery:
+    """Of the trials a bus fault struck, those the acks and resends recovered (the trial
+    finished) and those it ended (`bus_fault`, with its reason)."""
+    struck = [t for t in fired if t in scores]
+    lost = sum(scores[t].outcome is Outcome.BUS_FAULT for t in struck)
+    return {"struck": len(struck), "recovered": len(struck) - lost, "lost": lost}

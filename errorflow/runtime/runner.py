@@ -51,7 +51,7 @@ from errorflow.core.events import AgentCrashed, LabelEvent, TrialOutcomeEvent, p
 from errorflow.core.redact import redact
 from errorflow.runtime import root_causes
 from errorflow.runtime.agent_fault_tally import AgentFaultTally
-from errorflow.runtime.bus_fault_tally import BusFaultTally
+from errorflow.runtime.bus_fault_tally import BusFaultTally, bus_recovery
 from errorflow.runtime.crashes import crash_reason, crash_score, crash_watched, what
 from errorflow.runtime.liveness import (
     DEFAULT_GRACE_S,
@@ -174,6 +174,8 @@ class RunResult:
             doc["bus_faults"] = self.summary["bus_faults"]
         if "agent_faults" in self.summary:
             doc["agent_faults"] = self.summary["agent_faults"]
+        if "bus_recovery" in self.summary:
+            doc["bus_recovery"] = self.summary["bus_recovery"]
         return doc
 
 
@@ -745,6 +747,7 @@ class _Runner:
         bus_faults = self.bus_faults.counts()
         if bus_faults is not None:
             summary["bus_faults"] = bus_faults
+            summary["bus_recovery"] = bus_recovery(self.bus_faults.fired, self.scores)
         agent_faults = self.agent_faults.counts()
         if agent_faults is not None:
             summary["agent_faults"] = agent_faults

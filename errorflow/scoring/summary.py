@@ -65,12 +65,21 @@ class BusFaultCount(TypedDict):
     times: int  # sends it struck, over every trial
 
 
+class BusRecovery(TypedDict):
+    """The trials a bus fault struck: recovered by acks and resends, or lost."""
+
+    struck: int
+    recovered: int
+    lost: int  # ended as `bus_fault`
+
+
 class RunSummary(TypedDict):
     trials: int
     outcomes: OutcomeCounts
     metrics: Metrics
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
     bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
+    bus_recovery: NotRequired[BusRecovery]
     agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
 
 
@@ -102,6 +111,7 @@ class RunJson(TypedDict):
     amplification: NotRequired[Amplification]  # a run measured against a baseline
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
     bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
+    bus_recovery: NotRequired[BusRecovery]
     agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
 
 
@@ -145,6 +155,14 @@ def bus_fault_counts(
         hit = [f[kind] for f in fired.values() if f.get(kind)]
         out[kind] = {"fired": len(hit), "never": trials - len(hit), "times": sum(hit)}
     return out
+
+
+def bus_recovery_line(r: BusRecovery) -> str:
+    """`bus faults struck 35 trials: 35 recovered by resends, 0 lost (bus_fault)`"""
+    return (
+        f"bus faults struck {r['struck']} trials: {r['recovered']} recovered by resends, "
+        f"{r['lost']} lost (bus_fault)"
+    )
 
 
 def bus_fault_line(counts: Mapping[str, BusFaultCount], what: str = "bus faults") -> str:
