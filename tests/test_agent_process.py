@@ -23,16 +23,21 @@ KEY_ENV = {**os.environ, signing.KEY_ENV: signing.key_to_text(KEY)}
 
 
 def spawn_agent(
-    name: str, run_id: str, url: str, env: dict[str, str] | None = None
+    name: str,
+    run_id: str,
+    url: str,
+    env: dict[str, str] | None = None,
+    scenario_file: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`errorflow agent` for the contamination scenario (`env`: the run key by default)."""
+    """`errorflow agent` for `scenario_file` (default: the contamination scenario;
+    `env`: the run key by default)."""
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "errorflow",
             "agent",
-            str(bundled()["contamination"]),
+            str(scenario_file or bundled()["contamination"]),
             "--name",
             name,
             "--broker",

@@ -3,8 +3,6 @@ rounds travel the broker and the outcomes are the one-process run's."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import yaml
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import load
 from tests.conftest import Mosquitto
-from tests.test_agent_process import KEY, KEY_ENV
+from tests.test_agent_process import KEY, spawn_agent
 
 FLAT = {
     "name": "flat-processes",
@@ -52,16 +50,7 @@ async def test_a_discussion_across_agent_processes_gives_the_one_process_outcome
     s = load(path)
     run_id = "talk-run-1"
     url = f"mqtt://127.0.0.1:{mosquitto.port}"
-    command = [sys.executable, "-m", "errorflow", "agent", str(path), "--broker", url]
-    procs = [
-        subprocess.Popen(
-            [*command, "--name", name, "--run", run_id],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=KEY_ENV,
-        )
-        for name in ("x", "y", "z")
-    ]
+    procs = [spawn_agent(name, run_id, url, scenario_file=path) for name in ("x", "y", "z")]
     try:
         split = await run_scenario(
             s,

@@ -271,16 +271,7 @@ class Agent:
         reported = [*reported, *came.missing]
         if self.spec.challenge > 0:
             self._challenged(final, upstream, emit)
-        costs = extra + Costs(
-            backend_calls=float(budget.backend_calls),
-            model_calls=float(model.calls),
-            input_tokens=float(model.input_tokens),
-            output_tokens=float(model.output_tokens),
-            retries=float(gate.retries + model.retries),
-            sim_seconds=round(clock.now - start, 6),
-            cache_read_tokens=float(model.cache_read_tokens),
-            cache_write_tokens=float(model.cache_write_tokens),
-        )
+        costs = extra + spent(budget, model, gate.retries, clock.now - start)
         ended = round(clock.now, 6) if self.scenario.run_scoped else None
         if self.talk.member:
             own = {
@@ -349,14 +340,8 @@ class Agent:
         if self.spec.challenge > 0:
             self._challenged(final, peers, emit)
         stopped = out.stopped
-        costs = extra + Costs(
-            backend_calls=float(budget.backend_calls),
-            model_calls=float(model.calls),
-            input_tokens=float(model.input_tokens),
-            output_tokens=float(model.output_tokens),
-            retries=float(model.retries + (gate.retries if gate is not None else 0)),
-            sim_seconds=round(clock.now - start, 6),
-        )
+        retries = gate.retries if gate is not None else 0
+        costs = extra + spent(budget, model, retries, clock.now - start)
         if memory is not None:
             memory.answer = final
         heard = Heard.of(memory, came.arrived)
@@ -405,7 +390,7 @@ class Agent:
             self.name, "inspector", INSPECTOR_INSTRUCTIONS, tools, "check", Stance(inspect=brief)
         )
         checked: list[UpstreamTurn] = []
-        spent = Costs()
+        cost = Costs()
         trace: list[TraceEntry] = []
         for turn in upstream:
             who = f"{owner}~inspector~{turn.sender}"
@@ -430,14 +415,8 @@ class Agent:
                     )
                 )
             trace += gate.trace
-            spent = spent + Costs(
-                backend_calls=float(budget.backend_calls),
-                model_calls=float(model.calls),
-                input_tokens=float(model.input_tokens),
-                output_tokens=float(model.output_tokens),
-                retries=float(gate.retries + model.retries),
-            )
-        return checked, spent, trace
+            cost = cost + spent(budget, model, gate.retries)
+        return checked, cost, trace
 
     def _emitter(
         self, trial: int, trace_id: str, clock: SimClock
@@ -718,6 +697,21 @@ class _NoTools:
 
     async def call(self, call: ToolCall) -> GateOutcome:
         raise RuntimeError(f"a discussion round calls no tools (asked for {call.name!r})")
+
+
+def spent(budget: Budget, model: ModelGate, tool_retries: int, seconds: float = 0.0) -> Costs:
+    """What one piece of work cost: its budget's backend calls, its model gate's calls
+    and tokens, the retries of both, the simulated seconds it took."""
+    return Costs(
+        backend_calls=float(budget.backend_calls),
+        model_calls=float(model.calls),
+        input_tokens=float(model.input_tokens),
+        output_tokens=float(model.output_tokens),
+        retries=float(tool_retries + model.retries),
+        sim_seconds=round(seconds, 6),
+        cache_read_tokens=float(model.cache_read_tokens),
+        cache_write_tokens=float(model.cache_write_tokens),
+    )
 
 
 def _tool_of(scenario: Scenario, key: str) -> str | None:
