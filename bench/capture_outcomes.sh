@@ -10,8 +10,11 @@ out=$1
 mkdir -p "$out"
 db=$out/db.sqlite
 rm -f "$db"
-for s in contamination partial-success; do
+for s in contamination partial-success support-pipeline analytics-pipeline order-desk; do
   errorflow run "$s" --propagation both --json -q --db "$db" > "$out/run-$s.json"
+done
+for s in outage retry-storm runaway-loop; do
+  errorflow run "$s" --json -q --db "$db" > "$out/run1-$s.json"
 done
 for s in contamination partial-success message-rewrite amplification strategy-matrix topologies; do
   errorflow run "$s" --json -q --db "$db" > "$out/run1-$s.json"
