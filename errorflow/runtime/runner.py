@@ -28,7 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -597,6 +597,8 @@ class _Runner:
                 await self._publish_labels(score)
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
+            if not self.options.keep_messages:  # the labels are stored and published:
+                self.scores[trial] = replace(score, labels=[])  # memory stays flat
 
     def _timed_out(self, trial: int) -> TrialScore:
         """A trial without its final result: a bus fault, unless a message that did come
