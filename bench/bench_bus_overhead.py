@@ -1,4 +1,9 @@
-"""Bus overhead: errorflow's envelope path against raw aiomqtt, same broker, same run.
+"""Bus overhead: errorflow's envelope path against the raw MQTT client, same broker, run.
+
+Both client libraries errorflow can use (issue #19): aiomqtt (`bus.mqtt.MqttConnection`)
+and gmqtt (`bus.gmqtt_transport.GmqttConnection`), each against its own raw client.
+The raw gmqtt path publishes a window of messages and then waits until gmqtt's own
+QoS 1 storage is empty (every PUBACK in), the nearest gmqtt has to awaited publishes.
 
 errorflow path, per message: build an `Envelope` (pydantic validation), `encode()`,
 `MqttConnection.publish` (QoS 1), the connection's reader task and queue, then
@@ -29,17 +34,22 @@ target, not judged against it (it moves two messages per message).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 import uuid
 from typing import Any
 
 import aiomqtt
+import gmqtt  # type: ignore[import-untyped]
 from _util import broker, no_delay, parse_args, row, run, verdict
+from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
+from gmqtt.storage import PersistentStorage  # type: ignore[import-untyped]
 
 from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.envelope import Envelope, Kind, Status, WireError, decode
+from errorflow.bus.gmqtt_transport import GmqttConnection
 from errorflow.bus.mqtt import MqttConnection
 from errorflow.bus.url import BrokerURL
 from errorflow.core.taxonomy import ErrorCode
@@ -148,13 +158,75 @@ async def raw_round(url: BrokerURL, n: int, window: int, payload: bytes = SAMPLE
         return elapsed
 
 
-async def errorflow_round(
-    url: BrokerURL, n: int, window: int, envelopes: bool = True
-) -> float:
-    """envelopes=False: MqttConnection with ready bytes, no Envelope work (attribution)."""
+class _Window(PersistentStorage):  # type: ignore[misc]
+    """gmqtt's own QoS 1 storage, counting PUBACKs: `window` publishes in flight."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        self.free = asyncio.Semaphore(window)
+        self.inflight: set[int] = set()
+
+    def push_message(self, mid: int, raw_package: bytes) -> None:
+        super().push_message(mid, raw_package)
+        self.inflight.add(mid)
+
+    def remove_message_by_mid(self, mid: int) -> None:
+        if mid in self.inflight:
+            self.inflight.discard(mid)
+            self.free.release()
+        super().remove_message_by_mid(mid)
+
+
+async def raw_gmqtt_round(url: BrokerURL, n: int, window: int, payload: bytes = SAMPLE) -> float:
+    """Seconds to move n payloads between two raw gmqtt clients, QoS 1, at most `window`
+    publishes waiting for their PUBACK (gmqtt's own storage tells us which are in)."""
     tag = uuid.uuid4().hex[:6]
-    sub = MqttConnection(url, f"ef-sub-{tag}")
-    pub = MqttConnection(url, f"ef-pub-{tag}")
+    got = 0
+    done, subscribed = asyncio.Event(), asyncio.Event()
+
+    def on_message(client: Any, topic: str, data: bytes, qos: int, props: Any) -> int:
+        nonlocal got
+        got += 1
+        if got == n:
+            done.set()
+        return 0
+
+    storage = _Window(window)
+    sub = gmqtt.Client(f"raw-sub-{tag}")
+    pub = gmqtt.Client(f"raw-pub-{tag}", persistent_storage=storage)
+    sub.on_message = on_message
+    sub.on_subscribe = lambda *args: subscribed.set()
+    for c in (sub, pub):
+        if url.username:
+            c.set_auth_credentials(url.username, url.password)
+        await asyncio.wait_for(c.connect(url.host, url.port, keepalive=15, version=MQTTv311), 10)
+    try:
+        sub.subscribe(TOPIC, qos=1)
+        await asyncio.wait_for(subscribed.wait(), 10)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await storage.free.acquire()
+            pub.publish(TOPIC, payload, qos=1)
+        await asyncio.wait_for(storage.wait_empty(), 120)
+        await asyncio.wait_for(done.wait(), 120)
+        return time.perf_counter() - t0
+    finally:
+        for c in (pub, sub):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(c.disconnect(), 5)
+
+
+RAW = {"aiomqtt": raw_round, "gmqtt": raw_gmqtt_round}
+CONNECTION = {"aiomqtt": MqttConnection, "gmqtt": GmqttConnection}
+
+
+async def errorflow_round(
+    url: BrokerURL, n: int, window: int, envelopes: bool = True, client: str = "aiomqtt"
+) -> float:
+    """envelopes=False: the connection with ready bytes, no Envelope work (attribution)."""
+    tag = uuid.uuid4().hex[:6]
+    sub = CONNECTION[client](url, f"ef-sub-{tag}")
+    pub = CONNECTION[client](url, f"ef-pub-{tag}")
     await sub.start()
     await pub.start()
     try:
@@ -192,11 +264,11 @@ async def errorflow_round(
         await sub.close()
 
 
-async def acked_round(url: BrokerURL, n: int, window: int) -> float:
+async def acked_round(url: BrokerURL, n: int, window: int, client: str = "aiomqtt") -> float:
     """Endpoint to Endpoint with end-to-end acks: until n arrived and n acks are back."""
     tag = uuid.uuid4().hex[:6]
-    sub = MqttConnection(url, f"ack-sub-{tag}")
-    pub = MqttConnection(url, f"ack-pub-{tag}")
+    sub = CONNECTION[client](url, f"ack-sub-{tag}")
+    pub = CONNECTION[client](url, f"ack-pub-{tag}")
     await sub.start()
     await pub.start()
     members = {"researcher", "writer"}
@@ -272,11 +344,26 @@ def cpu_costs(n: int = 5000) -> dict[str, float]:
             "check (decode+verify)": (t3 - t2) / n * 1e6, "sign+verify": (t4 - t3) / n * 1e6}
 
 
-async def bench_broker(kind: str, n: int, rounds: int) -> dict[str, Any]:
+#: A round that takes longer is stuck: every task's stack is printed, then it fails.
+ROUND_LIMIT_S = 300.0
+
+
+async def _watched(what: str, coro: Any) -> float:
+    try:
+        return float(await asyncio.wait_for(coro, ROUND_LIMIT_S))
+    except TimeoutError:
+        print(f"STUCK: {what} took over {ROUND_LIMIT_S:g}s; tasks:", flush=True)
+        for task in asyncio.all_tasks():
+            task.print_stack()
+        raise
+
+
+async def bench_broker(kind: str, n: int, rounds: int, client: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    raw = RAW[client]
     async with broker(kind) as url:
-        await raw_round(url, min(n, 500), 8)  # warm-up (connections, broker caches)
-        await errorflow_round(url, min(n, 500), 8)
+        await raw(url, min(n, 500), 8)  # warm-up (connections, broker caches)
+        await errorflow_round(url, min(n, 500), 8, client=client)
         for shape, window, count in (("32 in flight", 32, n), ("1 in flight", 1, n // 4)):
             ratios, transport, acked, raws, efs = [], [], [], [], []
             for r in range(rounds):
@@ -285,13 +372,19 @@ async def bench_broker(kind: str, n: int, rounds: int) -> dict[str, Any]:
                 order = order[r % 4:] + order[:r % 4]
                 times: dict[str, float] = {}
                 for path in order:
+                    what = f"{kind} {client} {shape} {path} round {r + 1}"
                     if path == "raw":
-                        times[path] = await raw_round(url, count, window)
+                        times[path] = await _watched(what, raw(url, count, window))
                     elif path == "acked":
-                        times[path] = await acked_round(url, count, window)
+                        times[path] = await _watched(
+                            what, acked_round(url, count, window, client)
+                        )
                     else:
-                        times[path] = await errorflow_round(
-                            url, count, window, envelopes=path == "ef"
+                        times[path] = await _watched(
+                            what,
+                            errorflow_round(
+                                url, count, window, envelopes=path == "ef", client=client
+                            ),
                         )
                 raws.append(count / times["raw"])
                 efs.append(count / times["ef"])
@@ -320,10 +413,12 @@ async def main() -> None:
           + ", ".join(f"{k} {v:.1f} us" for k, v in costs.items()))
     results = {}
     for kind in ("embedded", "mosquitto"):
-        results[kind] = await bench_broker(kind, n, rounds)
+        for client in ("aiomqtt", "gmqtt"):
+            results[f"{kind} {client}"] = await bench_broker(kind, n, rounds, client)
+            print(f"  {kind} {client}: done", flush=True)
     print()
-    print(row("broker / load", "raw msg/s   errorflow msg/s   errorflow/raw (median; rounds)"
-              "   MqttConnection-only/raw   acked/raw"))
+    print(row("broker client / load", "raw msg/s   errorflow msg/s   errorflow/raw (median; rounds)"
+              "   transport-only/raw   acked/raw"))
     worst = 0.0
     for kind, shapes in results.items():
         for shape, r in shapes.items():
@@ -334,7 +429,7 @@ async def main() -> None:
                       f"{r['ratio']:.2f}x ({rounds_txt})   {r['transport_ratio']:.2f}x"
                       f"   {r['acked_ratio']:.2f}x"))
     print()
-    print("MqttConnection-only: errorflow's transport with ready bytes and no Envelope work;"
+    print("transport-only: errorflow's connection with ready bytes and no Envelope work;"
           " the rest of the gap is building, encoding, decoding and validating envelopes.")
     print("acked: Endpoint.send/receive with end-to-end acks (an ack message per message);"
           " not judged against the target.")

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+import types
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+# gmqtt's wheel installs a top-level `tests` package into site-packages; a regular
+# package there beats this directory (a namespace package) for `from tests.conftest
+# import ...`. Name this directory `tests` before any test module imports it.
+if Path(getattr(sys.modules.get("tests"), "__file__", None) or "/").parent != Path(__file__).parent:
+    _tests = types.ModuleType("tests")
+    _tests.__path__ = [str(Path(__file__).parent)]
+    sys.modules["tests"] = _tests
 
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.url import BrokerURL
@@ -134,6 +145,49 @@ def scenario(name: str, **update: object) -> Scenario:
 #: Fixtures that start or use a real Mosquitto: their tests carry the `mosquitto` marker
 #: (`pytest -m "not mosquitto"` runs the rest on a machine without one).
 MOSQUITTO_FIXTURES = frozenset({"mosquitto", "tls_broker"})
+BROKER_FIXTURES = MOSQUITTO_FIXTURES | {"embedded"}
+
+
+#: The broker-facing test modules run against both MQTT client libraries (bus.mqtt
+#: `client_of`): their async tests and those on a broker, each once per client.
+MQTT_CLIENT_MODULES = frozenset(
+    {"test_mqtt", "test_endpoint", "test_broker", "test_liveness", "test_bus_security"}
+    | {"test_agent_process"}
+)
+MQTT_CLIENTS = ("aiomqtt", "gmqtt")
+#: Tests that look inside paho's client (aiomqtt only; test_gmqtt_transport has gmqtt's).
+PAHO_ONLY = frozenset(
+    {
+        "test_connections_send_without_nagle_delay",
+        "test_a_will_is_published_when_a_session_drops_not_when_it_closes",
+    }
+)
+
+
+def _both_clients(metafunc: pytest.Metafunc) -> bool:
+    if metafunc.module.__name__.rsplit(".", 1)[-1] not in MQTT_CLIENT_MODULES:
+        return False
+    if metafunc.function.__name__ in PAHO_ONLY:
+        return False
+    on_broker = bool(BROKER_FIXTURES & set(metafunc.fixturenames))
+    marked = metafunc.definition.get_closest_marker("mosquitto") is not None
+    return on_broker or marked or asyncio.iscoroutinefunction(metafunc.function)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Other tests keep their ids: only these get a [aiomqtt]/[gmqtt] parameter.
+    if "mqtt_client" in metafunc.fixturenames and _both_clients(metafunc):
+        metafunc.parametrize("mqtt_client", MQTT_CLIENTS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def mqtt_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The client library this test's connections use (ERRORFLOW_MQTT_CLIENT, which
+    agent processes started by the test inherit); None: the default."""
+    client: str | None = getattr(request, "param", None)
+    if client is not None:
+        monkeypatch.setenv("ERRORFLOW_MQTT_CLIENT", client)
+    return client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

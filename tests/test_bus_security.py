@@ -126,6 +126,10 @@ def test_hostile_clients_change_no_outcome(mosquitto: Mosquitto, tmp_path: Path)
         await asyncio.sleep(0.3)
         opts = RunOptions(broker=mosquitto.url, db_path=tmp_path / "c.db", run_id="clean-run")
         result = await run_scenario(s, opts)
+        for _ in range(100):  # a fast run (gmqtt) can end before the spy has caught up
+            if sum(b'"kind":"result"' in raw for _, raw in seen) >= 40:
+                break
+            await asyncio.sleep(0.05)
         spy.cancel()
         return result, seen
 

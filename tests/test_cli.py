@@ -172,6 +172,7 @@ def test_parser_has_one_builder_per_command_in_help_order() -> None:
         "sweep",
         "report",
         "agent",
+        "worker",
         "broker-config",
         "validate",
         "schema",

@@ -4,6 +4,9 @@ Credentials may also come from ERRORFLOW_MQTT_USERNAME / ERRORFLOW_MQTT_PASSWORD
 they stay out of shell history. TLS options ride in the query string:
 `mqtts://host:8883?ca=ca.pem&cert=client.pem&key=client.key`. `str()` of a parsed URL
 never shows the password.
+
+`?client=gmqtt` (or `aiomqtt`) picks the MQTT client library of every connection made
+from this URL (`bus.mqtt.client_of`; else ERRORFLOW_MQTT_CLIENT, else the default).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 USER_ENV = "ERRORFLOW_MQTT_USERNAME"
 PASSWORD_ENV = "ERRORFLOW_MQTT_PASSWORD"
+#: The MQTT client libraries a connection can use (`?client=`).
+CLIENTS = ("aiomqtt", "gmqtt")
 
 
 class BrokerURLError(ValueError):
@@ -31,11 +36,13 @@ class BrokerURL:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    client: str | None = None  # None: ERRORFLOW_MQTT_CLIENT, else the default
 
     def __str__(self) -> str:
         scheme = "mqtts" if self.tls else "mqtt"
         user = f"{self.username}:***@" if self.username else ""
-        return f"{scheme}://{user}{self.host}:{self.port}"
+        client = f"?client={self.client}" if self.client else ""
+        return f"{scheme}://{user}{self.host}:{self.port}{client}"
 
     def __repr__(self) -> str:
         return f"BrokerURL({self})"
@@ -56,12 +63,15 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerUR
     except ValueError:
         raise BrokerURLError("broker URL port is not a number in 1-65535") from None
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"ca", "cert", "key"}
+    unknown = set(query) - {"ca", "cert", "key", "client"}
     if unknown:
         raise BrokerURLError(f"unknown broker URL option(s): {', '.join(sorted(unknown))}")
     for option in ("ca", "cert", "key"):
         if option in query and not os.path.isfile(query[option]):
             raise BrokerURLError(f"broker URL option {option}={query[option]}: no such file")
+    client = query.get("client")
+    if client is not None and client not in CLIENTS:
+        raise BrokerURLError(f"broker URL option client={client}: expected one of {CLIENTS}")
     username = unquote(parts.username) if parts.username else env.get(USER_ENV) or None
     password = unquote(parts.password) if parts.password else env.get(PASSWORD_ENV) or None
     return BrokerURL(
@@ -73,4 +83,5 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerUR
         ca_file=query.get("ca"),
         cert_file=query.get("cert"),
         key_file=query.get("key"),
+        client=client,
     )

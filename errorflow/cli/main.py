@@ -22,10 +22,12 @@ from errorflow.cli import (
     sweep_command,
     trace_command,
     tui_commands,
+    worker_command,
 )
 from errorflow.cli.args import Parser
 from errorflow.cli.console import fail
 from errorflow.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, explain
+from errorflow.cli.mqtt_client_option import add_mqtt_client_option, apply_mqtt_client_option
 
 #: Every command's parser builder, in the order `errorflow --help` lists them.
 COMMANDS = (
@@ -33,6 +35,7 @@ COMMANDS = (
     sweep_command.add_sweep,
     store_commands.add_report,
     agent_command.add_agent,
+    worker_command.add_worker,
     broker_command.add_broker_config_command,
     info_commands.add_validate,
     info_commands.add_schema,
@@ -57,6 +60,7 @@ def build_parser() -> Parser:
     p.add_argument(
         "-v", "--verbose", action="store_true", help="log errorflow's debug output to stderr"
     )
+    add_mqtt_client_option(p)
     # The subcommands' parsers are `Parser`s too; the builders only add arguments to them.
     sub = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
@@ -81,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else 0
         configure_logging(args.verbose)
+        apply_mqtt_client_option(args)
         code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe fails here, where it is caught
         return code

@@ -22,15 +22,19 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from errorflow.cli.console import out
+from errorflow.bus.signing import KEY_ENV
+from errorflow.bus.url import BrokerURL
+from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, Interrupted, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.resume import Source, resumable, resume_hint
 from errorflow.cli.run_keys import runner_key
 from errorflow.cli.run_options import (
+    check_remote_workers,
     check_workers,
     grace_option,
+    remote_workers_option,
     run_options,
     scenario_of,
     scenario_options,
@@ -41,7 +45,7 @@ from errorflow.cli.spend import arms_of, check_spend, print_traffic, traffic_doc
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
 from errorflow.reports.tables import paired_table, print_run, shown
-from errorflow.runtime import runner, workers
+from errorflow.runtime import broker_workers, runner, workers
 from errorflow.runtime.experiment import (
     Arm,
     ArmJson,
@@ -77,6 +81,8 @@ def resume_on_failure(
         raise Interrupted(what + resume_hint(db, run_ids, group_id, source)) from None
     except (ParticipantLost, workers.ShardFailed) as exc:
         raise RunFailure(str(exc) + resume_hint(db, run_ids, group_id, source)) from None
+    except broker_workers.NoWorkers as exc:  # before the run was stored
+        raise RunFailure(str(exc)) from None
     except StoreError as exc:
         if isinstance(exc, UnwritableStore):
             raise
@@ -95,12 +101,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if check_spend(args, arms_of(scenario, both), args.baseline):
         return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
     check_workers(args, [a.scenario for a in arms_of(scenario, both)])
+    if args.remote_workers:
+        check_remote_workers(args, [scenario])
     writable_db(args.db)
     run_id_is_new(args.db, args.run_id)
     broker = broker_of(args.broker)  # a broker that is down fails before the run is stored
     key = runner_key(args.key_file, args.external_agents)
     group_id = new_group_id(scenario) if both or args.baseline else None
     run_id = args.resume or args.run_id or (None if group_id else runner.new_run_id(scenario.name))
+    remote = _remote(args, broker, key, run_id)
     steps = ["explicit", "implicit"] if both else []
     log.debug("run %s of %s: store %s, broker %s", run_id or group_id, scenario.name, args.db,
               broker or "embedded")  # fmt: skip  # BrokerURL: its password shows as ***
@@ -133,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         else:
             once = asyncio.run(
-                interruptible(_run_once(scenario, options, bars, group_id, args.workers))
+                interruptible(_run_once(scenario, options, bars, group_id, args.workers, remote))
             )
         wall = time.perf_counter() - started
     if both:
@@ -185,6 +194,26 @@ def _refuse_combinations(args: argparse.Namespace) -> None:
         )
 
 
+def _remote(
+    args: argparse.Namespace, broker: BrokerURL | None, key: bytes | None, run_id: str | None
+) -> broker_workers.Remote | None:
+    """With --remote-workers: where the trials are handed out, said on stderr."""
+    if not args.remote_workers:
+        return None
+    assert broker is not None  # checked: --broker is required
+    if key is None:
+        raise UsageError(
+            f"the workers need the run key: expected --key-file PATH (created if missing) "
+            f"or {KEY_ENV}",
+            where=f"--remote-workers {args.remote_workers}",
+        )
+    say(f"run {run_id}: waiting for {args.remote_workers} `errorflow worker --broker URL "
+        f"--run {run_id}` (or --run any) on {broker}, given the run key")  # fmt: skip
+    return broker_workers.Remote(
+        broker, ready=args.remote_workers, batch_trials=args.batch_trials, wait_s=args.wait
+    )
+
+
 def _scenario_to_run(args: argparse.Namespace) -> Scenario:
     if args.scenario is None:
         raise UsageError("name a scenario to run (or --resume RUN_ID)", where="errorflow run")
@@ -197,6 +226,7 @@ async def _run_once(
     bars: Bars,
     group_id: str | None,
     count: workers.WorkerCount = 1,
+    remote: broker_workers.Remote | None = None,
 ) -> Measured:
     """One run; with a group, measured against the same run without faults."""
     if group_id is not None:
@@ -204,6 +234,9 @@ async def _run_once(
         result = await run_arms([arm], options, group_id=group_id, on_arm=bars.start, workers=count)
         return Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
     bars.start(scenario.name, scenario)
+    if remote is not None:
+        run = await broker_workers.run(scenario, options, remote)
+        return Measured(run.to_json(), run.infra_faults, run.infra_reasons)
     run = await workers.run(scenario, options, count)
     return Measured(run.to_json(), run.infra_faults, run.infra_reasons)
 
@@ -300,8 +333,10 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=30.0,
         metavar="SECONDS",
-        help="how long to wait for all agents to be present (default: 30)",
+        help="how long to wait for all agents (with --remote-workers: the workers) to be "
+        "present (default: 30)",
     )
     grace_option(r)
     workers_option(r)
+    remote_workers_option(r)
     r.set_defaults(func=cmd_run)

@@ -15,6 +15,7 @@ from errorflow.cli.preflight import broker_of
 from errorflow.cli.progress import Bars
 from errorflow.cli.scenario_input import RunSettings, parse_sets, scenario_from
 from errorflow.cli.serving_options import model_options, serving_of
+from errorflow.runtime import broker_workers
 from errorflow.runtime.liveness import DEFAULT_GRACE_S
 from errorflow.runtime.runner import RunOptions
 from errorflow.runtime.workers import AUTO, LARGE_RUN, WorkerCount, WorkersRefused, refusal
@@ -142,6 +143,44 @@ def workers_option(sp: argparse.ArgumentParser) -> None:
         "(default: 1). Runs whose state lives across trials, or that call real models, "
         "run in one process",
     )
+
+
+def remote_workers_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--remote-workers",
+        type=positive,
+        metavar="N",
+        help="hand the trials to `errorflow worker` processes on --broker (any machine "
+        "that reaches it) instead of running them here: the run starts once N workers "
+        "are there (more may join; waits up to --wait seconds); results as one process "
+        "gives. The workers need the run key (--key-file or $ERRORFLOW_RUN_KEY), which "
+        "never travels; start them with `errorflow worker --broker URL --run RUN_ID` "
+        "(or `--run any`)",
+    )
+    sp.add_argument(
+        "--batch-trials",
+        type=positive,
+        metavar="B",
+        help="with --remote-workers: trials per work item (default: about "
+        f"{broker_workers.BATCHES_PER_WORKER} items per worker, at most "
+        f"{broker_workers.MAX_BATCH} trials each)",
+    )
+
+
+def check_remote_workers(args: argparse.Namespace, scenarios: list[Scenario]) -> None:
+    """`--remote-workers` for these runs, checked before anything runs."""
+    where = f"--remote-workers {args.remote_workers}"
+    if args.broker is None:
+        raise UsageError("the workers take trials from a broker: expected --broker URL", where)
+    others = [o for o, on in (("--external-agents", args.external_agents),
+              ("--baseline", args.baseline), ("--propagation both", args.propagation == "both"),
+              ("--workers", args.workers != 1)) if on]  # fmt: skip
+    if others:
+        raise UsageError(f"hands one run to workers; it cannot take {others[0]}", where)
+    for scenario in scenarios:
+        why = broker_workers.refusal(scenario, RunOptions())
+        if why is not None:
+            raise UsageError(f"{scenario.name} cannot be handed to workers: {why}", where)
 
 
 def check_workers(args: argparse.Namespace, scenarios: list[Scenario]) -> None:

@@ -248,9 +248,10 @@ class Pool:
         """One run, its trials spread over the pool (`scenario` configured already)."""
         run_id = options.run_id or new_run_id(scenario.name)
         key = options.run_key if options.run_key is not None else signing.new_key()
+        broker = f"in-process, {self.size} worker processes"
         db = await open_db(options.db_path)
         try:
-            scores = await _take_over(db, scenario, run_id, options, self.size)
+            scores = await take_over(db, scenario, run_id, options, broker)
             todo = [t for t in range(scenario.trials) if t not in scores]
             folder = options.db_path.resolve().parent
             with tempfile.TemporaryDirectory(prefix=".errorflow-workers-", dir=folder) as tmp:
@@ -263,7 +264,7 @@ class Pool:
                 done = await self._finish(db, run_id, shards, scores, options)
         finally:
             await db.close()
-        return _result(scenario, run_id, f"in-process, {self.size} worker processes", scores, done)
+        return result_of(scenario, run_id, broker, scores, done)
 
     async def _finish(
         self,
@@ -286,11 +287,7 @@ class Pool:
         finally:
             if status != "finished":
                 self.kill()  # a shard still running would write on under our feet
-            for shard in shards:
-                await merge(db, shard.db_path)
-            summary = merged_summary(scores, done)
-            await root_causes.record(db, run_id, finished=status == "finished")
-            await finish_run(db, run_id, status, summary)
+            await close_run(db, run_id, [s.db_path for s in shards], scores, done, status)
         return done
 
     async def _gather(
@@ -353,8 +350,8 @@ def _take(results: Queue[Report], wait_s: float) -> list[Report]:
     return got
 
 
-async def _take_over(
-    db: aiosqlite.Connection, scenario: Scenario, run_id: str, options: RunOptions, size: int
+async def take_over(
+    db: aiosqlite.Connection, scenario: Scenario, run_id: str, options: RunOptions, broker: str
 ) -> dict[int, TrialScore]:
     """The run registered (or, resumed, taken over): the scores it has already."""
     if options.resume:
@@ -371,7 +368,7 @@ async def _take_over(
         seed=scenario.seed,
         trials=scenario.trials,
         propagation=scenario.propagation,
-        broker=f"in-process, {size} worker processes",
+        broker=broker,
         group_id=options.group_id,
         label=options.label,
     )
@@ -388,6 +385,23 @@ _MERGED = (
 )
 
 
+async def close_run(
+    db: aiosqlite.Connection,
+    run_id: str,
+    shard_dbs: list[Path],
+    scores: dict[int, TrialScore],
+    done: dict[int, ShardResult],
+    status: str,
+) -> None:
+    """Merge what the shards stored (in the order given: trial order), then record the
+    root causes and the summary and close the run (`finished` or `interrupted`)."""
+    for path in shard_dbs:
+        await merge(db, path)
+    summary = merged_summary(scores, done)
+    await root_causes.record(db, run_id, finished=status == "finished")
+    await finish_run(db, run_id, status, summary)
+
+
 async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
     """Copy a shard's rows into the run's store, in one transaction (its `runs` row is
     the shard's own: the run's row is the parent's)."""
@@ -402,7 +416,7 @@ async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
         await db.execute("DETACH DATABASE shard")
 
 
-def _result(
+def result_of(
     scenario: Scenario,
     run_id: str,
     broker: str,

@@ -1,0 +1,131 @@
+"""End to end: `errorflow run contamination --trials N --propagation explicit`, envelopes
+stored per second, on every broker path and MQTT client, against the C clients' limit
+on the same Mosquitto, in one run (issue #19).
+
+Paths: the embedded amqtt broker on the runner's event loop (`loop`, the path before
+#19), on its own loop in a thread (`thread`) or in its own process (`process`), and a
+Mosquitto subprocess; each with aiomqtt and gmqtt (ERRORFLOW_EMBEDDED_BROKER,
+ERRORFLOW_MQTT_CLIENT). Each round runs every configuration once, in a rotated order;
+figures are medians over rounds. envelopes/s = (messages + events stored) / wall time
+of `run_scenario` (the run, the recorder's last flush included; interpreter start-up
+not). The C clients' limit: `mosquitto_pub -q 1 -l` of N lines of the run's mean
+envelope size to a `mosquitto_sub -q 1 -C N`, from the first publish to the last
+message received. Every configuration must give the same per-trial outcomes.
+
+    python bench/bench_end_to_end.py [--quick] [--trials N] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from typing import Any
+
+from _util import count_recorded, mosquitto, parse_args, quiet_logs, row, scenario, temp_db
+
+from errorflow.bus.url import BrokerURL
+from errorflow.runtime.runner import RunOptions, run_scenario
+
+#: (broker, embedded mode, client)
+CONFIGS = [
+    ("embedded", "loop", "aiomqtt"),
+    ("embedded", "thread", "aiomqtt"),
+    ("embedded", "process", "aiomqtt"),
+    ("embedded", "loop", "gmqtt"),
+    ("embedded", "process", "gmqtt"),
+    ("mosquitto", "-", "aiomqtt"),
+    ("mosquitto", "-", "gmqtt"),
+]
+TOPIC = "errorflow/bench-c/inbox/x"
+
+
+def once(config: tuple[str, str, str], trials: int, url: BrokerURL) -> dict[str, Any]:
+    broker, mode, client = config
+    os.environ["ERRORFLOW_EMBEDDED_BROKER"] = mode if mode != "-" else "process"
+    os.environ["ERRORFLOW_MQTT_CLIENT"] = client
+    s = scenario("contamination", trials=trials, propagation="explicit")
+    with temp_db() as db:
+        options = RunOptions(
+            broker=url if broker == "mosquitto" else None, db_path=db, keep_messages=False
+        )
+        started = time.perf_counter()
+        result = asyncio.run(run_scenario(s, options))
+        wall = time.perf_counter() - started
+        stored = count_recorded(db)
+    envelopes = stored["messages"] + stored["events"]
+    return {
+        "envelopes": envelopes,
+        "env_s": envelopes / wall,
+        "per_trial": envelopes / trials,
+        "size": stored["bytes"] / max(1, envelopes),
+        "outcomes": [sc.outcome.value for sc in result.scores],
+    }
+
+
+def c_clients(url: BrokerURL, n: int, size: int) -> float:
+    """msg/s from mosquitto_pub to mosquitto_sub, QoS 1, n messages of `size` bytes."""
+    pub, sub = shutil.which("mosquitto_pub"), shutil.which("mosquitto_sub")
+    if pub is None or sub is None:
+        raise SystemExit("mosquitto_pub/mosquitto_sub missing (apt-get install mosquitto-clients)")
+    common = ["-h", url.host, "-p", str(url.port), "-q", "1", "-t", TOPIC]
+    reader = subprocess.Popen([sub, *common, "-C", str(n)], stdout=subprocess.DEVNULL)
+    time.sleep(0.5)  # subscribed (mosquitto_sub says nothing when it is)
+    lines = (b"x" * size + b"\n") * n
+    started = time.perf_counter()
+    subprocess.run([pub, *common, "-l"], input=lines, check=True, timeout=300)
+    reader.wait(300)
+    return n / (time.perf_counter() - started)
+
+
+def main() -> None:
+    args = parse_args(
+        __doc__,
+        [
+            ("--trials", {"type": int}),
+            ("--rounds", {"type": int}),
+            ("--only", {"help": "comma-separated broker/mode/client configurations"}),
+        ],
+    )
+    configs = CONFIGS
+    if args.only:
+        configs = [c for c in CONFIGS if "/".join(c) in args.only.split(",")]
+    trials = args.trials or (500 if args.quick else 2000)
+    rounds = args.rounds or (1 if args.quick else 3)
+    quiet_logs()
+    figures: dict[tuple[str, str, str], list[dict[str, Any]]] = {c: [] for c in configs}
+    limits: list[float] = []
+    with mosquitto() as url:
+        for r in range(rounds):
+            order = configs[r % len(configs):] + configs[: r % len(configs)]
+            for config in order:
+                figures[config].append(once(config, trials, dataclasses.replace(url)))
+                print(f"  round {r + 1} {'/'.join(config)}: "
+                      f"{figures[config][-1]['env_s']:.0f} envelopes/s", flush=True)
+            size = int(figures[configs[-1]][-1]["size"])
+            limits.append(c_clients(url, 20_000, size))
+            print(f"  round {r + 1} C clients: {limits[-1]:.0f} msg/s ({size} B)", flush=True)
+    limit = statistics.median(limits)
+    base = statistics.median(f["env_s"] for f in figures[configs[0]])
+    print(f"\nend to end, contamination, {trials} trials, --propagation explicit, "
+          f"{rounds} round(s), medians; C clients on the same Mosquitto: {limit:.0f} msg/s")
+    print(row("broker / embedded mode / client",
+              "envelopes/s   ÷ embedded loop/aiomqtt   ÷ C clients   envelopes/trial"))
+    reference = figures[configs[0]][0]["outcomes"]
+    same = True
+    for config, runs in figures.items():
+        med = statistics.median(f["env_s"] for f in runs)
+        same = same and all(f["outcomes"] == reference for f in runs)
+        print(row(" / ".join(config), f"{med:11.0f}   {med / base:23.2f}   "
+                  f"{med / limit:11.2f}   {runs[0]['per_trial']:15.1f}"))
+    print(f"\nper-trial outcomes identical across every configuration and round: {same}")
+    stored = {f["envelopes"] for runs in figures.values() for f in runs}
+    print(f"envelopes stored, every configuration and round: {sorted(stored)} (one: none lost)")
+
+
+if __name__ == "__main__":
+    main()

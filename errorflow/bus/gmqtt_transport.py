@@ -1,0 +1,404 @@
+"""The MQTT transport on gmqtt: asyncio-native, the same `Connection` as `bus.mqtt`.
+
+gmqtt parses MQTT in the event loop's own protocol callbacks (no paho, no loop thread,
+no per-message futures in a wrapper), which made it the fastest Python client measured
+here (issue #19). It gives less than we need out of the box, so this adapter adds it:
+
+- **Awaited publish acks.** gmqtt's `publish()` returns at once; it hands every QoS 1
+  packet to its `persistent_storage` and removes it there on PUBACK. `_AckStore` is that
+  storage: it learns each publish's packet id and resolves the publisher's future on
+  the PUBACK, so `publish()` returns once the broker has the message, as aiomqtt's does.
+  A PUBACK later than `ACK_TIMEOUT_S`, or a session lost on the way, sends it again.
+- **Our own reconnects.** gmqtt reconnects with `clean_session=False` and the will of
+  its first session; we want a clean session and a freshly signed will every time, so
+  `_Session` turns gmqtt's reconnect off and the connection's loop opens a new client
+  with capped exponential backoff and subscribes again (as `bus.mqtt` does).
+- **Awaited subscriptions.** `subscribe()` returns on the SUBACK, so a participant is
+  subscribed before it says it is present.
+- **Back-pressure.** Incoming messages go to a bounded inbox; past `QUEUE_LIMIT` the
+  socket stops being read (the broker holds the rest) until the consumer catches up.
+  A consumer stalled for two keepalives loses its session as a dead one would; the
+  reconnect and the end-to-end resends cover it.
+
+MQTT 3.1.1, QoS 1, TLS from `mqtts://...?ca=FILE`, credentials from the URL, unguessable
+client ids (`bus.mqtt.unguessable`) and the last will all behave as in `bus.mqtt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import gmqtt  # type: ignore[import-untyped]  # no type hints
+from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
+
+from errorflow.bus.topics import matches
+from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
+from errorflow.bus.url import BrokerURL
+
+log = logging.getLogger(__name__)
+# gmqtt logs every lost connection with a traceback at WARNING; ours says it once.
+logging.getLogger("gmqtt").setLevel(logging.ERROR)
+
+RECONNECT_BASE_S = 0.2
+RECONNECT_CAP_S = 5.0
+PUBLISH_OUTAGE_LIMIT_S = 60.0
+KEEPALIVE_S = 15
+#: CONNECT to CONNACK, SUBSCRIBE to SUBACK, PUBLISH to PUBACK: aiomqtt's `timeout`.
+ACK_TIMEOUT_S = 10.0
+#: Publishes awaiting their PUBACK at once (packet ids are 16 bits; this bounds memory).
+INFLIGHT_LIMIT = 4096
+#: Topics whose match against our patterns is remembered at once.
+MATCHED_LIMIT = 4096
+
+
+class _Session(gmqtt.Client):  # type: ignore[misc]  # gmqtt has no type hints
+    """One broker session. Never reconnects by itself: a lost session ends, and the
+    connection opens a new one (clean session, fresh will)."""
+
+    async def reconnect(self, delay: bool = False) -> None:
+        return None
+
+
+class _AckStore:
+    """gmqtt's `persistent_storage` for one session: QoS 1 packet id -> publisher's
+    future, resolved on PUBACK. Nothing is stored for replay: a new session is clean
+    and `publish()` sends again what a lost one did not confirm."""
+
+    def __init__(self) -> None:
+        self.last_mid = 0
+        self.waiting: dict[int, asyncio.Future[None]] = {}
+
+    def push_message(self, mid: int, raw_package: bytes) -> None:
+        self.last_mid = mid
+
+    def remove_message_by_mid(self, mid: int) -> None:
+        fut = self.waiting.pop(mid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    @property
+    def is_empty(self) -> bool:
+        return True  # nothing to replay on a (clean) session
+
+    async def wait_empty(self) -> None:
+        return None
+
+    def get_all(self) -> list[tuple[int, bytes]]:
+        return []
+
+    def clear(self) -> None:
+        return None
+
+    def fail(self) -> None:
+        """The session is gone: every publish still waiting is sent again elsewhere."""
+        waiting, self.waiting = self.waiting, {}
+        for fut in waiting.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("session lost before PUBACK"))
+
+
+def _ssl_context(url: BrokerURL) -> ssl.SSLContext | bool:
+    if not url.tls:
+        return False
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=url.ca_file)
+    if url.cert_file:
+        ctx.load_cert_chain(url.cert_file, url.key_file)
+    return ctx
+
+
+def cancels() -> int:
+    """How many cancellations of the current task are pending (`Task.cancelling`)."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
+
+
+def raise_lost_cancel(before: int) -> None:
+    """Raise a cancellation an `asyncio.wait_for` lost. On Python 3.11, a wait_for whose
+    inner await finishes as its task is cancelled returns normally and drops the cancel
+    (fixed in 3.12); aiomqtt's publish awaits through one. A task whose cancel was lost
+    goes on (an endpoint's resend loop, for one), and whoever awaits its end waits
+    forever. `before`: `cancels()` before the await, so a task already cancelled that is
+    cleaning up (a goodbye) is left alone; only a cancel that came during it is raised."""
+    if cancels() > before:
+        raise asyncio.CancelledError
+
+
+def _expire(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_exception(ConnectionError(f"no PUBACK within {ACK_TIMEOUT_S:g}s"))
+
+
+class GmqttConnection:
+    def __init__(
+        self,
+        url: BrokerURL,
+        client_id: str,
+        *,
+        will: WillFactory | None = None,
+        publish_wait_s: float = PUBLISH_OUTAGE_LIMIT_S,
+    ) -> None:
+        self.url = url
+        self.client_id = client_id
+        self.will = will
+        self.publish_wait_s = publish_wait_s
+        self.patterns: list[str] = []
+        self._matched: dict[str, bool] = {}
+        self.reconnects = 0
+        self._client: _Session | None = None  # the session, once connected
+        self._current: _Session | None = None  # the session being opened or open
+        self._store = _AckStore()
+        self._subacks: dict[int, asyncio.Future[None]] = {}
+        # Unbounded as a queue, bounded by reading: past QUEUE_LIMIT the socket pauses.
+        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
+        self._paused = False
+        self._inflight = asyncio.Semaphore(INFLIGHT_LIMIT)
+        self._connected = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._offline_since: float | None = None
+        self._closing = False
+        self._ssl = _ssl_context(url)
+        self._task: asyncio.Task[None] | None = None
+        self._first = asyncio.get_running_loop().create_future()
+
+    # -- sessions -------------------------------------------------------------------
+
+    def _new_client(self) -> _Session:
+        will = None
+        if self.will is not None:
+            topic, payload = self.will()
+            will = gmqtt.Message(topic, payload, qos=1, retain=False)
+        self._store = _AckStore()
+        client = _Session(
+            self.client_id, clean_session=True, will_message=will, persistent_storage=self._store
+        )
+        if self.url.username is not None:
+            client.set_auth_credentials(self.url.username, self.url.password)
+        client.on_message = self._on_message
+        client.on_disconnect = self._on_disconnect
+        client.on_subscribe = self._on_subscribe
+        self._current = client
+        self._lost.clear()
+        self._paused = False
+        return client
+
+    async def _open(self, client: _Session) -> None:
+        """CONNECT (and CONNACK), then SUBSCRIBE again to everything we had."""
+        await asyncio.wait_for(
+            client.connect(
+                self.url.host, self.url.port, ssl=self._ssl, keepalive=KEEPALIVE_S, version=MQTTv311
+            ),
+            ACK_TIMEOUT_S,
+        )
+        self._client = client
+        for pattern in self.patterns:
+            await self._subscribe(client, pattern)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"gmqtt-{self.client_id}")
+        await self._first  # raises if the very first connect fails
+
+    async def _run(self) -> None:
+        delay = RECONNECT_BASE_S
+        while not self._closing:
+            client = self._new_client()
+            try:
+                await self._open(client)
+                self._connected.set()
+                self._offline_since = None
+                if self.reconnects:
+                    log.warning("%s: reconnected (%d)", self.client_id, self.reconnects)
+                if not self._first.done():
+                    self._first.set_result(None)
+                delay = RECONNECT_BASE_S
+                await self._lost.wait()
+                raise ConnectionError("connection lost")
+            except (OSError, TimeoutError, gmqtt.MQTTConnectError) as exc:
+                self._session_ended()
+                await self._drop(client)
+                if not self._first.done():
+                    self._first.set_exception(
+                        ConnectionError(f"cannot connect to MQTT broker {self.url}: {exc}")
+                    )
+                    return
+                if self._closing:
+                    break
+                self.reconnects += 1
+                level = logging.WARNING if delay == RECONNECT_BASE_S else logging.DEBUG
+                log.log(
+                    level,
+                    "%s: broker connection lost (%s); reconnecting in %.1fs",
+                    self.client_id,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(RECONNECT_CAP_S, delay * 2)
+            finally:
+                if self._closing:
+                    await self._goodbye(client)
+        self._connected.clear()
+
+    def _session_ended(self) -> None:
+        self._connected.clear()
+        self._client = None
+        if self._offline_since is None:
+            self._offline_since = asyncio.get_running_loop().time()
+        self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        """The session is gone: publishes and subscriptions waiting on it try again."""
+        self._store.fail()
+        subacks, self._subacks = self._subacks, {}
+        for fut in subacks.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("session lost before SUBACK"))
+
+    async def _goodbye(self, client: _Session) -> None:
+        """A clean DISCONNECT: the broker discards the will."""
+        if client._connection is not None and client.is_connected:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.disconnect(), 2.0)
+        await self._drop(client)  # closed mid-connect: no session to end, a socket to close
+        self._fail_pending()
+
+    @staticmethod
+    async def _drop(client: _Session) -> None:
+        """Close a session's socket without a DISCONNECT (a lost or half-open one)."""
+        if client._connection is not None and not client._connection.is_closing():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client._connection.close(), 1.0)
+
+    # -- gmqtt callbacks ------------------------------------------------------------
+
+    def _on_disconnect(self, client: _Session, *args: Any) -> None:
+        if client is self._current:
+            self._connected.clear()
+            self._fail_pending()
+            self._lost.set()
+
+    def _on_subscribe(self, client: _Session, mid: int, qos: Any, *args: Any) -> None:
+        fut = self._subacks.pop(mid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _on_message(self, client: _Session, topic: Any, payload: bytes, *args: Any) -> None:
+        # amqtt may deliver retained messages for filters a client never asked for.
+        if not isinstance(topic, str) or not self._wanted(topic):
+            return
+        self.queue.put_nowait((topic, bytes(payload)))
+        if self.queue.qsize() >= QUEUE_LIMIT and not self._paused:
+            self._reading(client, False)
+
+    def _wanted(self, topic: str) -> bool:
+        """Whether `topic` matches a pattern of ours: worked out once per topic (a run
+        has a few topics per agent) and again after a new subscription."""
+        known = self._matched.get(topic)
+        if known is None:
+            if len(self._matched) >= MATCHED_LIMIT:
+                self._matched.clear()
+            known = self._matched[topic] = any(matches(topic, p) for p in self.patterns)
+        return known
+
+    def _reading(self, client: _Session | None, on: bool) -> None:
+        """Back-pressure: stop (or start again) reading this session's socket."""
+        transport = getattr(getattr(client, "_connection", None), "_transport", None)
+        if transport is None or transport.is_closing():
+            return
+        self._paused = not on
+        if on:
+            transport.resume_reading()
+        else:
+            transport.pause_reading()
+
+    # -- the Connection interface ---------------------------------------------------
+
+    def offline_s(self) -> float:
+        """How long the broker has been unreachable (0 while connected)."""
+        since = self._offline_since
+        return 0.0 if since is None else asyncio.get_running_loop().time() - since
+
+    async def _publish_once(self, client: _Session, topic: str, payload: bytes) -> None:
+        async with self._inflight:
+            store = self._store
+            client.publish(topic, payload, qos=1)
+            fut = asyncio.get_running_loop().create_future()
+            mid = store.last_mid
+            store.waiting[mid] = fut
+            timer = asyncio.get_running_loop().call_later(ACK_TIMEOUT_S, _expire, fut)
+            try:
+                await fut
+            finally:
+                timer.cancel()
+                if store.waiting.get(mid) is fut:
+                    del store.waiting[mid]
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.publish_wait_s
+        while True:
+            client = self._client
+            if client is not None and self._connected.is_set():
+                try:
+                    await self._publish_once(client, topic, payload)
+                    return
+                except ConnectionError:
+                    # Cut off by an outage (or no PUBACK): send again once connected;
+                    # receivers drop the duplicate. The deadline still holds.
+                    if loop.time() > deadline:
+                        raise ConnectionError(
+                            f"{self.client_id}: broker unavailable, publish failed"
+                        ) from None
+                    await asyncio.sleep(0.05)
+                    continue
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._closing:
+                raise ConnectionError(f"{self.client_id}: broker unavailable, publish failed")
+            before = cancels()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._connected.wait(), timeout=min(remaining, 1.0))
+            raise_lost_cancel(before)
+
+    async def _subscribe(self, client: _Session, pattern: str) -> None:
+        mid = client.subscribe(pattern, qos=1)
+        fut = asyncio.get_running_loop().create_future()
+        self._subacks[mid] = fut
+        before = cancels()
+        try:
+            await asyncio.wait_for(fut, ACK_TIMEOUT_S)
+        except TimeoutError:
+            raise ConnectionError(f"{self.client_id}: no SUBACK for {pattern}") from None
+        raise_lost_cancel(before)
+
+    async def subscribe(self, pattern: str) -> None:
+        self.patterns.append(pattern)
+        self._matched.clear()
+        client = self._client
+        if client is not None and self._connected.is_set():
+            # Lost on the way: the next session subscribes to every pattern again.
+            with contextlib.suppress(ConnectionError):
+                await self._subscribe(client, pattern)
+
+    async def messages(self) -> AsyncIterator[tuple[str, bytes]]:
+        queue = self.queue
+        while True:
+            item = await queue.get()
+            if self._paused and queue.qsize() <= QUEUE_LIMIT // 2:
+                self._reading(self._client, True)
+            if item is None:
+                return
+            yield item
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        self.queue.put_nowait(None)

@@ -1,0 +1,28 @@
+"""`errorflow --mqtt-client aiomqtt|gmqtt COMMAND ...`: the MQTT client library of every
+connection the command makes (bus.mqtt `client_of`).
+
+It sets ERRORFLOW_MQTT_CLIENT for this process, so the agent and worker processes a
+command starts use the same one; a URL's `?client=` still wins for that URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from errorflow.bus.mqtt import CLIENT_ENV, DEFAULT_CLIENT
+from errorflow.bus.url import CLIENTS
+
+
+def add_mqtt_client_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mqtt-client",
+        choices=CLIENTS,
+        help=f"MQTT client library (default: ${CLIENT_ENV}, else {DEFAULT_CLIENT})",
+    )
+
+
+def apply_mqtt_client_option(args: argparse.Namespace) -> None:
+    chosen: str | None = getattr(args, "mqtt_client", None)
+    if chosen is not None:
+        os.environ[CLIENT_ENV] = chosen
