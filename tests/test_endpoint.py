@@ -8,7 +8,10 @@ real waiting."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
+
+import pytest
 
 from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet, first_seq
@@ -340,3 +343,25 @@ def test_the_recorder_files_a_replayed_seq_as_a_reject() -> None:
     assert recorder.counts["result"] == 2
     assert recorder.rejects == {"duplicate": 1, "replayed_seq": 1}
     assert [row.reason for row in recorder._rejects] == ["duplicate", "replayed_seq"]
+
+
+async def test_close_does_not_hang_on_a_resender_that_ignores_its_cancellation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import errorflow.bus.endpoint as endpoint_module
+
+    monkeypatch.setattr(endpoint_module, "CLOSE_WAIT_S", 0.2)
+    ep = Endpoint(await InProcessBus().connect("a"), "r", "a")
+    release = asyncio.Event()
+
+    async def stubborn() -> None:  # swallows its cancellation, as a library bug may
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+
+    ep._resender = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(ep.close(), 2)  # returns after CLOSE_WAIT_S, does not hang
+    assert not ep._resender.done()
+    release.set()
+    await ep._resender

@@ -67,6 +67,9 @@ MAX_RESENDS = 6
 #: The longest the resend driver sleeps: it sleeps until the next deadline, but a
 #: message sent meanwhile may be due sooner, and is then resent at most this late.
 RESEND_TICK_S = 0.25
+#: How long `close` waits for the resender to stop once cancelled (a cancellation a
+#: client library swallowed must not hang the close).
+CLOSE_WAIT_S = 5.0
 RELIABLE_KINDS = (Kind.TASK, Kind.RESULT)
 
 
@@ -159,8 +162,9 @@ class Endpoint:
             task.cancel()
         if self._resender is not None:
             self._resender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._resender
+            done, _ = await asyncio.wait({self._resender}, timeout=CLOSE_WAIT_S)
+            if not done:
+                log.warning("%s: resender did not stop within %gs", self.name, CLOSE_WAIT_S)
 
     async def send(
         self,
