@@ -63,7 +63,9 @@ def test_a_thousand_bad_messages_change_nothing(
     data: st.DataObject, mosquitto: Mosquitto, tmp_path_factory: Any
 ) -> None:
     tmp = tmp_path_factory.mktemp("fuzz")
-    s = apply(slow(trials=40), {"max_in_flight": 2})  # live for several seconds
+    # Live for several seconds: long enough that the replays, sent only after the 950
+    # bad messages and 60 genuine ones went by, arrive while the run still records.
+    s = apply(slow(trials=100), {"max_in_flight": 2})
     clean = asyncio.run(run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp / "c.db")))
 
     run_id = "fuzzed-run"
