@@ -2,7 +2,8 @@
 
 amqtt speaks MQTT 3.1.1 only and gives anonymous sessions no offline queue, so every
 participant subscribes before the runner publishes anything (the presence handshake
-in the runner guarantees it). Its own logging is loud; we keep it at WARNING.
+in the runner guarantees it). Its own logging is loud; the CLI silences it unless -v
+(errorflow.cli.main).
 
 It can run off the runner's event loop (`EmbeddedBroker.mode`; issue #19): in a process
 of its own (the default with gmqtt clients, `default_mode`), where its work neither waits

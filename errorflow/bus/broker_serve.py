@@ -23,8 +23,10 @@ from typing import Any
 
 from amqtt.broker import Broker
 
+# Deliveries amqtt gives up on are logged as errors with tracebacks; errorflow's own
+# acks and resends recover them (errorflow.cli.main.configure_logging, the same).
 for _name in ("amqtt", "transitions"):
-    logging.getLogger(_name).setLevel(logging.ERROR)
+    logging.getLogger(_name).setLevel(logging.CRITICAL)
 
 
 async def serve(config: Any, ready: Callable[[int], None], stop: asyncio.Event) -> None:

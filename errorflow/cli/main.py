@@ -76,6 +76,10 @@ def configure_logging(verbose: bool) -> None:
     debug output, aiosqlite's and the MQTT clients', would bury them)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("errorflow").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # The embedded broker logs every delivery it gives up on (a PUBACK 5 s late) as an
+    # error with a traceback; errorflow's own acks and resends recover them, so only -v
+    # shows them.
+    logging.getLogger("amqtt").setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
