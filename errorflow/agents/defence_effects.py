@@ -7,18 +7,10 @@ value now) and which were blocked (withheld: no longer stated), for the `defence
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from pydantic import JsonValue
-
+from errorflow.agents.deliberation import canonical
 from errorflow.agents.model import FinalAnswer, UpstreamTurn
-
-
-def _canon(value: JsonValue) -> str:
-    if isinstance(value, list):
-        return json.dumps(sorted(map(str, value)))
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 def changes(before: FinalAnswer, after: FinalAnswer) -> tuple[list[str], list[str]]:
@@ -31,7 +23,7 @@ def changes(before: FinalAnswer, after: FinalAnswer) -> tuple[list[str], list[st
         later = now.get(claim.key)
         if later is None:
             blocked.append(claim.key)
-        elif _canon(later.value) != _canon(claim.value):
+        elif canonical(later.value) != canonical(claim.value):
             corrected.append(claim.key)
     return corrected, blocked
 
@@ -45,7 +37,7 @@ def overruled(final: FinalAnswer, upstream: Sequence[UpstreamTurn]) -> dict[str,
             if (
                 claim.certain
                 and claim.key in mine
-                and _canon(mine[claim.key]) != _canon(claim.value)
+                and canonical(mine[claim.key]) != canonical(claim.value)
             ):
                 out.setdefault(turn.sender, []).append(claim.key)
     return out

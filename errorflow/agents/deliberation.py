@@ -25,7 +25,8 @@ def _said(answer: FinalAnswer) -> dict[str, Claim]:
     return {c.key: c for c in answer.claims if c.certain and c.value not in (None, [], {})}
 
 
-def _canon(value: JsonValue) -> str:
+def canonical(value: JsonValue) -> str:
+    """A claim value as compared: lists as sets, numbers by value (5 == 5.0)."""
     if isinstance(value, list):
         return json.dumps(sorted(map(str, value)))
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -47,7 +48,7 @@ def deliberate(
     for key in keys:
         voices = [c for c in [mine.get(key), *(t.get(key) for t in theirs)] if c is not None]
         own = mine.get(key)
-        disputed = len({_canon(c.value) for c in voices}) > 1
+        disputed = len({canonical(c.value) for c in voices}) > 1
         if own is not None and not disputed:
             claims.append(own)
         elif key in own_evidence and rng.random() < p_keep_own_evidence:
@@ -68,8 +69,8 @@ def deliberate(
 
 
 def _majority(voices: list[Claim], rng: random.Random) -> Claim:
-    counts = Counter(_canon(c.value) for c in voices)
+    counts = Counter(canonical(c.value) for c in voices)
     top = max(counts.values())
-    leaders = [v for v in dict.fromkeys(_canon(c.value) for c in voices) if counts[v] == top]
+    leaders = [v for v in dict.fromkeys(canonical(c.value) for c in voices) if counts[v] == top]
     pick = leaders[0] if len(leaders) == 1 else leaders[rng.randrange(len(leaders))]
-    return next(c for c in voices if _canon(c.value) == pick)
+    return next(c for c in voices if canonical(c.value) == pick)

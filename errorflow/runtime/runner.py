@@ -215,7 +215,7 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         if options.resume:
             await resume_run(db, run_id)
         else:
-            await _register(db, run_id, scenario, bus, options)
+            await register(db, run_id, scenario, bus.description, options)
         runner = _Runner(scenario, run_id, bus, db, options, api_key, recording)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
@@ -257,9 +257,11 @@ async def _start_bus(stack: contextlib.AsyncExitStack, options: RunOptions) -> B
     return bus
 
 
-async def _register(
-    db: aiosqlite.Connection, run_id: str, scenario: Scenario, bus: Bus, options: RunOptions
+async def register(
+    db: aiosqlite.Connection, run_id: str, scenario: Scenario, broker: str, options: RunOptions
 ) -> None:
+    """A new run's row: the scenario as it is stored (public form, sha), where it runs
+    (`broker`: the bus's description) and its sweep group and label."""
     await create_run(
         db,
         run_id=run_id,
@@ -270,7 +272,7 @@ async def _register(
         seed=scenario.seed,
         trials=scenario.trials,
         propagation=scenario.propagation,
-        broker=bus.description,
+        broker=broker,
         group_id=options.group_id,
         label=options.label,
     )

@@ -43,15 +43,20 @@ from errorflow.bus.transport import InProcessBus
 from errorflow.core.redact import redact
 from errorflow.runtime import root_causes
 from errorflow.runtime.liveness import taken_by_lost
-from errorflow.runtime.runner import RunOptions, RunResult, configure, new_run_id, run_scenario
+from errorflow.runtime.runner import (
+    RunOptions,
+    RunResult,
+    configure,
+    new_run_id,
+    register,
+    run_scenario,
+)
 from errorflow.runtime.store import (
-    create_run,
     finish_run,
     load_scores,
     open_db,
     resume_run,
 )
-from errorflow.scenario import identity
 from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore
@@ -358,20 +363,7 @@ async def take_over(
         await resume_run(db, run_id)
         stored = load_scores(options.db_path, run_id)
         return {t: sc for t, sc in stored.items() if not taken_by_lost(sc)}
-    await create_run(
-        db,
-        run_id=run_id,
-        scenario=scenario.name,
-        scenario_json=identity.public_json(scenario),
-        scenario_sha=identity.sha(scenario),
-        scenario_exact=identity.is_exact(scenario),
-        seed=scenario.seed,
-        trials=scenario.trials,
-        propagation=scenario.propagation,
-        broker=broker,
-        group_id=options.group_id,
-        label=options.label,
-    )
+    await register(db, run_id, scenario, broker, options)
     return {}
 
 

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from errorflow.bus import topics
 from errorflow.bus.bus_faults import BusFaultPlan, Partition
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.references import Reference, unknown
+from errorflow.scenario.reference_problem import Reference, unknown
 from errorflow.scenario.service_model import MAX_RUN_S
 from errorflow.scenario.world_model import Ident, Strict
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from errorflow.scenario.references import Reference, unknown
+from errorflow.scenario.reference_problem import Reference, unknown
 
 if TYPE_CHECKING:
     from errorflow.scenario.model import Scenario

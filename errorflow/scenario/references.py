@@ -11,41 +11,18 @@ with `file:line:col`).
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from pydantic_core import InitErrorDetails, PydanticCustomError
-
+from errorflow.scenario.discussion_checks import defence_problems, discussion_problems
+from errorflow.scenario.reference_problem import Loc, Reference, unknown
 from errorflow.scenario.roles import GATHERS
+
+__all__ = ["Loc", "Reference", "all_problems", "key_columns", "modelling_warnings", "unknown"]
 
 if TYPE_CHECKING:
     from errorflow.scenario.model import AgentSpec, Scenario
     from errorflow.scenario.tool_model import ToolSpec
-
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Reference:
-    """One cross-reference problem: where, what is wrong, and the value found there."""
-
-    loc: Loc
-    message: str
-    found: object
-
-    def details(self) -> InitErrorDetails:
-        error = PydanticCustomError("reference", self.message)
-        return InitErrorDetails(type=error, loc=self.loc, input=self.found)
-
-
-def unknown(what: str, name: str, known: Iterable[str]) -> str:
-    names = list(known)
-    close = difflib.get_close_matches(name, names, n=1)
-    if close:
-        return f"unknown {what} {name!r}; did you mean {close[0]!r}?"
-    return f"unknown {what} {name!r}; expected one of: {', '.join(names) or '(none)'}"
 
 
 def all_problems(s: Scenario, reserved: frozenset[str]) -> list[Reference]:
@@ -336,10 +313,3 @@ def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
                 (("agents", agent_name, "tools", i), f"{agent_name!r} never calls {tool!r}: {why}")
             )
     return warnings
-
-
-# Imported last: those checks use this module's Reference and unknown.
-from errorflow.scenario.discussion_checks import (  # noqa: E402
-    defence_problems,
-    discussion_problems,
-)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationError, model_validator
 
-from errorflow.scenario.references import Reference, unknown
+from errorflow.scenario.reference_problem import Reference, unknown
 from errorflow.scenario.world_model import Extended, Strict
 
 #: The most axes a sweep may have (topology × corruption rate × defence fits).
