@@ -14,7 +14,7 @@ import pytest
 
 from errorflow import api
 from errorflow.cli.main import main
-from errorflow.runtime import workers
+from errorflow.runtime import root_causes, workers
 from errorflow.runtime.runner import RunOptions
 from errorflow.runtime.store import get_run
 from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
@@ -24,12 +24,15 @@ from tests.conftest import scenario
 #: Fields that differ between any two runs (ids are fresh, clocks move).
 VOLATILE = ("id", "ts", "sig", "seq", "run_id")
 
-Stored = tuple[Counter[str], list[tuple[object, ...]], list[tuple[object, ...]]]
+Stored = tuple[
+    Counter[str], list[tuple[object, ...]], list[tuple[object, ...]], list[tuple[object, ...]]
+]
 
 
 def stored(db_path: Path) -> list[Stored]:
     """Per run, in the order they started: its task, result and event envelopes with
-    every id replaced by who sent what to whom (a multiset), its trial rows and labels."""
+    every id replaced by who sent what to whom (a multiset), its trial rows, labels and
+    stored root causes."""
     runs: list[Stored] = []
     with sqlite3.connect(db_path) as db:
         for (run_id,) in db.execute("SELECT run_id FROM runs ORDER BY started").fetchall():
@@ -66,7 +69,12 @@ def stored(db_path: Path) -> list[Stored]:
                     "SELECT trial, sender, label, reason FROM labels WHERE run_id = ?", (run_id,)
                 ).fetchall()
             )
-            runs.append((messages, trials, labels))
+            causes = db.execute(
+                "SELECT trial, kind, agent, tool, step, code, depth, dropped FROM root_causes"
+                " WHERE run_id = ? ORDER BY trial",
+                (run_id,),
+            ).fetchall()
+            runs.append((messages, trials, labels, causes))
     return runs
 
 
@@ -123,6 +131,22 @@ def test_the_api_gives_the_same_trials_and_messages_with_two_workers(tmp_path: P
     assert run is not None and run["status"] == "finished"
     assert run["broker"] == "in-process, 2 worker processes"
     assert sorted(two.raw.messages) == list(range(40))  # kept messages come back too
+
+
+def test_root_causes_are_made_by_the_workers_and_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    contamination = api.load("contamination")
+    api.run(contamination, trials=40, db=tmp_path / "one.db")
+    made_here: list[int] = []
+    real = root_causes.cause_of
+    monkeypatch.setattr(
+        root_causes, "cause_of", lambda meta, rows: made_here.append(1) or real(meta, rows)
+    )
+    api.run(contamination, trials=40, db=tmp_path / "two.db", workers=2)
+    assert made_here == []  # the workers (spawned: unpatched) made every one
+    causes = stored(tmp_path / "two.db")[0][3]
+    assert len(causes) > 10 and causes == stored(tmp_path / "one.db")[0][3]
 
 
 def test_agent_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:

@@ -117,6 +117,21 @@ async def _record(db: aiosqlite.Connection, run_id: str) -> int:
     return stored
 
 
+async def copy_attached(db: aiosqlite.Connection, schema: str) -> None:
+    """Copy the root causes an attached store (`schema`: a worker's shard) computed for
+    its trials: they are the rows' own (computed from them alone), so the run's store need
+    not compute them again. A shard that stored none (interrupted) has no table."""
+    found = await db.execute_fetchall(
+        f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = 'root_causes'"
+    )
+    if not list(found):
+        return
+    await db.execute(SCHEMA)  # one statement: inside the merge's transaction
+    await db.execute(
+        f"INSERT OR REPLACE INTO root_causes SELECT * FROM {schema}.root_causes ORDER BY trial"
+    )
+
+
 def _chunks(trials: list[int]) -> Iterator[tuple[int, int]]:
     for i in range(0, len(trials), CHUNK):
         part = trials[i : i + CHUNK]

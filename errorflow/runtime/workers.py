@@ -10,7 +10,8 @@ with the ordinary runner (`RunOptions.only_trials`) on an in-process bus of its 
 into a store of its own, under the run's id and run key. Its scores come back as they
 are made (the progress bar moves); when the shards are over their rows are copied into
 the user's store, where the run was registered, shard by shard, so in trial order.
-Root causes and the summary are then made from the merged store, as for any run.
+Each shard stores the root causes of its failed trials (from its rows alone, so in
+parallel); they are merged with the rows. The summary is made from the merged scores.
 
 What cannot be split runs in one process: a run-scoped scenario (its trials see the
 trials before them), one that calls real models (one request limiter, response cache and
@@ -403,6 +404,7 @@ async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
     try:
         for sql in _MERGED:
             await db.execute(sql)
+        await root_causes.copy_attached(db, "shard")
         await db.commit()
     finally:
         await db.execute("DETACH DATABASE shard")
