@@ -38,7 +38,9 @@ def mosquitto_pub() -> str:
     binary = shutil.which("mosquitto_pub")
     if binary is None:
         if IN_CI:
-            pytest.fail("CI is set but mosquitto_pub is missing (apt-get install mosquitto-clients)")  # noqa: E501
+            pytest.fail(
+                "CI is set but mosquitto_pub is missing (apt-get install mosquitto-clients)"
+            )  # noqa: E501
         pytest.skip("mosquitto_pub not installed")
     return binary
 
@@ -143,9 +145,7 @@ def test_hostile_clients_change_no_outcome(mosquitto: Mosquitto, tmp_path: Path)
         key = signing.new_key()
         model = RunModel(run_id="attacked-run", scenario=s)
         holder = BusHolder(mosquitto.url)
-        watcher = asyncio.create_task(
-            Attach("attacked-run", holder, s, key=key).run(model.apply)
-        )
+        watcher = asyncio.create_task(Attach("attacked-run", holder, s, key=key).run(model.apply))
         await asyncio.sleep(0.3)
         opts = RunOptions(
             broker=mosquitto.url,
@@ -167,9 +167,7 @@ def test_hostile_clients_change_no_outcome(mosquitto: Mosquitto, tmp_path: Path)
     assert {t: v.outcome.value for t, v in model.trials.items() if v.outcome} == by_trial(baseline)
 
 
-def test_hostile_messages_do_not_stop_agent_processes(
-    mosquitto: Mosquitto, tmp_path: Path
-) -> None:
+def test_hostile_messages_do_not_stop_agent_processes(mosquitto: Mosquitto, tmp_path: Path) -> None:
     """The `errorflow agent` receive path: separate processes, the same attack."""
     s = scenario("contamination", trials=20)
     run_id = "hostile-split"

@@ -688,7 +688,7 @@ async def test_secrets_in_arguments_do_not_reach_events_or_observations() -> Non
 
 # -- user-defined tools ------------------------------------------------------------------
 
-USER_TOOLS = '''
+USER_TOOLS = """
 import httpx
 
 
@@ -702,7 +702,7 @@ def flaky(mode: str) -> dict[str, object]:
     if mode == "refused":
         return {"ok": False, "reason": "sku discontinued"}
     return {"ok": True, "units": 3}
-'''
+"""
 
 
 def user_scenario(tmp_path: Any) -> Scenario:

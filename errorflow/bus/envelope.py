@@ -150,8 +150,9 @@ def decode(raw: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Envelope:
         raise RejectedMessage("undecodable", f"{type(exc).__name__}: {exc}"[:200]) from None
     # Counting brackets and commas is C-fast; only a message that could break a limit
     # is walked (fewer brackets than the depth limit cannot nest deeper than it).
+    # (A comma is a byte: a message shorter than the value limit has fewer commas.)
     many = raw.count(b"[") + raw.count(b"{") > MAX_PAYLOAD_DEPTH
-    if many or raw.count(b",") >= MAX_PAYLOAD_VALUES:
+    if many or (len(raw) >= MAX_PAYLOAD_VALUES and raw.count(b",") >= MAX_PAYLOAD_VALUES):
         problem = payload_problem(env.payload)
         if problem is not None:
             raise RejectedMessage("payload_too_complex", problem)

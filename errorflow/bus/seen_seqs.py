@@ -49,7 +49,8 @@ class SeenSet:
 
 
 class SeqRuns:
-    """The seqs seen of one sender: sorted, disjoint runs [lo, hi]."""
+    """The seqs seen of one sender (or any set of numbers that mostly come in order, such
+    as the closed trials of a run): sorted, disjoint runs [lo, hi]."""
 
     __slots__ = ("his", "los")
 
@@ -82,7 +83,14 @@ class SeqRuns:
                 del los[0], his[0]
         return True
 
+    def __contains__(self, seq: object) -> bool:
+        if not isinstance(seq, int):
+            return False
+        i = bisect.bisect_right(self.los, seq) - 1
+        return i >= 0 and seq <= self.his[i]
+
     def __len__(self) -> int:
+        """The runs held (not the numbers in them)."""
         return len(self.los)
 
 

@@ -11,6 +11,8 @@ trial that times out says which faults had fired on it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from errorflow.bus.bus_faults import BusFaultPlan
 from errorflow.bus.envelope import Envelope
 from errorflow.core.events import BusFaultFired, BusUndelivered, parse_event
@@ -71,7 +73,9 @@ class BusFaultTally:
         return bus_fault_counts(self.plan.kinds, self.fired, self.trials)
 
 
-def bus_recovery(fired: dict[int, dict[str, int]], scores: dict[int, TrialScore]) -> BusRecovery:
+def bus_recovery(
+    fired: Mapping[int, Mapping[str, int]], scores: Mapping[int, TrialScore]
+) -> BusRecovery:
     """Of the trials a bus fault struck, those the acks and resends recovered (the trial
     finished) and those it ended (`bus_fault`, with its reason)."""
     struck = [t for t in fired if t in scores]

@@ -27,8 +27,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,7 @@ from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.problems import file_error
 from errorflow.scenario.run_time import arrival, arrival_times
 from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
+from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import ServiceJson, service_load
 from errorflow.scoring.summary import RunJson, RunSummary, summarize
 
@@ -131,7 +132,7 @@ class RunResult:
     trials: int
     propagation: str
     broker: str
-    scores: list[TrialScore]
+    scores: Sequence[TrialScore]  # in trial order (a lazy view on long runs)
     summary: RunSummary
     rejects: dict[str, int] = field(default_factory=dict)
     messages: dict[int, list[Envelope]] = field(default_factory=dict)
@@ -304,7 +305,9 @@ class _Runner:
         self.bus_faults = BusFaultTally(bus_plan(scenario), self.tracker)
         self.agent_faults = AgentFaultTally(scenario)
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
-        self.scores: dict[int, TrialScore] = {}
+        # Without kept messages the labels are in the store only, and the scores are
+        # kept by column (a few bytes a trial: memory stays flat over long runs).
+        self.scores = score_map(options.keep_messages)
         self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
         self.present: set[str] = set()
         self.present_all = asyncio.Event()
@@ -377,7 +380,7 @@ class _Runner:
             trials=s.trials,
             propagation=s.propagation,
             broker=self.bus.description,
-            scores=[self.scores[t] for t in sorted(self.scores)],
+            scores=self.ordered_scores(),
             summary=summary,
             rejects=dict(self.recorder.rejects),
             messages=self.kept,
@@ -599,8 +602,6 @@ class _Runner:
                 await self._publish_labels(score)
             if self.options.on_trial is not None:
                 self.options.on_trial(score)
-            if not self.options.keep_messages:  # the labels are stored and published:
-                self.scores[trial] = replace(score, labels=[])  # memory stays flat
 
     def _timed_out(self, trial: int) -> TrialScore:
         """A trial without its final result: a bus fault, unless a message that did come
@@ -745,8 +746,11 @@ class _Runner:
         if self.recorder is not None:
             await self.recorder.drain()
 
+    def ordered_scores(self) -> Sequence[TrialScore]:
+        return in_trial_order(self.scores)
+
     def summary(self) -> RunSummary:
-        scores = [self.scores[t] for t in sorted(self.scores)]
+        scores = self.ordered_scores()
         summary = summarize(scores)
         bus_faults = self.bus_faults.counts()
         if bus_faults is not None:
@@ -756,7 +760,5 @@ class _Runner:
         if agent_faults is not None:
             summary["agent_faults"] = agent_faults
         if self.services.services:
-            summary["services"] = service_load(
-                self.services, scores, arrival_times(self.scenario)
-            )
+            summary["services"] = service_load(self.services, scores, arrival_times(self.scenario))
         return summary

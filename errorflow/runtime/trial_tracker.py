@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from errorflow.agents.inputs import round_of
 from errorflow.bus import topics
 from errorflow.bus.envelope import Envelope, Kind
+from errorflow.bus.seen_seqs import SeqRuns
 
 #: What a sender says once per trial: (sender, recipient, kind, round).
 _Said = tuple[str, str, Kind, int]
@@ -107,7 +108,7 @@ class TrialTracker:
     def __init__(self, terminals: Iterable[str] = ()) -> None:
         self.terminals = frozenset(terminals)
         self._trials: dict[int, TrialState] = {}
-        self._closed: set[int] = set()
+        self._closed = SeqRuns()  # trials close nearly in order: a few runs
 
     def add(self, env: Envelope) -> bool:
         """File a task or result message; True if its trial is done now. A message of a

@@ -29,8 +29,8 @@ import queue
 import signal
 import tempfile
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field, replace
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -61,6 +61,7 @@ from errorflow.runtime.store import (
 from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore
+from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.summary import BusFaultCount, RunSummary, summarize
 
 #: `--workers auto`: one process per core for runs of at least this many trials (a worker
@@ -186,7 +187,8 @@ def serve(jobs: Queue[Shard | None], results: Queue[Report]) -> None:
 
 def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
     def on_trial(score: TrialScore) -> None:
-        report(("trial", shard.run_id, score))
+        # Without kept messages the labels are in the shard's store: not sent, not kept.
+        report(("trial", shard.run_id, score if shard.keep_messages else replace(score, labels=[])))
 
     options = RunOptions(
         bus=InProcessBus(),
@@ -215,9 +217,11 @@ def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
 FAULT_COUNTS = frozenset({"agent_faults", "bus_faults"})
 
 
-def merged_summary(scores: dict[int, TrialScore], done: dict[int, ShardResult]) -> RunSummary:
+def merged_summary(
+    scores: MutableMapping[int, TrialScore], done: dict[int, ShardResult]
+) -> RunSummary:
     """The run's summary from every shard's scores, with the fault counts summed."""
-    summary = summarize([scores[t] for t in sorted(scores)])
+    summary = summarize(in_trial_order(scores))
     for key in sorted({k for r in done.values() for k in r.fault_counts}):
         total: dict[str, BusFaultCount] = {}
         for r in done.values():
@@ -257,7 +261,8 @@ class Pool:
         broker = f"in-process, {self.size} worker processes"
         db = await open_db(options.db_path)
         try:
-            scores = await take_over(db, scenario, run_id, options, broker)
+            scores = score_map(options.keep_messages)
+            scores.update(await take_over(db, scenario, run_id, options, broker))
             todo = [t for t in range(scenario.trials) if t not in scores]
             folder = options.db_path.resolve().parent
             with tempfile.TemporaryDirectory(prefix=".errorflow-workers-", dir=folder) as tmp:
@@ -277,7 +282,7 @@ class Pool:
         db: aiosqlite.Connection,
         run_id: str,
         shards: list[Shard],
-        scores: dict[int, TrialScore],
+        scores: MutableMapping[int, TrialScore],
         options: RunOptions,
     ) -> dict[int, ShardResult]:
         """Run the shards, then merge what they stored (whatever happened) and close
@@ -300,7 +305,7 @@ class Pool:
         self,
         run_id: str,
         shards: list[Shard],
-        scores: dict[int, TrialScore],
+        scores: MutableMapping[int, TrialScore],
         on_trial: Callable[[TrialScore], None] | None,
     ) -> dict[int, ShardResult]:
         if self.broken:
@@ -382,7 +387,7 @@ async def close_run(
     db: aiosqlite.Connection,
     run_id: str,
     shard_dbs: list[Path],
-    scores: dict[int, TrialScore],
+    scores: MutableMapping[int, TrialScore],
     done: dict[int, ShardResult],
     status: str,
 ) -> None:
@@ -414,7 +419,7 @@ def result_of(
     scenario: Scenario,
     run_id: str,
     broker: str,
-    scores: dict[int, TrialScore],
+    scores: MutableMapping[int, TrialScore],
     done: dict[int, ShardResult],
 ) -> RunResult:
     rejects: Counter[str] = Counter()
@@ -422,7 +427,7 @@ def result_of(
     for index in sorted(done):
         rejects.update(done[index].rejects)
         messages.update(done[index].messages)
-    ordered = [scores[t] for t in sorted(scores)]
+    ordered = in_trial_order(scores)
     return RunResult(
         run_id=run_id,
         scenario=scenario.name,

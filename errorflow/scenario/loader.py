@@ -188,4 +188,3 @@ def warnings_for(scenario: Scenario, path: str | Path | None = None) -> list[str
         file = str(path)
         _, marks = parse_yaml(read_text(Path(path), file), file)
     return [problem_at(marks, loc, message).render(file) for loc, message in found]
-

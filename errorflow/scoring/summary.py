@@ -13,10 +13,10 @@ and printed by `--json` exactly as built here, and readers index it like the dic
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NotRequired, TypedDict
 
-from errorflow.core.costs import Costs
+from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import PairedDifference, paired_difference, pass_at_k, wilson
@@ -115,34 +115,48 @@ class RunJson(TypedDict):
     agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
 
 
-def summarize(scores: list[TrialScore]) -> RunSummary:
-    counts = Counter(s.outcome.value for s in scores)
+def summarize(scores: Iterable[TrialScore]) -> RunSummary:
+    """The run's outcomes and metrics from its scores, in trial order. One pass, holding
+    one bool per trial: a run's scores may be a lazily read `ScoreTable` view."""
+    counts: Counter[str] = Counter()
+    total, costed, n = Costs(), 0, 0
+    depth_sum, depth_n, depth_max = 0, 0, 0
+    success: list[bool] = []
+    policy: dict[str, Counter[str]] = {}
+    for s in scores:
+        counts[s.outcome.value] += 1
+        if s.outcome in NOT_MEASURED:
+            continue
+        n += 1
+        # Costs are known only for trials whose messages arrived: a bus fault has none,
+        # and counting it as zero would make every other trial look cheaper.
+        if s.outcome is not Outcome.BUS_FAULT:
+            total, costed = total + s.costs, costed + 1
+        if s.outcome is Outcome.CONTAMINATED:
+            depth_sum, depth_n = depth_sum + s.depth, depth_n + 1
+            depth_max = max(depth_max, s.depth)
+        success.append(s.outcome is Outcome.SUCCESS)
+        add_policy(policy, s)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
-    measured = [s for s in scores if s.outcome not in NOT_MEASURED]
-    n = len(measured)
     rates: dict[str, Rate] = {}
     for o in RATED:
         k = outcomes[o.value]
         low, high = wilson(k, n)
         rates[o.value] = {"rate": k / n if n else 0.0, "ci95": [round(low, 4), round(high, 4)]}
-    # Costs are known only for trials whose messages arrived: a bus fault has none, and
-    # counting it as zero would make every other trial look cheaper.
-    costs = Costs.mean(s.costs for s in measured if s.outcome is not Outcome.BUS_FAULT)
-    depths = [s.depth for s in measured if s.outcome is Outcome.CONTAMINATED]
-    success = [s.outcome is Outcome.SUCCESS for s in measured]
+    costs = Costs(**{k: getattr(total, k) / costed for k in ALL_COST_KEYS}) if costed else Costs()
     metrics: Metrics = {
         "rates": rates,
         "success_rate": rates[Outcome.SUCCESS]["rate"],
         "contamination_rate": rates[Outcome.CONTAMINATED]["rate"],
-        "mean_depth": sum(depths) / len(depths) if depths else 0.0,
-        "max_depth": max(depths, default=0),
+        "mean_depth": depth_sum / depth_n if depth_n else 0.0,
+        "max_depth": depth_max,
         "per_trial": {k: round(v, 4) for k, v in costs.to_wire().items()},
         "pass^3": pass_at_k(success, 3) if n >= 3 else None,
     }
-    policy = policy_totals(measured)
-    if policy:
-        metrics["policy"] = policy
-    return {"trials": len(scores), "outcomes": outcomes, "metrics": metrics}
+    totals = rounded_policy(policy)
+    if totals:
+        metrics["policy"] = totals
+    return {"trials": sum(counts.values()), "outcomes": outcomes, "metrics": metrics}
 
 
 def bus_fault_counts(
@@ -175,12 +189,20 @@ def bus_fault_line(counts: Mapping[str, BusFaultCount], what: str = "bus faults"
     return f"{what}: " + "; ".join(cells)
 
 
-def policy_totals(scores: Sequence[TrialScore]) -> dict[str, dict[str, float]]:
+def policy_totals(scores: Iterable[TrialScore]) -> dict[str, dict[str, float]]:
     """Each agent's policy decisions summed over `scores`."""
     out: dict[str, Counter[str]] = {}
     for s in scores:
-        for agent, counts in s.policy.items():
-            out.setdefault(agent, Counter()).update(counts)
+        add_policy(out, s)
+    return rounded_policy(out)
+
+
+def add_policy(out: dict[str, Counter[str]], score: TrialScore) -> None:
+    for agent, counts in score.policy.items():
+        out.setdefault(agent, Counter()).update(counts)
+
+
+def rounded_policy(out: Mapping[str, Counter[str]]) -> dict[str, dict[str, float]]:
     return {a: {k: round(v, 6) for k, v in sorted(c.items())} for a, c in sorted(out.items())}
 
 

@@ -1,0 +1,149 @@
+"""A run's trial scores in memory that stays small over a run of any length.
+
+A long run scores 100,000 trials or more; as `TrialScore` objects (a `Costs` of eight
+float objects each, a policy dict, a reason) they cost about 1 KB a trial, most of the
+memory such a run grows by. Their labels are in the store already (`RunOptions.
+keep_messages=False` drops them), so what the run's summary and result still need is
+kept here by column: an outcome byte, a depth and eight doubles per trial, and the rare
+reason or policy tally by trial. A score read back is the one put in, without labels:
+the same floats, so a summary made from it is the same to the last bit.
+
+A mapping from trial number to score (the runner's `scores`), and `ordered()` is the
+sorted, lazily materialised view `RunResult.scores` takes.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import TypeVar, overload
+
+from errorflow.core.costs import ALL_COST_KEYS, Costs
+from errorflow.scoring.score import Outcome, TrialScore
+
+_OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+_CODE = {o: i + 1 for i, o in enumerate(_OUTCOMES)}  # 0: no score
+_WIDTH = len(ALL_COST_KEYS)
+V = TypeVar("V")
+
+
+class ScoreTable(MutableMapping[int, TrialScore]):
+    def __init__(self, scores: Mapping[int, TrialScore] | None = None) -> None:
+        self._outcome = bytearray()
+        self._depth = array("q")
+        self._costs = array("d")
+        self._reason: dict[int, str] = {}
+        self._policy: dict[int, dict[str, dict[str, float]]] = {}
+        self._count = 0
+        if scores:
+            self.update(scores)
+
+    def _grow(self, trial: int) -> None:
+        more = trial + 1 - len(self._outcome)
+        if more > 0:
+            more = max(more, len(self._outcome) // 2)  # amortised, like a list
+            self._outcome.extend(bytes(more))
+            self._depth.extend([0] * more)
+            self._costs.extend([0.0] * (more * _WIDTH))
+
+    def __setitem__(self, trial: int, score: TrialScore) -> None:
+        if trial < 0 or trial != score.trial:
+            raise KeyError(trial)
+        self._grow(trial)
+        if not self._outcome[trial]:
+            self._count += 1
+        self._outcome[trial] = _CODE[score.outcome]
+        self._depth[trial] = score.depth
+        at = trial * _WIDTH
+        for i, key in enumerate(ALL_COST_KEYS):
+            self._costs[at + i] = getattr(score.costs, key)
+        _sparse(self._reason, trial, score.reason)
+        _sparse(self._policy, trial, score.policy)
+
+    def __getitem__(self, trial: int) -> TrialScore:
+        if not 0 <= trial < len(self._outcome) or not self._outcome[trial]:
+            raise KeyError(trial)
+        at = trial * _WIDTH
+        costs = Costs(**dict(zip(ALL_COST_KEYS, self._costs[at : at + _WIDTH], strict=True)))
+        return TrialScore(
+            trial,
+            _OUTCOMES[self._outcome[trial] - 1],
+            self._depth[trial],
+            costs=costs,
+            reason=self._reason.get(trial, ""),
+            policy=self._policy.get(trial, {}),
+        )
+
+    def __delitem__(self, trial: int) -> None:
+        if trial not in self:
+            raise KeyError(trial)
+        self._outcome[trial] = 0
+        self._count -= 1
+        self._reason.pop(trial, None)
+        self._policy.pop(trial, None)
+
+    def __contains__(self, trial: object) -> bool:
+        return (
+            isinstance(trial, int)
+            and 0 <= trial < len(self._outcome)
+            and (self._outcome[trial] != 0)
+        )
+
+    def __iter__(self) -> Iterator[int]:
+        """Trial numbers, in order."""
+        return (t for t, code in enumerate(self._outcome) if code)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def ordered(self) -> OrderedScores:
+        return OrderedScores(self)
+
+
+class OrderedScores(Sequence[TrialScore]):
+    """The table's scores in trial order, made one at a time as they are read."""
+
+    def __init__(self, table: ScoreTable) -> None:
+        self._trials = array("q", table)
+        self._table = table
+
+    @overload
+    def __getitem__(self, index: int) -> TrialScore: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[TrialScore]: ...
+    def __getitem__(self, index: int | slice) -> TrialScore | list[TrialScore]:
+        if isinstance(index, slice):
+            return [self._table[t] for t in self._trials[index]]
+        return self._table[self._trials[index]]
+
+    def __len__(self) -> int:
+        return len(self._trials)
+
+    def __iter__(self) -> Iterator[TrialScore]:
+        return (self._table[t] for t in self._trials)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"OrderedScores({len(self)} trials)"
+
+
+def _sparse(where: dict[int, V], trial: int, value: V) -> None:
+    if value:
+        where[trial] = value
+    else:
+        where.pop(trial, None)
+
+
+def score_map(keep_labels: bool) -> MutableMapping[int, TrialScore]:
+    """Where a run keeps its scores: a dict of the whole scores (labels too), or a table."""
+    return {} if keep_labels else ScoreTable()
+
+
+def in_trial_order(scores: Mapping[int, TrialScore]) -> Sequence[TrialScore]:
+    if isinstance(scores, ScoreTable):
+        return scores.ordered()
+    return [scores[t] for t in sorted(scores)]

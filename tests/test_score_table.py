@@ -1,0 +1,83 @@
+"""The score table gives back the scores put in (without labels), in trial order, and a
+summary made from it is the summary of the scores themselves, to the last bit."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from errorflow.core.costs import Costs
+from errorflow.scoring.score import Label, MessageLabel, Outcome, TrialScore
+from errorflow.scoring.score_table import ScoreTable, in_trial_order, score_map
+from errorflow.scoring.summary import summarize
+
+
+def some_scores(n: int, seed: int = 7) -> list[TrialScore]:
+    rng = random.Random(seed)
+    out = []
+    for t in range(n):
+        outcome = rng.choice(list(Outcome))
+        costs = Costs(
+            backend_calls=rng.randint(0, 9),
+            model_calls=rng.randint(1, 5),
+            input_tokens=rng.randint(100, 900),
+            output_tokens=rng.randint(10, 90),
+            retries=rng.randint(0, 3),
+            sim_seconds=rng.random() * 3,  # not an integer: the order of sums matters
+            cache_read_tokens=rng.choice([0.0, 12.5]),
+        )
+        policy = {"writer": {"retry": float(rng.randint(0, 2))}} if rng.random() < 0.3 else {}
+        reason = "no final result" if outcome is Outcome.BUS_FAULT else ""
+        label = MessageLabel("m", "writer", Label.CLEAN, "ok", touched=False)
+        out.append(TrialScore(t, outcome, rng.randint(0, 4), [label], costs, reason, policy))
+    return out
+
+
+def test_a_score_comes_back_as_it_went_in_without_its_labels() -> None:
+    scores = some_scores(50)
+    table = ScoreTable()
+    for s in reversed(scores):  # trials end in any order
+        table[s.trial] = s
+    assert len(table) == 50 and list(table) == list(range(50))
+    for s in scores:
+        back = table[s.trial]
+        assert back.labels == []
+        assert (back.outcome, back.depth, back.costs, back.reason, back.policy) == (
+            s.outcome, s.depth, s.costs, s.reason, s.policy,
+        )  # fmt: skip
+
+
+def test_missing_trials_are_missing() -> None:
+    table = ScoreTable({3: some_scores(4)[3]})
+    assert 3 in table and 2 not in table and 99 not in table and "3" not in table
+    with pytest.raises(KeyError):
+        table[2]
+    with pytest.raises(KeyError):
+        table[-1]
+    del table[3]
+    assert len(table) == 0 and 3 not in table
+    with pytest.raises(KeyError):  # a score filed under another trial's number
+        table[5] = some_scores(1)[0]
+
+
+def test_the_summary_of_the_table_is_the_summary_of_the_scores() -> None:
+    scores = some_scores(3000)
+    table = ScoreTable()
+    order = list(range(3000))
+    random.Random(1).shuffle(order)
+    for t in order:
+        table[t] = scores[t]
+    assert summarize(table.ordered()) == summarize(scores)
+    assert table.ordered() == [table[t] for t in range(3000)]
+    assert table.ordered()[10:12] == [table[10], table[11]]
+
+
+def test_a_run_without_kept_messages_keeps_a_table_and_one_with_them_a_dict() -> None:
+    assert isinstance(score_map(keep_labels=False), ScoreTable)
+    kept = score_map(keep_labels=True)
+    assert isinstance(kept, dict)
+    s = some_scores(3)
+    kept.update({2: s[2], 0: s[0]})
+    assert [x.trial for x in in_trial_order(kept)] == [0, 2]
+    assert in_trial_order(kept)[0].labels  # a dict keeps the labels
