@@ -106,10 +106,15 @@ class FaultPlan:
     a fault depends only on (seed, trial, agent, tool, position): adding a fault to
     another tool, or appending one to this tool, never shifts it."""
 
-    def __init__(self, faults: list[FaultSpec], rng: random.Random) -> None:
+    def __init__(self, faults: list[FaultSpec], rng: random.Random | None) -> None:
+        """`rng` may be None for a tool without faults (nothing ever draws from it)."""
         self._faults = faults
-        base = rng.getrandbits(64)
-        self._rngs = [random.Random(f"{base}:{i}") for i in range(len(faults))]
+        self._rngs: list[random.Random] = []
+        if faults:
+            if rng is None:
+                raise ValueError("a fault plan with faults needs its random stream")
+            base = rng.getrandbits(64)
+            self._rngs = [random.Random(f"{base}:{i}") for i in range(len(faults))]
         self.calls = 0
 
     def next(self, kinds: frozenset[str] | None = None) -> FaultSpec | None:
@@ -170,17 +175,26 @@ class ToolClient:
         self._malform: dict[str, FaultPlan] = {}
         # Degraded-service draws, one stream for this agent's view of the services.
         self._rng_service: random.Random | None = None  # drawn only by a service's calls
-        # Per-item draws (partial faults), one stream per tool.
-        self._rng_items = {
-            name: stream(scenario.seed, trial, agent, name, "items") for name in self.tools
-        }
+        # Per-item draws (partial faults), one stream per tool, made when first drawn
+        # from (seeding one costs microseconds, and most agents never draw).
+        self._rng_items: dict[str, random.Random] = {}
         self._sent: dict[str, SendReceipt] = {}  # idempotency key -> first result
         self.sent_reports: list[SentReport] = []
+        # A stream is seeded only for a tool with faults of that kind (seeding costs
+        # microseconds, per agent, tool and trial; the draws are the same either way).
         for name, spec in self.tools.items():
             call_faults = [f for f in spec.faults if f.kind in CALL_FAULTS]
-            self._plans[name] = FaultPlan(call_faults, stream(scenario.seed, trial, agent, name))
+            rng = stream(scenario.seed, trial, agent, name) if call_faults else None
+            self._plans[name] = FaultPlan(call_faults, rng)
             bad = [f for f in spec.faults if f.kind == "malformed_call"]
-            self._malform[name] = FaultPlan(bad, stream(scenario.seed, trial, agent, name, "mal"))
+            rng = stream(scenario.seed, trial, agent, name, "mal") if bad else None
+            self._malform[name] = FaultPlan(bad, rng)
+
+    def _items_rng(self, tool: str) -> random.Random:
+        rng = self._rng_items.get(tool)
+        if rng is None:
+            rng = self._rng_items[tool] = stream(self.seed, self.trial, self.agent, tool, "items")
+        return rng
 
     # The model's call as it arrives may be mangled (malformed_call): the JSON is
     # truncated, a field dropped, a type changed or an extra field added.
@@ -398,7 +412,7 @@ class ToolClient:
                     fault is not None
                     and fault.kind == "partial"
                     and (
-                        self._rng_items[tool].random()
+                        self._items_rng(tool).random()
                         < (fault.item_p if fault.item_p is not None else 0.5)
                     )
                 )
@@ -421,7 +435,7 @@ class ToolClient:
             if fault is not None and fault.kind == "partial" and isinstance(value, dict):
                 p = fault.item_p if fault.item_p is not None else 0.5
                 for item in sorted(value):
-                    if self._rng_items[tool].random() < p:
+                    if self._items_rng(tool).random() < p:
                         del value[item]
                         errors[item] = "HTTP 503 Service Unavailable"
             return value, errors

@@ -16,8 +16,11 @@ import bisect
 
 from errorflow.bus.envelope import Envelope
 
-#: Ids remembered (a duplicate is told from a replay within these many messages).
-RECENT_IDS = 100_000
+#: Ids remembered (a duplicate is told from a replay within these many messages). About
+#: 2.5 MB an endpoint, full within the first few thousand trials of a long run (so its
+#: memory is flat from there); at a few thousand messages a second it spans the first
+#: resends (2, 4 and 8 s after a send) that recover a lost ack.
+RECENT_IDS = 20_000
 #: Runs kept per sender; past it the oldest are forgotten (only a sender that skips
 #: numbers on purpose gets there).
 MAX_RUNS = 10_000

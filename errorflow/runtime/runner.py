@@ -413,11 +413,18 @@ class _Runner:
         # State that lives across trials (services, run-scoped breakers) is reproducible
         # only when each trial sees the trials before it complete: one at a time.
         in_flight = 1 if self.scenario.run_scoped else self.scenario.max_in_flight
-        gate = asyncio.Semaphore(in_flight)
         wanted = self.options.only_trials
         numbers = range(self.scenario.trials) if wanted is None else wanted
-        todo = [t for t in numbers if t not in self.scores]  # --resume
-        trials: asyncio.Future[list[None]] = asyncio.gather(*(self._trial(t, gate) for t in todo))
+        # `in_flight` lanes, each starting the next trial not started when its last one
+        # is over: trials start in order, and a run of any length holds `in_flight`
+        # coroutines (not one per trial: 100,000 waiting tasks are ~150 MB).
+        todo = (t for t in numbers if t not in self.scores)  # --resume
+
+        async def lane() -> None:
+            for trial in todo:
+                await self._trial(trial)
+
+        trials: asyncio.Future[list[None]] = asyncio.gather(*(lane() for _ in range(in_flight)))
         watch = asyncio.create_task(self._watch(), name="runner-watch")
         both: set[asyncio.Future[Any]] = {trials, watch}
         try:
@@ -571,37 +578,36 @@ class _Runner:
                     f"{self.run_id}`)"
                 )
 
-    async def _trial(self, trial: int, gate: asyncio.Semaphore) -> None:
+    async def _trial(self, trial: int) -> None:
         assert self.endpoint is not None
-        async with gate:
-            fut = self.done.setdefault(trial, asyncio.get_running_loop().create_future())
-            trace_id = f"{self.run_id}-t{trial}"
-            task = self.scenario.task
-            for name in self.scenario.entry_agents():
-                env = await self.endpoint.send(
-                    kind=Kind.TASK,
-                    recipient=name,
-                    trial=trial,
-                    trace_id=trace_id,
-                    payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
-                    at=arrival(self.scenario, trial) if self.scenario.run_scoped else 0.0,
-                )
-                self.tracker.add(env)
-            try:
-                await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
-                messages = self.tracker.messages(trial)
-                score = (
-                    self.crashed.pop(trial, None)
-                    or self.bus_faults.score(trial)
-                    or score_trial(self.scenario, self.truth, trial, messages)
-                )
-            except TimeoutError:
-                score = self._timed_out(trial)
-            self._finish(score)
-            with contextlib.suppress(ConnectionError):
-                await self._publish_labels(score)
-            if self.options.on_trial is not None:
-                self.options.on_trial(score)
+        fut = self.done.setdefault(trial, asyncio.get_running_loop().create_future())
+        trace_id = f"{self.run_id}-t{trial}"
+        task = self.scenario.task
+        for name in self.scenario.entry_agents():
+            env = await self.endpoint.send(
+                kind=Kind.TASK,
+                recipient=name,
+                trial=trial,
+                trace_id=trace_id,
+                payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
+                at=arrival(self.scenario, trial) if self.scenario.run_scoped else 0.0,
+            )
+            self.tracker.add(env)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
+            messages = self.tracker.messages(trial)
+            score = (
+                self.crashed.pop(trial, None)
+                or self.bus_faults.score(trial)
+                or score_trial(self.scenario, self.truth, trial, messages)
+            )
+        except TimeoutError:
+            score = self._timed_out(trial)
+        self._finish(score)
+        with contextlib.suppress(ConnectionError):
+            await self._publish_labels(score)
+        if self.options.on_trial is not None:
+            self.options.on_trial(score)
 
     def _timed_out(self, trial: int) -> TrialScore:
         """A trial without its final result: a bus fault, unless a message that did come

@@ -12,6 +12,7 @@ See scenarios/FORMAT.md for the reference.
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -223,10 +224,11 @@ class Scenario(Extended):
                 todo.extend(self.downstream_of(node))
         return False
 
-    @property
+    @functools.cached_property
     def run_scoped(self) -> bool:
         """Whether state lives across trials (a service, a breaker with `scope: run`):
-        trials then arrive over run time and run one at a time, in arrival order."""
+        trials then arrive over run time and run one at a time, in arrival order.
+        (Cached: every agent asks in every trial, and the answer looks at every agent.)"""
         if self.services or self.arrivals.process != "all_at_once":
             return True
         return any(
