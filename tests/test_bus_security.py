@@ -40,7 +40,7 @@ def mosquitto_pub() -> str:
         if IN_CI:
             pytest.fail(
                 "CI is set but mosquitto_pub is missing (apt-get install mosquitto-clients)"
-            )  # noqa: E501
+            )
         pytest.skip("mosquitto_pub not installed")
     return binary
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from errorflow.bus import seen_seqs
 from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.seen_seqs import CompactSeenSet, SeqRuns
 
@@ -43,3 +46,19 @@ def test_memory_stays_flat_and_old_seqs_are_still_refused() -> None:
     assert seen.size() == (1000, 2)  # recent ids, and one run of seqs per sender
     assert seen.repeat(env("a", 3)) == "replayed_seq"  # its id long forgotten: still refused
     assert seen.repeat(env("b", 49_999)) == "duplicate"
+
+
+def test_a_receiver_of_every_other_seq_stays_bounded_and_refuses_old_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent hears only the messages addressed to it: each seq is a run of its own.
+    Past the limit the oldest runs are joined, so old seqs stay refused."""
+    monkeypatch.setattr(seen_seqs, "MAX_RUNS", 100)
+    runs = SeqRuns()
+    heard = range(0, 2000, 2)  # every other seq of the sender
+    assert all(runs.add(s) for s in heard)
+    assert len(runs) == 100
+    assert 0 in runs and 2 in runs and 1998 in runs
+    assert not runs.add(0) and not runs.add(10)  # the oldest: still refused
+    assert 1999 not in runs and runs.add(1999)  # newer than the last heard: new
+    assert 1997 not in runs and runs.add(1997)  # a recent gap stays open

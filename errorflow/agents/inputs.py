@@ -21,8 +21,8 @@ ROUND0_KEEP = 4096
 #: Started rounds remembered to drop resends; past this, only the recent trials are kept.
 #: A second line only: the endpoint already drops every (sender, seq) it has seen, for
 #: the whole run (errorflow.bus.seen_seqs), so a small window keeps memory flat.
-DONE_KEEP = 20_000
-DONE_WINDOW_TRIALS = 10_000
+DONE_KEEP = 4_096
+DONE_WINDOW_TRIALS = 2_048
 #: Highest round number accepted from the wire (anything else reads as round 0).
 MAX_ROUND = 100
 

@@ -21,8 +21,11 @@ from errorflow.bus.envelope import Envelope
 #: memory is flat from there); at a few thousand messages a second it spans the first
 #: resends (2, 4 and 8 s after a send) that recover a lost ack.
 RECENT_IDS = 20_000
-#: Runs kept per sender; past it the oldest are forgotten (only a sender that skips
-#: numbers on purpose gets there).
+#: Runs kept per sender; past it the two oldest are joined, the numbers between them
+#: counted as seen. An endpoint that hears only some of a sender's messages (an agent
+#: gets those addressed to it) sees every one as a run of its own and gets there; a
+#: number older than the last 10,000 heard from that sender is then refused as
+#: `replayed_seq`, never forgotten and accepted again.
 MAX_RUNS = 10_000
 
 
@@ -83,7 +86,8 @@ class SeqRuns:
             los.insert(i + 1, seq)
             his.insert(i + 1, seq)
             if len(los) > MAX_RUNS:
-                del los[0], his[0]
+                his[0] = his[1]
+                del los[1], his[1]
         return True
 
     def __contains__(self, seq: object) -> bool:

@@ -4,8 +4,9 @@ A long run scores 100,000 trials or more; as `TrialScore` objects (a `Costs` of 
 float objects each, a policy dict, a reason) they cost about 1 KB a trial, most of the
 memory such a run grows by. Their labels are in the store already (`RunOptions.
 keep_messages=False` drops them), so what the run's summary and result still need is
-kept here by column: an outcome byte, a depth and eight doubles per trial, and the rare
-reason or policy tally by trial. A score read back is the one put in, without labels:
+kept here by column: an outcome byte, a depth, eight doubles and the index of its policy
+tally (each distinct tally kept once) per trial, and the rare reason by trial. A score
+read back is the one put in, without labels:
 the same floats, so a summary made from it is the same to the last bit.
 
 A mapping from trial number to score (the runner's `scores`), and `ordered()` is the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from typing import TypeVar, overload
+from typing import overload
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.scoring.score import Outcome, TrialScore
@@ -24,7 +25,7 @@ from errorflow.scoring.score import Outcome, TrialScore
 _OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 _CODE = {o: i + 1 for i, o in enumerate(_OUTCOMES)}  # 0: no score
 _WIDTH = len(ALL_COST_KEYS)
-V = TypeVar("V")
+Policy = dict[str, dict[str, float]]
 
 
 class ScoreTable(MutableMapping[int, TrialScore]):
@@ -33,7 +34,11 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         self._depth = array("q")
         self._costs = array("d")
         self._reason: dict[int, str] = {}
-        self._policy: dict[int, dict[str, dict[str, float]]] = {}
+        # Policy tallies repeat from trial to trial (`researcher: stop_permission_denied
+        # 1`): each distinct one is kept once, a trial holds its index (0: none).
+        self._policy = array("q")
+        self._policies: list[Policy] = [{}]
+        self._policy_index: dict[tuple[tuple[str, tuple[tuple[str, float], ...]], ...], int] = {}
         self._count = 0
         if scores:
             self.update(scores)
@@ -45,6 +50,7 @@ class ScoreTable(MutableMapping[int, TrialScore]):
             self._outcome.extend(bytes(more))
             self._depth.extend([0] * more)
             self._costs.extend([0.0] * (more * _WIDTH))
+            self._policy.extend([0] * more)
 
     def __setitem__(self, trial: int, score: TrialScore) -> None:
         if trial < 0 or trial != score.trial:
@@ -57,8 +63,21 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         at = trial * _WIDTH
         for i, key in enumerate(ALL_COST_KEYS):
             self._costs[at + i] = getattr(score.costs, key)
-        _sparse(self._reason, trial, score.reason)
-        _sparse(self._policy, trial, score.policy)
+        if score.reason:
+            self._reason[trial] = score.reason
+        else:
+            self._reason.pop(trial, None)
+        self._policy[trial] = self._policy_of(score.policy)
+
+    def _policy_of(self, policy: Policy) -> int:
+        if not policy:
+            return 0
+        key = tuple((a, tuple(sorted(c.items()))) for a, c in sorted(policy.items()))
+        index = self._policy_index.get(key)
+        if index is None:
+            index = self._policy_index[key] = len(self._policies)
+            self._policies.append({a: dict(c) for a, c in policy.items()})
+        return index
 
     def __getitem__(self, trial: int) -> TrialScore:
         if not 0 <= trial < len(self._outcome) or not self._outcome[trial]:
@@ -71,7 +90,7 @@ class ScoreTable(MutableMapping[int, TrialScore]):
             self._depth[trial],
             costs=costs,
             reason=self._reason.get(trial, ""),
-            policy=self._policy.get(trial, {}),
+            policy={a: dict(c) for a, c in self._policies[self._policy[trial]].items()},
         )
 
     def __delitem__(self, trial: int) -> None:
@@ -80,7 +99,7 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         self._outcome[trial] = 0
         self._count -= 1
         self._reason.pop(trial, None)
-        self._policy.pop(trial, None)
+        self._policy[trial] = 0
 
     def __contains__(self, trial: object) -> bool:
         return (
@@ -129,13 +148,6 @@ class OrderedScores(Sequence[TrialScore]):
 
     def __repr__(self) -> str:
         return f"OrderedScores({len(self)} trials)"
-
-
-def _sparse(where: dict[int, V], trial: int, value: V) -> None:
-    if value:
-        where[trial] = value
-    else:
-        where.pop(trial, None)
 
 
 def score_map(keep_labels: bool) -> MutableMapping[int, TrialScore]:
