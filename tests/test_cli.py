@@ -329,7 +329,7 @@ def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "100000",
-         "--run-id", "long-1", "--db", str(db), "-q"],
+         "--run-id", "long-1", "--db", str(db), "-q", "--workers", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
@@ -345,6 +345,33 @@ def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
     assert err.strip() == f"error: interrupted; resume with: {resume}"
     run = get_run(db, "long-1")
     assert run is not None and run["status"] == "interrupted"
+
+
+def test_ctrl_c_on_a_large_run_over_workers_keeps_what_they_did(tmp_path: Path) -> None:
+    """Ctrl-C stops the worker processes, what they stored is merged, and the run is
+    resumable like any other."""
+    db = tmp_path / "w.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "100000",
+         "--run-id", "long-w", "--db", str(db), "-q", "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while get_run(db, "long-w") is None if db.exists() else True:  # registered
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(6)  # the workers start (about a second) and run trials
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert (
+        err.strip() == f"error: interrupted; resume with: errorflow run --resume long-w --db {db}"
+    )
+    run = get_run(db, "long-w")
+    assert run is not None and run["status"] == "interrupted"
+    assert run["broker"] == "in-process, 2 worker processes"
+    assert 0 < len(trial_rows(db, "long-w")) < 100_000
 
 
 def test_resume_alone_runs_a_bundled_scenario_with_secrets(

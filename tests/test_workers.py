@@ -191,6 +191,24 @@ def test_a_sweep_with_two_workers_gives_the_same_cells(
     assert stored(tmp_path / "two.db") == stored(tmp_path / "one.db")  # baselines too
 
 
+def test_a_large_run_is_spread_over_the_cores_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(workers, "cores", lambda: 2)
+    monkeypatch.setattr(workers, "LARGE_RUN", 30)  # a "large" run that runs quickly
+    db = tmp_path / "auto.db"
+    trials = "30"
+    assert main(["run", "contamination", "--trials", trials, "--db", str(db), "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert auto["broker"] == "in-process, 2 worker processes"
+    small = ["run", "contamination", "--trials", "20", "--db", str(db), "--json"]
+    assert main(small) == 0
+    assert json.loads(capsys.readouterr().out)["broker"].startswith("embedded amqtt")
+    on_broker = [*small, "--workers", "1", "--trials", trials, "--propagation", "implicit"]
+    assert main(on_broker) == 0  # `--workers 1`: one process, on the embedded broker
+    assert json.loads(capsys.readouterr().out)["broker"].startswith("embedded amqtt")
+
+
 def test_the_cli_refuses_two_workers_for_a_run_scoped_scenario(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -35,6 +35,7 @@ from errorflow.cli.run_options import (
     check_workers,
     grace_option,
     remote_workers_option,
+    requested_workers,
     run_options,
     scenario_of,
     scenario_options,
@@ -136,13 +137,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                         baseline=args.baseline,
                         group_id=group_id,
                         on_arm=bars.start,
-                        workers=args.workers,
+                        workers=requested_workers(args),
                     )
                 )
             )
         else:
             once = asyncio.run(
-                interruptible(_run_once(scenario, options, bars, group_id, args.workers, remote))
+                interruptible(
+                    _run_once(scenario, options, bars, group_id, requested_workers(args), remote)
+                )
             )
         wall = time.perf_counter() - started
     if both:

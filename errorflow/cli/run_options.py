@@ -135,14 +135,21 @@ def workers_option(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--workers",
         type=worker_count,
-        default=1,
+        default=None,  # auto, unless given (`requested_workers`)
         metavar="N|auto",
         help="spread each run's trials over N processes, each running its share on an "
         "in-process bus of its own (no broker), with the outcomes one process gives; "
-        f"`auto`: one per core for runs of {LARGE_RUN:,} trials or more, else 1 "
-        "(default: 1). Runs whose state lives across trials, or that call real models, "
-        "run in one process",
+        f"`auto` (the default): one per core for runs of {LARGE_RUN:,} trials or more "
+        "that need no broker, else 1. Runs on --broker or with external agents, runs "
+        "whose state lives across trials and runs that call real models run in one "
+        "process (`--workers 1` always does)",
     )
+
+
+def requested_workers(args: argparse.Namespace) -> WorkerCount:
+    """`--workers` as given, `auto` when not given."""
+    given: WorkerCount | None = getattr(args, "workers", None)
+    return AUTO if given is None else given
 
 
 def remote_workers_option(sp: argparse.ArgumentParser) -> None:
@@ -174,7 +181,7 @@ def check_remote_workers(args: argparse.Namespace, scenarios: list[Scenario]) ->
         raise UsageError("the workers take trials from a broker: expected --broker URL", where)
     others = [o for o, on in (("--external-agents", args.external_agents),
               ("--baseline", args.baseline), ("--propagation both", args.propagation == "both"),
-              ("--workers", args.workers != 1)) if on]  # fmt: skip
+              ("--workers", args.workers not in (None, 1))) if on]  # fmt: skip
     if others:
         raise UsageError(f"hands one run to workers; it cannot take {others[0]}", where)
     for scenario in scenarios:
@@ -187,7 +194,8 @@ def check_workers(args: argparse.Namespace, scenarios: list[Scenario]) -> None:
     """`--workers` for these runs, checked before anything runs: a number > 1 for a run
     that must run in one process is bad input; `auto` on such a large run says why it
     runs in one process."""
-    requested: WorkerCount = getattr(args, "workers", 1)
+    requested = requested_workers(args)
+    explicit = getattr(args, "workers", None) is not None
     options = RunOptions(
         broker=broker_of(args.broker), external_agents=getattr(args, "external_agents", False)
     )
@@ -197,5 +205,5 @@ def check_workers(args: argparse.Namespace, scenarios: list[Scenario]) -> None:
         except WorkersRefused as exc:
             raise UsageError(str(exc), where=f"--workers {requested}") from None
         why = refusal(scenario, options)
-        if requested == AUTO and scenario.trials >= LARGE_RUN and why is not None:
+        if explicit and requested == AUTO and scenario.trials >= LARGE_RUN and why is not None:
             say(f"--workers auto: {scenario.name} runs in one process: {why}")

@@ -20,6 +20,7 @@ from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
 from errorflow.cli.run_options import (
     check_workers,
+    requested_workers,
     run_options,
     scenario_of,
     scenario_options,
@@ -64,7 +65,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 baseline=not args.no_baseline,
                 group_id=group_id,
                 on_arm=bars.start,
-                workers=args.workers,
+                workers=requested_workers(args),
             )
         )
         wall = time.perf_counter() - started

@@ -92,20 +92,27 @@ async def _record(db: aiosqlite.Connection, run_id: str) -> int:
         return 0
     r = next(iter(meta_row))
     meta = RunMeta(str(r[0]), str(r[1]), str(r[2]), int(r[3]))
-    todo = [
-        int(t[0])
-        for t in await db.execute_fetchall(
-            f"SELECT trial FROM trials WHERE run_id = ? AND outcome IN ({_FAILED}) AND trial"
-            " NOT IN (SELECT trial FROM root_causes WHERE run_id = ?) ORDER BY trial",
-            (run_id, run_id),
-        )
-    ]
     stored = 0
-    for lo, hi in _chunks(todo):
-        trials = await read_range_async(db, run_id, lo, hi)
+    top = await db.execute_fetchall("SELECT MAX(trial) FROM trials WHERE run_id = ?", (run_id,))
+    last = next(iter(top))[0]
+    # A chunk of trial numbers at a time: memory stays flat however many trials failed.
+    for lo in range(0, -1 if last is None else int(last) + 1, CHUNK):
+        hi = lo + CHUNK - 1
+        todo = [
+            int(t[0])
+            for t in await db.execute_fetchall(
+                f"SELECT trial FROM trials WHERE run_id = ? AND trial BETWEEN ? AND ? AND "
+                f"outcome IN ({_FAILED}) AND trial NOT IN (SELECT trial FROM root_causes "
+                "WHERE run_id = ? AND trial BETWEEN ? AND ?) ORDER BY trial",
+                (run_id, lo, hi, run_id, lo, hi),
+            )
+        ]
+        if not todo:
+            continue
+        trials = await read_range_async(db, run_id, todo[0], todo[-1])
         rows = []
         for t in todo:
-            if lo <= t <= hi and t in trials:
+            if t in trials:
                 cause = cause_of(meta, trials[t])
                 if cause is not None:
                     rows.append(row_of(run_id, t, cause))
