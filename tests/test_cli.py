@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -325,52 +326,53 @@ def _has_trials(db: Path, run_id: str) -> bool:
         return False
 
 
-def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def _interrupted(db: Path, run_id: str, workers: str, under_way: Callable[[], bool]) -> str:
+    """A 100,000-trial run started, Ctrl-C once `under_way()`: exit 130, and the
+    message it printed, which must be the exact resume command."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "100000",
-         "--run-id", "long-1", "--db", str(db), "-q", "--workers", "1"],
+         "--run-id", run_id, "--db", str(db), "-q", "--workers", workers],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    while not _has_trials(db, "long-1"):  # the run is under way
+    while not under_way():
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
-    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    resume = f"errorflow run --resume long-1 --db {db}"
+    resume = f"errorflow run --resume {run_id} --db {db}"
     assert err.strip() == f"error: interrupted; resume with: {resume}"
-    run = get_run(db, "long-1")
+    run = get_run(db, run_id)
     assert run is not None and run["status"] == "interrupted"
+    return str(run["broker"])
+
+
+def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+
+    def under_way() -> bool:
+        if _has_trials(db, "long-1"):
+            time.sleep(0.5)
+            return True
+        return False
+
+    assert _interrupted(db, "long-1", "1", under_way).startswith("embedded amqtt")
 
 
 def test_ctrl_c_on_a_large_run_over_workers_keeps_what_they_did(tmp_path: Path) -> None:
     """Ctrl-C stops the worker processes, what they stored is merged, and the run is
     resumable like any other."""
     db = tmp_path / "w.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "errorflow", "run", "contamination", "--trials", "100000",
-         "--run-id", "long-w", "--db", str(db), "-q", "--workers", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while get_run(db, "long-w") is None if db.exists() else True:  # registered
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.1)
-    time.sleep(6)  # the workers start (about a second) and run trials
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
-    assert (
-        err.strip() == f"error: interrupted; resume with: errorflow run --resume long-w --db {db}"
-    )
-    run = get_run(db, "long-w")
-    assert run is not None and run["status"] == "interrupted"
-    assert run["broker"] == "in-process, 2 worker processes"
+
+    def under_way() -> bool:
+        if db.exists() and get_run(db, "long-w") is not None:  # registered
+            time.sleep(6)  # the workers start (about a second) and run trials
+            return True
+        return False
+
+    assert _interrupted(db, "long-w", "2", under_way) == "in-process, 2 worker processes"
     assert 0 < len(trial_rows(db, "long-w")) < 100_000
 
 
