@@ -81,3 +81,12 @@ def test_a_run_without_kept_messages_keeps_a_table_and_one_with_them_a_dict() ->
     kept.update({2: s[2], 0: s[0]})
     assert [x.trial for x in in_trial_order(kept)] == [0, 2]
     assert in_trial_order(kept)[0].labels  # a dict keeps the labels
+
+
+def test_room_made_for_the_run_up_front_and_more_when_needed() -> None:
+    scores = some_scores(16)
+    table = ScoreTable(capacity=10)
+    assert len(table) == 0 and list(table) == [] and 0 not in table
+    table[9] = scores[9]
+    table[15] = scores[15]  # beyond the capacity given: room is made
+    assert list(table) == [9, 15] and table[15].costs == scores[15].costs

@@ -307,7 +307,7 @@ class _Runner:
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         # Without kept messages the labels are in the store only, and the scores are
         # kept by column (a few bytes a trial: memory stays flat over long runs).
-        self.scores = score_map(options.keep_messages)
+        self.scores = score_map(options.keep_messages, scenario.trials)
         self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
         self.present: set[str] = set()
         self.present_all = asyncio.Event()

@@ -261,7 +261,7 @@ class Pool:
         broker = f"in-process, {self.size} worker processes"
         db = await open_db(options.db_path)
         try:
-            scores = score_map(options.keep_messages)
+            scores = score_map(options.keep_messages, scenario.trials)
             scores.update(await take_over(db, scenario, run_id, options, broker))
             todo = [t for t in range(scenario.trials) if t not in scores]
             folder = options.db_path.resolve().parent

@@ -29,28 +29,34 @@ Policy = dict[str, dict[str, float]]
 
 
 class ScoreTable(MutableMapping[int, TrialScore]):
-    def __init__(self, scores: Mapping[int, TrialScore] | None = None) -> None:
+    def __init__(
+        self, scores: Mapping[int, TrialScore] | None = None, *, capacity: int = 0
+    ) -> None:
+        """`capacity`: the run's number of trials, if known (room made once, exactly)."""
         self._outcome = bytearray()
-        self._depth = array("q")
+        self._depth = array("i")
         self._costs = array("d")
         self._reason: dict[int, str] = {}
         # Policy tallies repeat from trial to trial (`researcher: stop_permission_denied
         # 1`): each distinct one is kept once, a trial holds its index (0: none).
-        self._policy = array("q")
+        self._policy = array("i")
         self._policies: list[Policy] = [{}]
         self._policy_index: dict[tuple[tuple[str, tuple[tuple[str, float], ...]], ...], int] = {}
         self._count = 0
+        self._room(capacity)
         if scores:
             self.update(scores)
 
     def _grow(self, trial: int) -> None:
         more = trial + 1 - len(self._outcome)
         if more > 0:
-            more = max(more, len(self._outcome) // 2)  # amortised, like a list
-            self._outcome.extend(bytes(more))
-            self._depth.extend([0] * more)
-            self._costs.extend([0.0] * (more * _WIDTH))
-            self._policy.extend([0] * more)
+            self._room(max(more, len(self._outcome) // 2))  # amortised, like a list
+
+    def _room(self, more: int) -> None:
+        zeros = bytes(more)
+        self._outcome.extend(zeros)
+        for column, width in ((self._depth, 1), (self._costs, _WIDTH), (self._policy, 1)):
+            column.frombytes(zeros * (column.itemsize * width))
 
     def __setitem__(self, trial: int, score: TrialScore) -> None:
         if trial < 0 or trial != score.trial:
@@ -150,9 +156,10 @@ class OrderedScores(Sequence[TrialScore]):
         return f"OrderedScores({len(self)} trials)"
 
 
-def score_map(keep_labels: bool) -> MutableMapping[int, TrialScore]:
-    """Where a run keeps its scores: a dict of the whole scores (labels too), or a table."""
-    return {} if keep_labels else ScoreTable()
+def score_map(keep_labels: bool, trials: int = 0) -> MutableMapping[int, TrialScore]:
+    """Where a run of `trials` keeps its scores: a dict of the whole scores (labels too),
+    or a table."""
+    return {} if keep_labels else ScoreTable(capacity=trials)
 
 
 def in_trial_order(scores: Mapping[int, TrialScore]) -> Sequence[TrialScore]:
