@@ -367,10 +367,13 @@ def test_ctrl_c_on_a_large_run_over_workers_keeps_what_they_did(tmp_path: Path) 
     db = tmp_path / "w.db"
 
     def under_way() -> bool:
-        if db.exists() and get_run(db, "long-w") is not None:  # registered
+        try:
+            registered = get_run(db, "long-w") is not None
+        except (FileNotFoundError, sqlite3.Error):  # the store is not made yet
+            return False
+        if registered:
             time.sleep(6)  # the workers start (about a second) and run trials
-            return True
-        return False
+        return registered
 
     assert _interrupted(db, "long-w", "2", under_way) == "in-process, 2 worker processes"
     assert 0 < len(trial_rows(db, "long-w")) < 100_000
