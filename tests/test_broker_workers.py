@@ -27,7 +27,7 @@ from errorflow.runtime.runner import RunOptions, RunResult
 from errorflow.runtime.workers import run as local_run
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
-from tests.test_workers import stored
+from tests.test_workers import same_cli_runs
 
 KEY = signing.new_key()
 
@@ -140,20 +140,10 @@ def test_two_workers_give_the_run_one_process_gives(
     key_file = tmp_path / "run.key"
     signing.write_key_file(key_file, KEY)
     workers_of("rb", ["a", "b"])
-    docs = []
-    for name, extra in (
-        ("one", []),
-        ("two", ["--broker", url, "--remote-workers", "2", "--run-id", "rb",
-                 "--key-file", str(key_file), "--batch-trials", "4"]),
-    ):  # fmt: skip
-        db = str(tmp_path / f"{name}.db")
-        args = ["run", "contamination", "--trials", "24", "--json", "-q", "--db", db]
-        assert main([*args, *extra]) == 0
-        docs.append(json.loads(capsys.readouterr().out))
-    one, two = ({k: v for k, v in d.items() if k not in ("run_id", "broker", "wall_seconds")}
-                for d in docs)  # fmt: skip
-    assert two == one
-    assert stored(tmp_path / "two.db") == stored(tmp_path / "one.db")
+    docs = same_cli_runs(
+        tmp_path, capsys, "--broker", url, "--remote-workers", "2", "--run-id", "rb",
+        "--key-file", str(key_file), "--batch-trials", "4",
+    )  # fmt: skip
     assert docs[1]["broker"].endswith("errorflow workers")
 
 

@@ -9,6 +9,7 @@ import json
 import sqlite3
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,19 +160,29 @@ def test_agent_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:
     assert [r["outcome"] for r in two.records()] == [r["outcome"] for r in one.records()]
 
 
-def test_the_cli_gives_the_same_run_with_two_workers(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def same_cli_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> list[dict[str, Any]]:
+    """`run contamination` of 24 trials in one process (one.db) and with `extra`
+    (two.db): the same JSON (but ids, broker and time) and the same stored rows. Both
+    documents are returned."""
     docs = []
-    for name, extra in (("one", []), ("two", ["--workers", "2"])):
+    for name, more in (("one", ()), ("two", extra)):
         db = str(tmp_path / f"{name}.db")
         args = ["run", "contamination", "--trials", "24", "--json", "-q", "--db", db]
-        assert main([*args, *extra]) == 0
+        assert main([*args, *more]) == 0
         docs.append(json.loads(capsys.readouterr().out))
     one, two = ({k: v for k, v in d.items() if k not in ("run_id", "broker", "wall_seconds")}
                 for d in docs)  # fmt: skip
     assert two == one
     assert stored(tmp_path / "two.db") == stored(tmp_path / "one.db")
+    return docs
+
+
+def test_the_cli_gives_the_same_run_with_two_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    same_cli_runs(tmp_path, capsys, "--workers", "2")
 
 
 def test_a_sweep_with_two_workers_gives_the_same_cells(

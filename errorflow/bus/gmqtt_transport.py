@@ -36,6 +36,7 @@ from typing import Any
 import gmqtt  # type: ignore[import-untyped]  # no type hints
 from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
 
+from errorflow.bus.reconnect import Backoff
 from errorflow.bus.topics import matches
 from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
 from errorflow.bus.url import BrokerURL
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 # gmqtt logs every lost connection with a traceback at WARNING; ours says it once.
 logging.getLogger("gmqtt").setLevel(logging.ERROR)
 
-RECONNECT_BASE_S = 0.2
-RECONNECT_CAP_S = 5.0
 PUBLISH_OUTAGE_LIMIT_S = 60.0
 KEEPALIVE_S = 15
 #: CONNECT to CONNACK, SUBSCRIBE to SUBACK, PUBLISH to PUBACK: aiomqtt's `timeout`.
@@ -203,7 +202,7 @@ class GmqttConnection:
         await self._first  # raises if the very first connect fails
 
     async def _run(self) -> None:
-        delay = RECONNECT_BASE_S
+        backoff = Backoff(self.client_id, log)
         while not self._closing:
             client = self._new_client()
             try:
@@ -214,7 +213,7 @@ class GmqttConnection:
                     log.warning("%s: reconnected (%d)", self.client_id, self.reconnects)
                 if not self._first.done():
                     self._first.set_result(None)
-                delay = RECONNECT_BASE_S
+                backoff.connected()
                 await self._lost.wait()
                 raise ConnectionError("connection lost")
             except (OSError, TimeoutError, gmqtt.MQTTConnectError) as exc:
@@ -228,16 +227,7 @@ class GmqttConnection:
                 if self._closing:
                     break
                 self.reconnects += 1
-                level = logging.WARNING if delay == RECONNECT_BASE_S else logging.DEBUG
-                log.log(
-                    level,
-                    "%s: broker connection lost (%s); reconnecting in %.1fs",
-                    self.client_id,
-                    exc,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(RECONNECT_CAP_S, delay * 2)
+                await backoff.wait(exc)
             finally:
                 if self._closing:
                     await self._goodbye(client)

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Mapping
 import aiomqtt
 
 from errorflow.bus.gmqtt_transport import GmqttConnection, cancels, raise_lost_cancel
+from errorflow.bus.reconnect import Backoff
 from errorflow.bus.topics import matches
 from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
 from errorflow.bus.url import CLIENTS, BrokerURL
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 # aiomqtt warns on every publish past 10 in flight; in-flight publishes are our design.
 logging.getLogger("mqtt").setLevel(logging.ERROR)
 
-RECONNECT_BASE_S = 0.2
-RECONNECT_CAP_S = 5.0
 #: How long a publish waits for the broker to come back before it fails.
 PUBLISH_OUTAGE_LIMIT_S = 60.0
 #: Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed ACKs
@@ -164,7 +163,7 @@ class MqttConnection:
         await self._first  # raises if the very first connect fails
 
     async def _run(self) -> None:
-        delay = RECONNECT_BASE_S
+        backoff = Backoff(self.client_id, log)
         while not self._closing:
             client = self._new_client()
             try:
@@ -178,7 +177,7 @@ class MqttConnection:
                         log.warning("%s: reconnected (%d)", self.client_id, self.reconnects)
                     if not self._first.done():
                         self._first.set_result(None)
-                    delay = RECONNECT_BASE_S
+                    backoff.connected()
                     async for message in client.messages:
                         topic = str(message.topic)
                         if not any(matches(topic, p) for p in self.patterns):
@@ -199,17 +198,7 @@ class MqttConnection:
                 if self._closing:
                     break
                 self.reconnects += 1
-                # Said once per outage; each further attempt only in the debug log.
-                level = logging.WARNING if delay == RECONNECT_BASE_S else logging.DEBUG
-                log.log(
-                    level,
-                    "%s: broker connection lost (%s); reconnecting in %.1fs",
-                    self.client_id,
-                    exc,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(RECONNECT_CAP_S, delay * 2)
+                await backoff.wait(exc)
         self._connected.clear()
 
     def offline_s(self) -> float:

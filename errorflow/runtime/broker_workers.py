@@ -55,6 +55,7 @@ from errorflow.runtime.workers import refusal as local_refusal
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore
+from errorflow.scoring.summary import RunSummary
 
 #: An item nobody said they took within this long is published again.
 TAKE_S = 5.0
@@ -118,10 +119,10 @@ async def run(scenario: Scenario, options: RunOptions, remote: Remote) -> RunRes
         await hand.listen()
         try:
             await hand.wait_ready()
-            scores = await _run_batches(hand, scenario, options, broker)
+            scores, summary = await _run_batches(hand, scenario, options, broker)
         finally:
             await hand.stop()
-    result = result_of(scenario, run_id, broker, scores, hand.done)
+    result = result_of(scenario, run_id, broker, scores, hand.done, summary)
     if hand.forged:
         result.rejects[FORGED] = hand.forged
     return result
@@ -129,7 +130,8 @@ async def run(scenario: Scenario, options: RunOptions, remote: Remote) -> RunRes
 
 async def _run_batches(
     hand: Handout, scenario: Scenario, options: RunOptions, broker: str
-) -> dict[int, TrialScore]:
+) -> tuple[dict[int, TrialScore], RunSummary]:
+    """Every batch run by the workers and merged; the scores and the run's summary."""
     db = await open_db(options.db_path)
     try:
         scores = await take_over(db, scenario, hand.run_id, options, broker)
@@ -149,10 +151,10 @@ async def _run_batches(
                     raise ShardFailed(f"run {hand.run_id}: a worker's batch failed ({failed[0]})")
                 status = "finished"
             finally:
-                await close_run(db, hand.run_id, hand.paths(), scores, hand.done, status)
+                summary = await close_run(db, hand.run_id, hand.paths(), scores, hand.done, status)
     finally:
         await db.close()
-    return scores
+    return scores, summary
 
 
 @dataclass

@@ -272,10 +272,10 @@ class Pool:
                           options.presence_timeout_s)
                     for i, part in enumerate(shards_of(todo, self.size))
                 ]  # fmt: skip
-                done = await self._finish(db, run_id, shards, scores, options)
+                done, summary = await self._finish(db, run_id, shards, scores, options)
         finally:
             await db.close()
-        return result_of(scenario, run_id, broker, scores, done)
+        return result_of(scenario, run_id, broker, scores, done, summary)
 
     async def _finish(
         self,
@@ -284,9 +284,10 @@ class Pool:
         shards: list[Shard],
         scores: MutableMapping[int, TrialScore],
         options: RunOptions,
-    ) -> dict[int, ShardResult]:
+    ) -> tuple[dict[int, ShardResult], RunSummary]:
         """Run the shards, then merge what they stored (whatever happened) and close
-        the run: finished, or interrupted (`--resume` runs what is missing)."""
+        the run: finished, or interrupted (`--resume` runs what is missing). The shards'
+        results and the run's summary."""
         status, done = "interrupted", {}
         try:
             done = await self._gather(run_id, shards, scores, options.on_trial)
@@ -298,8 +299,8 @@ class Pool:
         finally:
             if status != "finished":
                 self.kill()  # a shard still running would write on under our feet
-            await close_run(db, run_id, [s.db_path for s in shards], scores, done, status)
-        return done
+            summary = await close_run(db, run_id, [s.db_path for s in shards], scores, done, status)
+        return done, summary
 
     async def _gather(
         self,
@@ -390,14 +391,16 @@ async def close_run(
     scores: MutableMapping[int, TrialScore],
     done: dict[int, ShardResult],
     status: str,
-) -> None:
+) -> RunSummary:
     """Merge what the shards stored (in the order given: trial order), then record the
-    root causes and the summary and close the run (`finished` or `interrupted`)."""
+    root causes and the summary and close the run (`finished` or `interrupted`); the
+    summary."""
     for path in shard_dbs:
         await merge(db, path)
     summary = merged_summary(scores, done)
     await root_causes.record(db, run_id, finished=status == "finished")
     await finish_run(db, run_id, status, summary)
+    return summary
 
 
 async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
@@ -421,7 +424,9 @@ def result_of(
     broker: str,
     scores: MutableMapping[int, TrialScore],
     done: dict[int, ShardResult],
+    summary: RunSummary,
 ) -> RunResult:
+    """The run's result, with the summary `close_run` stored."""
     rejects: Counter[str] = Counter()
     messages: dict[int, list[Envelope]] = {}
     for index in sorted(done):
@@ -436,7 +441,7 @@ def result_of(
         propagation=scenario.propagation,
         broker=broker,
         scores=ordered,
-        summary=merged_summary(scores, done),
+        summary=summary,
         rejects=dict(rejects),
         messages=dict(sorted(messages.items())),
     )

@@ -189,14 +189,6 @@ def bus_fault_line(counts: Mapping[str, BusFaultCount], what: str = "bus faults"
     return f"{what}: " + "; ".join(cells)
 
 
-def policy_totals(scores: Iterable[TrialScore]) -> dict[str, dict[str, float]]:
-    """Each agent's policy decisions summed over `scores`."""
-    out: dict[str, Counter[str]] = {}
-    for s in scores:
-        add_policy(out, s)
-    return rounded_policy(out)
-
-
 def add_policy(out: dict[str, Counter[str]], score: TrialScore) -> None:
     for agent, counts in score.policy.items():
         out.setdefault(agent, Counter()).update(counts)
