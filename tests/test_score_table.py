@@ -48,6 +48,23 @@ def test_a_score_comes_back_as_it_went_in_without_its_labels() -> None:
         )  # fmt: skip
 
 
+def test_each_trial_keeps_its_own_reason_though_reasons_are_stored_once() -> None:
+    reasons = ["failure reported", "", "false claim(s) stated as certain: papers"]
+    scores = some_scores(30)
+    table = ScoreTable()
+    for s in scores:
+        table[s.trial] = TrialScore(s.trial, s.outcome, s.depth, [], s.costs,
+                                    reasons[s.trial % 3], s.policy)  # fmt: skip
+    assert [table[t].reason for t in range(30)] == [reasons[t % 3] for t in range(30)]
+    first = scores[0]
+    table[0] = TrialScore(0, first.outcome, first.depth, [], first.costs, "", first.policy)
+    table[1] = TrialScore(1, first.outcome, first.depth, [], first.costs, "new", first.policy)
+    assert (table[0].reason, table[1].reason, table[3].reason) == ("", "new", reasons[0])
+    del table[3]
+    table[3] = TrialScore(3, first.outcome, first.depth, [], first.costs, "", first.policy)
+    assert table[3].reason == ""
+
+
 def test_missing_trials_are_missing() -> None:
     table = ScoreTable({3: some_scores(4)[3]})
     assert 3 in table and 2 not in table and 99 not in table and "3" not in table

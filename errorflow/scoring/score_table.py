@@ -4,8 +4,8 @@ A long run scores 100,000 trials or more; as `TrialScore` objects (a `Costs` of 
 float objects each, a policy dict, a reason) they cost about 1 KB a trial, most of the
 memory such a run grows by. Their labels are in the store already (`RunOptions.
 keep_messages=False` drops them), so what the run's summary and result still need is
-kept here by column: an outcome byte, a depth, eight doubles and the index of its policy
-tally (each distinct tally kept once) per trial, and the rare reason by trial. A score
+kept here by column: an outcome byte, a depth, eight doubles, and the indexes of its
+reason and its policy tally (each distinct reason and tally kept once) per trial. A score
 read back is the one put in, without labels:
 the same floats, so a summary made from it is the same to the last bit.
 
@@ -36,7 +36,12 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         self._outcome = bytearray()
         self._depth = array("i")
         self._costs = array("d")
-        self._reason: dict[int, str] = {}
+        # Every scored trial has a reason ("failure reported"), and a run has a handful
+        # of distinct ones: kept once each, a trial holds its index (0: none). A dict of
+        # reasons by trial was ~100 bytes a trial, the largest growth left.
+        self._reason = array("i")
+        self._reasons: list[str] = [""]
+        self._reason_index: dict[str, int] = {"": 0}
         # Policy tallies repeat from trial to trial (`researcher: stop_permission_denied
         # 1`): each distinct one is kept once, a trial holds its index (0: none).
         self._policy = array("i")
@@ -55,7 +60,8 @@ class ScoreTable(MutableMapping[int, TrialScore]):
     def _room(self, more: int) -> None:
         zeros = bytes(more)
         self._outcome.extend(zeros)
-        for column, width in ((self._depth, 1), (self._costs, _WIDTH), (self._policy, 1)):
+        columns = ((self._depth, 1), (self._costs, _WIDTH), (self._reason, 1), (self._policy, 1))
+        for column, width in columns:
             column.frombytes(zeros * (column.itemsize * width))
 
     def __setitem__(self, trial: int, score: TrialScore) -> None:
@@ -69,11 +75,15 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         at = trial * _WIDTH
         for i, key in enumerate(ALL_COST_KEYS):
             self._costs[at + i] = getattr(score.costs, key)
-        if score.reason:
-            self._reason[trial] = score.reason
-        else:
-            self._reason.pop(trial, None)
+        self._reason[trial] = self._reason_of(score.reason)
         self._policy[trial] = self._policy_of(score.policy)
+
+    def _reason_of(self, reason: str) -> int:
+        index = self._reason_index.get(reason)
+        if index is None:
+            index = self._reason_index[reason] = len(self._reasons)
+            self._reasons.append(reason)
+        return index
 
     def _policy_of(self, policy: Policy) -> int:
         if not policy:
@@ -95,7 +105,7 @@ class ScoreTable(MutableMapping[int, TrialScore]):
             _OUTCOMES[self._outcome[trial] - 1],
             self._depth[trial],
             costs=costs,
-            reason=self._reason.get(trial, ""),
+            reason=self._reasons[self._reason[trial]],
             policy={a: dict(c) for a, c in self._policies[self._policy[trial]].items()},
         )
 
@@ -104,7 +114,7 @@ class ScoreTable(MutableMapping[int, TrialScore]):
             raise KeyError(trial)
         self._outcome[trial] = 0
         self._count -= 1
-        self._reason.pop(trial, None)
+        self._reason[trial] = 0
         self._policy[trial] = 0
 
     def __contains__(self, trial: object) -> bool:
