@@ -211,6 +211,7 @@ def test_the_files_written_and_who_may_read_them(tmp_path: Path) -> None:
         f"acl_file {files.acl}",
         "persistence false",
         "set_tcp_nodelay true",
+        "max_queued_messages 100000",
     ]
     key = signing.read_key_file(files.run_key)
     lines = dict(line.split(":", 1) for line in files.passwd.read_text().splitlines())

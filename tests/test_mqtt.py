@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
+import time
 from pathlib import Path
 
 import aiomqtt
@@ -50,6 +52,69 @@ async def test_embedded_broker_qos1_in_order(embedded: BrokerURL) -> None:
 async def test_mosquitto_qos1_in_order(mosquitto: Mosquitto) -> None:
     got = await _exchange(MqttBus(mosquitto.url))
     assert [p for _, p in got] == [f"m{i}".encode() for i in range(50)]
+
+
+#: A publisher we did not write, at a steady rate: paho with its own network thread, in
+#: a process of its own.
+PACED_PUBLISHER = """
+import socket, sys, time
+import paho.mqtt.client as mqtt
+port, count, rate = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="paced")
+client.max_inflight_messages_set(100)
+client.connect("127.0.0.1", port)
+client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+client.loop_start()
+start = time.monotonic()
+sent = []
+for i in range(count):
+    sent.append(client.publish("burst/x", b"m%d" % i, qos=1))
+    time.sleep(max(0.0, start + (i + 1) / rate - time.monotonic()))
+for info in sent:
+    info.wait_for_publish(30)
+client.disconnect()
+client.loop_stop()
+"""
+
+
+@pytest.mark.mosquitto
+async def test_a_listener_on_a_busy_loop_keeps_up_with_a_steady_publisher(
+    mosquitto: Mosquitto,
+) -> None:
+    """A connection that only listens, on an event loop whose every turn takes 1 ms,
+    gets all of 2,000 messages sent at 4,000 a second. Reading one packet a turn (paho's
+    own pace: 1,000 a second here) it fell behind, and Mosquitto, past its queue of 1,000
+    messages a client, dropped the rest (issue #19: the recorder lost events)."""
+    bus = MqttBus(mosquitto.url)
+    conn = await bus.connect("listener")
+    await conn.subscribe("burst/#")
+    count = 2000
+    busy = True
+
+    async def work() -> None:  # the rest of a run: every turn of the loop does some
+        while busy:
+            time.sleep(0.001)
+            await asyncio.sleep(0)
+
+    worker = asyncio.create_task(work())
+    publisher = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PACED_PUBLISHER, str(mosquitto.port), str(count), "4000"
+    )
+    got: list[bytes] = []
+    incoming = aiter(conn.messages())
+    try:
+        while len(got) < count:
+            _, payload = await asyncio.wait_for(anext(incoming), 5)  # quiet: the rest is lost
+            got.append(payload)
+    except TimeoutError:
+        pass
+    finally:
+        busy = False
+        await worker
+        assert await publisher.wait() == 0
+        await bus.close()
+    assert len(got) == count
+    assert got == [b"m%d" % i for i in range(count)]
 
 
 async def test_connections_send_without_nagle_delay(embedded: BrokerURL) -> None:

@@ -37,7 +37,7 @@ import gmqtt  # type: ignore[import-untyped]  # no type hints
 from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
 
 from errorflow.bus.reconnect import Backoff
-from errorflow.bus.topics import matches
+from errorflow.bus.subscriptions import Subscriptions
 from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
 from errorflow.bus.url import BrokerURL
 
@@ -51,8 +51,6 @@ KEEPALIVE_S = 15
 ACK_TIMEOUT_S = 10.0
 #: Publishes awaiting their PUBACK at once (packet ids are 16 bits; this bounds memory).
 INFLIGHT_LIMIT = 4096
-#: Topics whose match against our patterns is remembered at once.
-MATCHED_LIMIT = 4096
 
 
 class _Session(gmqtt.Client):  # type: ignore[misc]  # gmqtt has no type hints
@@ -145,8 +143,7 @@ class GmqttConnection:
         self.client_id = client_id
         self.will = will
         self.publish_wait_s = publish_wait_s
-        self.patterns: list[str] = []
-        self._matched: dict[str, bool] = {}
+        self.subscribed = Subscriptions()
         self.reconnects = 0
         self._client: _Session | None = None  # the session, once connected
         self._current: _Session | None = None  # the session being opened or open
@@ -194,7 +191,7 @@ class GmqttConnection:
             ACK_TIMEOUT_S,
         )
         self._client = client
-        for pattern in self.patterns:
+        for pattern in self.subscribed:
             await self._subscribe(client, pattern)
 
     async def start(self) -> None:
@@ -278,21 +275,11 @@ class GmqttConnection:
 
     def _on_message(self, client: _Session, topic: Any, payload: bytes, *args: Any) -> None:
         # amqtt may deliver retained messages for filters a client never asked for.
-        if not isinstance(topic, str) or not self._wanted(topic):
+        if not isinstance(topic, str) or not self.subscribed.wanted(topic):
             return
         self.queue.put_nowait((topic, bytes(payload)))
         if self.queue.qsize() >= QUEUE_LIMIT and not self._paused:
             self._reading(client, False)
-
-    def _wanted(self, topic: str) -> bool:
-        """Whether `topic` matches a pattern of ours: worked out once per topic (a run
-        has a few topics per agent) and again after a new subscription."""
-        known = self._matched.get(topic)
-        if known is None:
-            if len(self._matched) >= MATCHED_LIMIT:
-                self._matched.clear()
-            known = self._matched[topic] = any(matches(topic, p) for p in self.patterns)
-        return known
 
     def _reading(self, client: _Session | None, on: bool) -> None:
         """Back-pressure: stop (or start again) reading this session's socket."""
@@ -365,8 +352,7 @@ class GmqttConnection:
         raise_lost_cancel(before)
 
     async def subscribe(self, pattern: str) -> None:
-        self.patterns.append(pattern)
-        self._matched.clear()
+        self.subscribed.add(pattern)
         client = self._client
         if client is not None and self._connected.is_set():
             # Lost on the way: the next session subscribes to every pattern again.

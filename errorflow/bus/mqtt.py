@@ -1,7 +1,8 @@
 """The MQTT transport: aiomqtt, MQTT 3.1.1, QoS 1, with reconnect and resubscribe.
 
-One `MqttConnection` is one client session. A reader task moves incoming messages to
-a bounded queue; when the broker goes away the connection reconnects with capped
+One `MqttConnection` is one client session. Incoming messages go from paho's callback
+straight to the connection's queue (`_Handoff`); when the broker goes away the
+connection reconnects with capped
 exponential backoff and subscribes again to everything it had. A publish during an
 outage waits for the reconnect and is then sent (at least once; receivers drop
 duplicates by sender and seq). Messages on topics we did not subscribe to are
@@ -29,16 +30,20 @@ import contextlib
 import logging
 import os
 import secrets
+import select
 import socket
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, cast
 
 import aiomqtt
+import paho.mqtt.client as paho
+from aiomqtt.types import PahoSocket
 
 from errorflow.bus.gmqtt_transport import GmqttConnection, cancels, raise_lost_cancel
 from errorflow.bus.reconnect import Backoff
-from errorflow.bus.topics import matches
-from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
+from errorflow.bus.subscriptions import Subscriptions
+from errorflow.bus.transport import WillFactory
 from errorflow.bus.url import CLIENTS, BrokerURL
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,9 @@ PUBLISH_OUTAGE_LIMIT_S = 60.0
 #: Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed ACKs
 #: (~40 ms on Linux). Measured: 2.4x sweep throughput on Mosquitto.
 NO_DELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+#: Packets paho reads at most per readable socket, per turn of the event loop (see
+#: `_BurstReadingClient`).
+READ_BURST = 256
 CLIENT_ID_SUFFIX_BYTES = 6
 CLIENT_ENV = "ERRORFLOW_MQTT_CLIENT"
 #: The client library when neither the URL nor the environment names one (README,
@@ -115,6 +123,54 @@ class MqttBus:
         self._conns.clear()
 
 
+class _BurstReadingClient(aiomqtt.Client):
+    """aiomqtt's client, reading every packet the socket holds (up to `READ_BURST`) each
+    time it is readable. paho's `loop_read` reads one packet when nothing of ours is in
+    flight, so a participant that mostly listens (the recorder, an attached TUI) read one
+    message per turn of the event loop, fell behind the run, and Mosquitto dropped QoS 1
+    messages for it past its queue limit (1,000 by default; issue #19). aiomqtt
+    registers its own reader when paho opens the socket; ours replaces it, with the same
+    error handling: a failed read ends the session."""
+
+    def _on_socket_open(self, client: paho.Client, userdata: Any, sock: PahoSocket) -> None:
+        super()._on_socket_open(client, userdata, sock)
+        fd = sock.fileno()
+        ready = select.poll()
+        ready.register(fd, select.POLLIN)
+
+        def read_burst() -> None:
+            try:
+                for _ in range(READ_BURST):
+                    client.loop_read()  # its PUBACK goes out through aiomqtt's writer
+                    now = client.socket()
+                    if now is None:
+                        return
+                    pending = getattr(now, "pending", None)  # TLS: bytes already decrypted
+                    if not (pending is not None and pending() > 0) and not ready.poll(0):
+                        return
+            except Exception as exc:  # as aiomqtt's reader: the connection broke
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        # After aiomqtt's own add_reader (it is scheduled the same way): replaces it.
+        self._loop.call_soon_threadsafe(self._loop.add_reader, fd, read_burst)
+
+
+class _Handoff(asyncio.Queue["aiomqtt.Message"]):
+    """Stands in for aiomqtt's incoming-message queue: each message goes on to the
+    connection in paho's callback and is never kept here. aiomqtt's own iterator makes
+    a task and an `asyncio.wait` per message, one message per turn of the event loop or
+    less: a participant that hears everything (the recorder) fell behind the run, and
+    the backlog grew with it (issue #19: 47,000 messages at trial 3,000)."""
+
+    def __init__(self, deliver: Callable[[aiomqtt.Message], None]) -> None:
+        super().__init__()
+        self._deliver = deliver
+
+    def put_nowait(self, item: aiomqtt.Message) -> None:
+        self._deliver(item)
+
+
 class MqttConnection:
     def __init__(
         self,
@@ -128,8 +184,10 @@ class MqttConnection:
         self.client_id = client_id
         self.will = will
         self.publish_wait_s = publish_wait_s
-        self.patterns: list[str] = []
-        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.subscribed = Subscriptions()
+        # Filled from paho's callback, which cannot wait: unbounded, as aiomqtt's own
+        # queue is (issue #19: aiomqtt has no way to stop reading the socket).
+        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
         self.reconnects = 0
         self._client: aiomqtt.Client | None = None
         self._connected = asyncio.Event()
@@ -143,7 +201,7 @@ class MqttConnection:
         if self.will is not None:
             topic, payload = self.will()
             will = aiomqtt.Will(topic, payload, qos=1, retain=False)
-        return aiomqtt.Client(
+        return _BurstReadingClient(
             self.url.host,
             self.url.port,
             identifier=self.client_id,
@@ -156,7 +214,19 @@ class MqttConnection:
             clean_session=True,
             socket_options=[NO_DELAY],
             will=will,
+            queue_type=cast("type[asyncio.Queue[aiomqtt.Message]]", self._handoff),
         )
+
+    def _handoff(self, maxsize: int = 0) -> _Handoff:
+        return _Handoff(self._deliver)
+
+    def _deliver(self, message: aiomqtt.Message) -> None:
+        topic = message.topic.value
+        if not self.subscribed.wanted(topic):
+            return
+        payload = message.payload
+        data = payload if isinstance(payload, bytes) else str(payload).encode()
+        self.queue.put_nowait((topic, data))
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"mqtt-{self.client_id}")
@@ -169,7 +239,7 @@ class MqttConnection:
             try:
                 async with client:
                     self._client = client
-                    for pattern in self.patterns:
+                    for pattern in self.subscribed:
                         await client.subscribe(pattern, qos=1)
                     self._connected.set()
                     self._offline_since = None
@@ -178,13 +248,10 @@ class MqttConnection:
                     if not self._first.done():
                         self._first.set_result(None)
                     backoff.connected()
-                    async for message in client.messages:
-                        topic = str(message.topic)
-                        if not any(matches(topic, p) for p in self.patterns):
-                            continue
-                        payload = message.payload
-                        data = payload if isinstance(payload, bytes) else str(payload).encode()
-                        await self.queue.put((topic, data))
+                    # Messages go to our queue in paho's callback (`_Handoff`), so this
+                    # only waits for the session to end: aiomqtt raises MqttError then.
+                    async for _ in client.messages:
+                        pass
             except aiomqtt.MqttError as exc:
                 self._connected.clear()
                 self._client = None
@@ -235,7 +302,7 @@ class MqttConnection:
             raise_lost_cancel(before)
 
     async def subscribe(self, pattern: str) -> None:
-        self.patterns.append(pattern)
+        self.subscribed.add(pattern)
         client = self._client
         if client is not None and self._connected.is_set():
             await client.subscribe(pattern, qos=1)

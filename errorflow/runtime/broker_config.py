@@ -173,6 +173,10 @@ def password_matches(line: str, password: str) -> bool:
     return hmac.compare_digest(_b64(key), expected)
 
 
+#: Per-client queue on the broker (`mosquitto_conf`).
+MAX_QUEUED_MESSAGES = 100_000
+
+
 def mosquitto_conf(directory: Path, host: str, port: int, header: str = "") -> str:
     lines = [f"# {line}" for line in header.splitlines()]
     lines += [
@@ -182,6 +186,10 @@ def mosquitto_conf(directory: Path, host: str, port: int, header: str = "") -> s
         f"acl_file {directory / ACL_FILE}",
         "persistence false",
         "set_tcp_nodelay true",
+        # Mosquitto drops QoS 1 messages for a client more than 1,000 behind (its default):
+        # the recorder hears every message of a run, and a busy moment must not cost it
+        # events. Bounded still, so a stalled client cannot exhaust the broker.
+        f"max_queued_messages {MAX_QUEUED_MESSAGES}",
     ]
     return "\n".join(lines) + "\n"
 
