@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections import Counter
@@ -15,7 +16,10 @@ from errorflow.bus.url import BrokerURL
 from errorflow.core.control import RollCall, parse_control
 from errorflow.core.costs import Costs
 from errorflow.core.events import LabelEvent, TrialOutcomeEvent, parse_event
+from errorflow.runtime import runner as runner_module
+from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+from errorflow.scoring.score import TrialScore
 from tests.conftest import Mosquitto, free_port, scenario
 
 
@@ -167,3 +171,21 @@ async def test_a_broker_that_is_down_fails_before_the_run_is_stored(tmp_path: Pa
     with pytest.raises(ConnectionError, match="cannot connect to MQTT broker"):
         await run_scenario(scenario("contamination", trials=2), RunOptions(broker=down, db_path=db))
     assert not db.exists()  # no run row, so no `interrupted` run either
+
+
+async def test_no_trial_starts_while_the_recorder_is_far_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Back-pressure from the store: with the recorder more than RECORDER_LAG_LIMIT
+    messages behind, the lanes wait (a 20-trial run is over in a quarter of a second
+    otherwise); once it catches up, every trial runs."""
+    behind = runner_module.RECORDER_LAG_LIMIT + 1
+    monkeypatch.setattr(Recorder, "backlog", lambda self: behind)
+    done: list[TrialScore] = []
+    options = RunOptions(bus=InProcessBus(), db_path=tmp_path / "r.db", on_trial=done.append)
+    run = asyncio.create_task(run_scenario(scenario("contamination", trials=20), options))
+    await asyncio.sleep(1.5)
+    assert done == [] and not run.done()
+    behind = runner_module.RECORDER_LAG_LIMIT
+    result = await asyncio.wait_for(run, 30)
+    assert len(done) == 20 and len(result.scores) == 20

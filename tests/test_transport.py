@@ -74,3 +74,16 @@ async def test_the_route_table_stays_bounded() -> None:
         await conn.publish(f"t/{i}", b"")
     assert len(bus._routes) <= transport.ROUTES_LIMIT
     assert conn.queue.qsize() == transport.ROUTES_LIMIT + 10  # every message still delivered
+
+
+async def test_backlog_counts_what_the_reader_has_not_taken() -> None:
+    bus = InProcessBus()
+    sub, pub = await bus.connect("sub"), await bus.connect("pub")
+    await sub.subscribe("t/#")
+    for i in range(3):
+        await pub.publish("t/x", b"%d" % i)
+    assert transport.backlog(sub) == 3
+    incoming = aiter(sub.messages())
+    await anext(incoming)
+    assert transport.backlog(sub) == 2
+    assert transport.backlog(object()) == 0  # a connection that cannot tell

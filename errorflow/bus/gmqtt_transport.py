@@ -294,6 +294,9 @@ class GmqttConnection:
 
     # -- the Connection interface ---------------------------------------------------
 
+    def backlog(self) -> int:
+        return self.queue.qsize()
+
     def offline_s(self) -> float:
         """How long the broker has been unreachable (0 while connected)."""
         since = self._offline_since

@@ -268,6 +268,9 @@ class MqttConnection:
                 await backoff.wait(exc)
         self._connected.clear()
 
+    def backlog(self) -> int:
+        return self.queue.qsize()
+
     def offline_s(self) -> float:
         """How long the broker has been unreachable (0 while connected)."""
         since = self._offline_since

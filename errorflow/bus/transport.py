@@ -52,6 +52,18 @@ def offline_s(conn: object) -> float:
     return conn.offline_s() if isinstance(conn, Monitored) else 0.0
 
 
+@runtime_checkable
+class Queued(Protocol):
+    """A connection that can say how many received messages wait for its reader."""
+
+    def backlog(self) -> int: ...
+
+
+def backlog(conn: object) -> int:
+    """Messages `conn` has received and its reader has not taken yet (0: cannot tell)."""
+    return conn.backlog() if isinstance(conn, Queued) else 0
+
+
 class Bus(Protocol):
     description: str
 
@@ -130,6 +142,9 @@ class InProcessConnection:
     async def subscribe(self, pattern: str) -> None:
         self.patterns.append(pattern)
         self.bus.changed()
+
+    def backlog(self) -> int:
+        return self.queue.qsize()
 
     async def messages(self) -> AsyncIterator[tuple[str, bytes]]:
         while True:

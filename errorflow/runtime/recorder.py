@@ -20,7 +20,7 @@ from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import rejection_reason
 from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
 from errorflow.bus.seen_seqs import CompactSeenSet
-from errorflow.bus.transport import Connection
+from errorflow.bus.transport import Connection, backlog
 from errorflow.core.control import Bye, ControlAction, End, parse_control
 from errorflow.core.redact import redact
 from errorflow.runtime.store import (
@@ -157,6 +157,10 @@ class Recorder:
         # read as Latin-1 (lossless for any input), redacted, and written back.
         kept = redact(raw[:65536].decode("latin-1")).encode("latin-1", "replace")
         self._rejects.append(RejectRow(self.run_id, topic, reason, redact(detail[:500]), kept, now))
+
+    def backlog(self) -> int:
+        """Messages received and not filed yet: how far behind the run the recorder is."""
+        return backlog(self.conn)
 
     def add_trial(self, row: TrialRow, labels: list[LabelRow]) -> None:
         """A scored trial, written with the next batch (the runner's rows go through the
