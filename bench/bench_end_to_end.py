@@ -105,7 +105,8 @@ def main() -> None:
             for config in order:
                 figures[config].append(once(config, trials, dataclasses.replace(url)))
                 print(f"  round {r + 1} {'/'.join(config)}: "
-                      f"{figures[config][-1]['env_s']:.0f} envelopes/s", flush=True)
+                      f"{figures[config][-1]['env_s']:.0f} envelopes/s, "
+                      f"{figures[config][-1]['envelopes']} stored", flush=True)
             size = int(figures[configs[-1]][-1]["size"])
             limits.append(c_clients(url, 20_000, size))
             print(f"  round {r + 1} C clients: {limits[-1]:.0f} msg/s ({size} B)", flush=True)

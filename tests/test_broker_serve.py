@@ -88,8 +88,8 @@ def test_an_unknown_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         EmbeddedBroker()
 
 
-@pytest.mark.parametrize(("client", "mode"), [("gmqtt", "process"), ("aiomqtt", "loop")])
-def test_the_default_mode_follows_the_client(
+@pytest.mark.parametrize(("client", "mode"), [("gmqtt", "process"), ("aiomqtt", "process")])
+def test_the_default_mode_is_a_process_of_its_own(
     client: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ERRORFLOW_EMBEDDED_BROKER", raising=False)

@@ -6,8 +6,8 @@ in the runner guarantees it). Its own logging is loud; the CLI silences it unles
 (errorflow.cli.main).
 
 It can run off the runner's event loop (`EmbeddedBroker.mode`; issue #19): in a process
-of its own (the default with gmqtt clients, `default_mode`), where its work neither waits
-behind the runner's nor shares its GIL, or in a thread.
+of its own (the default, `default_mode`), where its work neither waits behind the
+runner's nor shares its GIL, or in a thread.
 
 Only the run's own participants get in: the broker is created with one credential
 (a fresh random one unless given), and `start()` returns a URL that carries it, so
@@ -38,7 +38,6 @@ from amqtt.plugins.base import BaseAuthPlugin
 from amqtt.session import Session
 
 from errorflow.bus.broker_serve import serve
-from errorflow.bus.mqtt import client_of
 from errorflow.bus.url import BrokerURL
 
 log = logging.getLogger(__name__)
@@ -50,13 +49,14 @@ STOP_TIMEOUT_S = 10.0
 
 
 def default_mode() -> str:
-    """Where amqtt runs unless told (bench/RESULTS.md, "#19 transports"): in its own
-    process when the clients are gmqtt (2.1x a run's throughput), on the runner's loop
-    with aiomqtt. amqtt gives up a delivery whose PUBACK is 5 s late; paho reads one
-    packet per readable socket event, so on a loaded machine a broker that no longer
-    shares the runner's loop can outrun it (822 such deliveries dropped in one of six
-    2,000-trial runs), for 1.1-1.2x. gmqtt reads 64 KiB at a time and keeps up."""
-    return "process" if client_of(None) == "gmqtt" else "loop"
+    """Where amqtt runs unless told: in its own process, whichever the client
+    (bench/RESULTS.md, "#19 transports" and "fourth session"). With aiomqtt it stayed on
+    the runner's loop while paho read one packet per readable socket: a broker in its own
+    process could get more than amqtt's 5 s PUBACK limit ahead of it. Since the aiomqtt
+    adapter reads every ready packet, process/aiomqtt stored every envelope in 8 of 8
+    loaded 2,000-trial runs at 1.1-1.9x the throughput, while loop/aiomqtt lost one
+    envelope in 2 of 4 (and in one of 4 on the code before)."""
+    return "process"
 
 
 @dataclass(frozen=True)
