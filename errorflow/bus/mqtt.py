@@ -2,8 +2,8 @@
 
 One `MqttConnection` is one client session. Incoming messages go from paho's callback
 straight to the connection's queue (`_Handoff`); when the broker goes away the
-connection reconnects with capped
-exponential backoff and subscribes again to everything it had. A publish during an
+connection reconnects with capped exponential backoff and subscribes again to
+everything it had. A publish during an
 outage waits for the reconnect and is then sent (at least once; receivers drop
 duplicates by sender and seq). Messages on topics we did not subscribe to are
 dropped: amqtt may deliver retained messages for filters a client never asked for.
