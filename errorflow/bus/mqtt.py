@@ -30,16 +30,14 @@ import contextlib
 import logging
 import os
 import secrets
-import select
 import socket
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, cast
+from typing import cast
 
 import aiomqtt
-import paho.mqtt.client as paho
-from aiomqtt.types import PahoSocket
 
+from errorflow.bus.aiomqtt_client import LoopClient
 from errorflow.bus.gmqtt_transport import GmqttConnection, cancels, raise_lost_cancel
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
@@ -55,9 +53,6 @@ PUBLISH_OUTAGE_LIMIT_S = 60.0
 #: Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed ACKs
 #: (~40 ms on Linux). Measured: 2.4x sweep throughput on Mosquitto.
 NO_DELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-#: Packets paho reads at most per readable socket, per turn of the event loop (see
-#: `_BurstReadingClient`).
-READ_BURST = 256
 CLIENT_ID_SUFFIX_BYTES = 6
 CLIENT_ENV = "ERRORFLOW_MQTT_CLIENT"
 #: The client library when neither the URL nor the environment names one (README,
@@ -123,39 +118,6 @@ class MqttBus:
         self._conns.clear()
 
 
-class _BurstReadingClient(aiomqtt.Client):
-    """aiomqtt's client, reading every packet the socket holds (up to `READ_BURST`) each
-    time it is readable. paho's `loop_read` reads one packet when nothing of ours is in
-    flight, so a participant that mostly listens (the recorder, an attached TUI) read one
-    message per turn of the event loop, fell behind the run, and Mosquitto dropped QoS 1
-    messages for it past its queue limit (1,000 by default; issue #19). aiomqtt
-    registers its own reader when paho opens the socket; ours replaces it, with the same
-    error handling: a failed read ends the session."""
-
-    def _on_socket_open(self, client: paho.Client, userdata: Any, sock: PahoSocket) -> None:
-        super()._on_socket_open(client, userdata, sock)
-        fd = sock.fileno()
-        ready = select.poll()
-        ready.register(fd, select.POLLIN)
-
-        def read_burst() -> None:
-            try:
-                for _ in range(READ_BURST):
-                    client.loop_read()  # its PUBACK goes out through aiomqtt's writer
-                    now = client.socket()
-                    if now is None:
-                        return
-                    pending = getattr(now, "pending", None)  # TLS: bytes already decrypted
-                    if not (pending is not None and pending() > 0) and not ready.poll(0):
-                        return
-            except Exception as exc:  # as aiomqtt's reader: the connection broke
-                if not self._disconnected.done():
-                    self._disconnected.set_exception(exc)
-
-        # After aiomqtt's own add_reader (it is scheduled the same way): replaces it.
-        self._loop.call_soon_threadsafe(self._loop.add_reader, fd, read_burst)
-
-
 class _Handoff(asyncio.Queue["aiomqtt.Message"]):
     """Stands in for aiomqtt's incoming-message queue: each message goes on to the
     connection in paho's callback and is never kept here. aiomqtt's own iterator makes
@@ -201,7 +163,7 @@ class MqttConnection:
         if self.will is not None:
             topic, payload = self.will()
             will = aiomqtt.Will(topic, payload, qos=1, retain=False)
-        return _BurstReadingClient(
+        return LoopClient(
             self.url.host,
             self.url.port,
             identifier=self.client_id,
