@@ -85,3 +85,79 @@ def test_due_messages_come_oldest_first() -> None:
     for i, name in enumerate("cab"):
         box.add(name, f"t/{name}", name.encode(), now=i * 0.1)
     assert [a.message_id for a in box.due(10.0)] == ["c", "a", "b"]
+
+
+def _acked_after(box: Outbox, delays: list[float]) -> None:
+    """Messages sent one a second, each acked `delay` after its send."""
+    for i, delay in enumerate(delays):
+        box.add(f"a{i}", "t", b"raw", now=float(i))
+        box.ack(f"a{i}", now=i + delay)
+
+
+def test_a_fixed_outbox_ignores_ack_times() -> None:
+    box = Outbox(ack_timeout_s=2.0, max_resends=6)
+    _acked_after(box, [5.0] * 10)
+    assert box.timeout() == 2.0 and box.srtt is None
+
+
+def test_an_adaptive_timeout_follows_slow_acks_and_so_sends_no_copies() -> None:
+    """A receiver that acks 3 s after each send (a backlog, not a loss): the fixed
+    timeout resends every message once; the adaptive one learns the ack time and waits
+    (srtt + 4 * rttvar, RFC 6298)."""
+    fixed, adaptive = Outbox(2.0, 6), Outbox(2.0, 6, adaptive=True)
+    for box in (fixed, adaptive):
+        box.add("first", "t", b"raw", now=0.0)
+        box.ack("first", now=3.0)  # before any deadline passed: no resend
+        for i in range(20):
+            box.add(f"m{i}", "t", b"raw", now=10.0 + i)
+            box.due(12.5 + i)  # the driver's check, half a second past 2 s
+            box.ack(f"m{i}", now=13.0 + i)
+    assert fixed.resent == 20
+    assert adaptive.resent == 0
+    assert adaptive.srtt == 3.0 and 3.0 < adaptive.timeout() <= 3.0 + 4 * 1.5
+
+
+def test_the_adaptive_timeout_never_drops_below_the_configured_one_nor_above_the_cap() -> None:
+    from errorflow.bus.outbox import MAX_TIMEOUT_S
+
+    quick = Outbox(ack_timeout_s=2.0, max_resends=6, adaptive=True)
+    _acked_after(quick, [0.001] * 50)
+    assert quick.timeout() == 2.0  # a lost message is still resent after 2 s
+    slow = Outbox(ack_timeout_s=2.0, max_resends=6, adaptive=True)
+    _acked_after(slow, [500.0] * 5)
+    assert slow.timeout() == MAX_TIMEOUT_S
+
+
+def test_a_resent_message_teaches_the_timeout_nothing() -> None:
+    """Karn's rule: the ack of a resent message may answer either send."""
+    box = Outbox(ack_timeout_s=2.0, max_resends=6, adaptive=True)
+    box.add("m", "t", b"raw", now=0.0)
+    assert box.due(2.0) == [Resend("m", "t", b"raw", sends=2)]
+    box.ack("m", now=9.0)
+    assert box.srtt is None
+    assert box.timeout() == 4.0  # still backed off: 2 s proved too short, nothing newer
+
+
+def test_resends_of_an_adaptive_outbox_double_from_the_learned_timeout() -> None:
+    box = Outbox(ack_timeout_s=1.0, max_resends=2, adaptive=True)
+    _acked_after(box, [4.0])  # srtt 4, rttvar 2: timeout 12
+    assert box.timeout() == 12.0
+    box.add("m", "t", b"raw", now=100.0)
+    assert box.next_due() == 112.0
+    assert box.due(112.0) == [Resend("m", "t", b"raw", sends=2)]
+    assert box.next_due() == 112.0 + 24.0
+
+
+def test_a_resend_backs_the_next_messages_off_until_an_ack_teaches_the_timeout() -> None:
+    """Every message resent (so no ack teaches anything): the next one waits twice as
+    long; an ack of a message sent once brings the estimate back."""
+    box = Outbox(ack_timeout_s=2.0, max_resends=6, adaptive=True)
+    box.add("a", "t", b"raw", now=0.0)
+    box.due(2.0)  # resent: 2 s was too short
+    assert box.timeout() == 4.0
+    box.add("b", "t", b"raw", now=3.0)
+    assert box.next_due() == 2.0 + 4.0  # a's resend; b is due at 3 + 4
+    box.ack("a", now=3.5)  # a resent message: still nothing learned
+    assert box.timeout() == 4.0
+    box.ack("b", now=4.0)  # sent once, acked after 1 s
+    assert box.srtt == 1.0 and box.timeout() == 3.0

@@ -17,7 +17,8 @@ Nothing silently lost: QoS 1 covers a hop to the broker, not a broker that resta
 without persistence. So task and result messages are acknowledged end to end: the
 recipient answers every copy it gets (duplicates too) with an `ack` on
 `errorflow/{run}/ack/{sender}`, and the sender resends, with the same id and seq, until
-acknowledged, at most `max_resends` times with a doubling timeout. What is still
+acknowledged, at most `max_resends` times with a doubling timeout that follows the
+receiver's ack times (a busy receiver is not sent copies). What is still
 unacknowledged after that is counted as `undelivered` (and the runner marks the trial
 `bus_fault` when its final result never arrives). When to resend and when to give up
 is decided by the pure `Outbox` (`errorflow.bus.outbox`); the endpoint only carries
@@ -130,7 +131,8 @@ class Endpoint:
             ack_timeout_s = faults.ack_timeout_s
         if faults is not None and faults.max_resends is not None:
             max_resends = faults.max_resends
-        self.outbox = Outbox(ack_timeout_s, max_resends)
+        # Simulated bus faults time their resends by the fixed schedule (outbox.py).
+        self.outbox = Outbox(ack_timeout_s, max_resends, adaptive=faults is None)
         self.faults = faults
         self._faulted: dict[str, _Faulted] = {}  # by message id, while unacked
         self._held: list[tuple[float, str, bytes]] = []  # reordered: (deadline, topic, raw)
@@ -356,7 +358,7 @@ class Endpoint:
             if env.kind is Kind.CONTROL and env.payload.get("action") == ControlAction.ACK:
                 ack = parse_control(env.payload)  # a malformed ack acknowledges nothing
                 if isinstance(ack, Ack) and env.recipient == self.name:
-                    self.outbox.ack(ack.id)
+                    self.outbox.ack(ack.id, self._clock())
                     self._faulted.pop(ack.id, None)
                 continue
             yield env
