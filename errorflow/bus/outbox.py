@@ -10,10 +10,11 @@ the decisions it gets back, so every timing rule is tested with plain numbers.
 
 Each pending message keeps its encoded bytes, how often it was sent and a deadline:
 
-    add(id, topic, raw, now)     sent once; due at now + ack_timeout_s
+    add(id, topic, raw, now)     sent once; due at now + timeout() (ack_timeout_s,
+                                   unless adaptive: below)
     due(now), deadline reached   sends <= max_resends: Resend (the same bytes, so the
                                    same id and seq); after the k-th send the next
-                                   deadline is now + ack_timeout_s * 2 ** (k - 1)
+                                   deadline is now + its first timeout * 2 ** (k - 1)
                                  otherwise: GiveUp; forgotten and counted undelivered
     ack(id)                      forgotten; an unknown or repeated id changes nothing
 
