@@ -17,7 +17,7 @@ from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet, first_seq
 from errorflow.bus.envelope import Envelope, Kind, decode
 from errorflow.bus.transport import Connection, InProcessBus
-from errorflow.core.control import Ack
+from errorflow.core.control import Ack, Bye
 from errorflow.runtime.recorder import Recorder
 
 
@@ -218,6 +218,7 @@ async def test_ack_is_a_typed_control_message_built_like_any_other() -> None:
     reader_b = asyncio.create_task(_drain(b, got, 1))
     task = await a.send(kind=Kind.TASK, recipient="b", trial=4, trace_id="t4")
     await asyncio.wait_for(reader_b, 2)
+    await b.acks_sent()
     _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
     ack = decode(raw)
     assert ack.kind is Kind.CONTROL and (ack.sender, ack.recipient) == ("b", "a")
@@ -225,6 +226,44 @@ async def test_ack_is_a_typed_control_message_built_like_any_other() -> None:
     assert ack.payload == Ack(id=task.id).to_payload() == {"action": "ack", "id": task.id}
     later = await b.send(kind=Kind.RESULT, recipient="a", trial=4, trace_id="t4")
     assert later.seq == ack.seq + 1  # acks and sends share one sequence
+    await a.close()
+    await b.close()
+
+
+class SlowAcks(Recording):
+    """A connection whose ack publishes wait until the test releases them (a broker
+    slow to answer with its PUBACK)."""
+
+    def __init__(self, conn: Connection, clock: Callable[[], float]) -> None:
+        super().__init__(conn, clock)
+        self.release = asyncio.Event()
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        if "/ack/" in topic:
+            await self.release.wait()
+        await super().publish(topic, payload)
+
+
+async def test_the_receive_loop_does_not_wait_for_its_acks_to_go_out_but_a_bye_does() -> None:
+    bus = InProcessBus()
+    clock = FakeClock()
+    a, b = await _pair(bus, {"a", "b"}, clock)
+    slow = SlowAcks(b.conn, clock)
+    b.conn = slow
+    got: list[Envelope] = []
+    reader_b = asyncio.create_task(_drain(b, got, 3))
+    for _ in range(3):
+        await a.send(kind=Kind.TASK, recipient="b", trial=1, trace_id="t")
+    await asyncio.wait_for(reader_b, 2)  # all three taken while no ack is out yet
+    assert len(got) == 3 and slow.published == [] and len(b._acking) == 3
+    bye = asyncio.create_task(b.control(Bye(agent="b"), trace="presence"))
+    await asyncio.sleep(0.01)
+    assert not bye.done() and slow.published == []  # the bye waits behind the acks
+    slow.release.set()
+    await asyncio.wait_for(bye, 2)
+    kinds = [topic.split("/")[2] for _, topic in slow.published]
+    assert kinds == ["ack", "ack", "ack", "control"]  # the bye is the last word
+    assert not b._acking
     await a.close()
     await b.close()
 

@@ -71,6 +71,9 @@ RESEND_TICK_S = 0.25
 #: How long `close` waits for the resender to stop once cancelled (a cancellation a
 #: client library swallowed must not hang the close).
 CLOSE_WAIT_S = 5.0
+#: Acks publishing at once per endpoint; past it the receive loop waits for the oldest
+#: (a bound on tasks and memory when the broker is slower than the messages coming in).
+ACKS_IN_FLIGHT = 256
 RELIABLE_KINDS = (Kind.TASK, Kind.RESULT)
 
 
@@ -140,6 +143,10 @@ class Endpoint:
         self._clock = clock
         self._sleep = sleep
         self._resender: asyncio.Task[None] | None = None
+        # Acks publishing: the receive loop does not wait for the broker's PUBACK of each
+        # one before the next message (a 32-wide fan-in's runner would otherwise take its
+        # results one round trip at a time); controls wait for them (`control`).
+        self._acking: set[asyncio.Task[None]] = set()
 
     @property
     def pending(self) -> int:
@@ -162,6 +169,10 @@ class Endpoint:
     async def close(self) -> None:
         for task in list(self._delayed):
             task.cancel()
+        if self._acking:  # acks already accepted for sending go out, within a bound
+            _, late = await asyncio.wait(set(self._acking), timeout=CLOSE_WAIT_S)
+            for task in late:
+                task.cancel()
         if self._resender is not None:
             self._resender.cancel()
             done, _ = await asyncio.wait({self._resender}, timeout=CLOSE_WAIT_S)
@@ -312,7 +323,9 @@ class Endpoint:
 
     async def control(self, action: Control, *, recipient: str = "all", trace: str) -> None:
         """Publish one control action (trial 0; `trace` names the conversation:
-        "presence", "control")."""
+        "presence", "control"), after every ack already being published: a `bye` or an
+        `end` is the last word of what came before it."""
+        await self.acks_sent()
         await self.send(
             kind=Kind.CONTROL,
             recipient=recipient,
@@ -375,7 +388,14 @@ class Endpoint:
             redact(f"{type(exc).__name__}: {exc}")[:300],
         )
 
+    async def acks_sent(self) -> None:
+        """Wait until every ack being published is out (or has failed)."""
+        while self._acking:
+            await asyncio.wait(set(self._acking))
+
     async def _ack(self, env: Envelope) -> None:
+        """Start publishing the ack of `env` and return (at most `ACKS_IN_FLIGHT` at once:
+        past that, wait for one). Its seq is taken now, in receive order."""
         ack = self._envelope(
             kind=Kind.CONTROL,
             recipient=env.sender,
@@ -383,8 +403,22 @@ class Endpoint:
             trace_id=env.trace_id,
             payload=Ack(id=env.id).to_payload(),
         )
-        with contextlib.suppress(ConnectionError):
-            await self.conn.publish(topics.acks(self.run_id, env.sender), ack.encode(self.key))
+        while len(self._acking) >= ACKS_IN_FLIGHT:
+            await asyncio.wait(set(self._acking), return_when=asyncio.FIRST_COMPLETED)
+        raw = ack.encode(self.key)
+        task = asyncio.create_task(self._publish_ack(topics.acks(self.run_id, env.sender), raw))
+        self._acking.add(task)
+        task.add_done_callback(self._acking.discard)
+
+    async def _publish_ack(self, topic: str, raw: bytes) -> None:
+        """One ack out; a lost connection loses it (the sender resends and is acked
+        again), anything else is logged, never raised into a task nobody awaits."""
+        try:
+            await self.conn.publish(topic, raw)
+        except ConnectionError:
+            pass
+        except Exception as exc:  # a detached task: log it, never lose it silently
+            log.warning("%s: ack to %s not sent: %s", self.name, topic, redact(repr(exc))[:300])
 
     async def _resend_loop(self) -> None:
         """The driver: sleep until the next deadline, then do what the outbox decided."""
