@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from errorflow.agents.agent import Agent
+from errorflow.agents.inputs import Ready
 from errorflow.agents.model import TaskTurn
 from errorflow.bus.envelope import Status
 from errorflow.bus.transport import InProcessBus
@@ -192,3 +194,48 @@ async def test_a_chain_passes_findings_on_and_the_writer_delivers(tmp_path: Path
         assert by_sender["writer"].payload["answer"]["claims"][0]["value"] == 1
     # One backend call reads the metric, one sends the report through the sink.
     assert result.summary["metrics"]["per_trial"]["backend_calls"] == 2.0
+
+
+DISCUSSION = """
+name: talk-order
+seed: 3
+trials: 2
+world:
+  metrics: {m.a: 10}
+tools:
+  q: {kind: metric_store}
+discussion: {rounds: 2, decides: [z]}
+agents:
+  x: {role: researcher, tools: [q], peers: [y, z]}
+  y: {role: researcher, tools: [q], peers: [z]}
+  z: {role: researcher, tools: [q]}
+task:
+  prompt: a
+  needs:
+    - {id: a, tool: q, arg: name, wording: a, value: m.a}
+"""
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (1, 0, 2), (2, 1, 0), (1, 2, 0)])
+async def test_a_member_takes_its_rounds_in_order_whatever_order_they_became_ready(
+    order: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member's round n revises its own round n - 1: the bus may bring a round's inputs
+    before the previous round has started or finished (agents in other processes)."""
+    log: list[tuple[str, int]] = []
+
+    async def process(self: Agent, trial: int, inputs: list[object], round_: int = 0) -> None:
+        log.append(("start", round_))
+        for _ in range(3):  # the work takes turns of the loop: others could run meanwhile
+            await asyncio.sleep(0)
+        log.append(("end", round_))
+
+    monkeypatch.setattr(Agent, "process", process)
+    bus = InProcessBus()
+    agent = Agent("z", load_text(DISCUSSION), "r", await bus.connect("z"), run_key=b"k" * 32)
+    for round_ in order:
+        agent._start(Ready(trial=1, round=round_, inputs=[]))
+        await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*agent._tasks), 2)
+    assert log == [("start", 0), ("end", 0), ("start", 1), ("end", 1), ("start", 2), ("end", 2)]
+    assert not agent._held and not agent._rounds and not agent._rounds_done

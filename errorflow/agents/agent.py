@@ -91,6 +91,10 @@ from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTO
 
 log = logging.getLogger(__name__)
 
+#: Discussion rounds held for a previous round that has not started (far above the
+#: trials in flight, at most 1,024).
+HELD_ROUNDS_KEEP = 4096
+
 #: Receives each trial's local tool trace (unredacted: it never leaves the process).
 OnTrace = Callable[[str, int, list[TraceEntry]], None]
 
@@ -153,6 +157,13 @@ class Agent:
         self._fault_pool: list[JsonValue] | None = None
         self.presence = Presence(self.endpoint, name, run_id, scenario)
         self._tasks: set[asyncio.Task[None]] = set()
+        # A discussion member's round n reads its own round n - 1 (memory), whatever
+        # order the bus brought their inputs in: rounds under way by (trial, round), the
+        # last round each trial finished, and rounds ready before their previous round
+        # started, by the round they wait for.
+        self._rounds: dict[tuple[int, int], asyncio.Event] = {}
+        self._rounds_done: dict[int, int] = {}
+        self._held: dict[tuple[int, int], Ready] = {}
         # `scope: run`: one breaker (limiter, bulkhead) per tool for the whole run, which
         # is reproducible because such runs take their trials one at a time, in order.
         self._run_breakers = BreakerBank(self.policy.breaker)
@@ -192,13 +203,42 @@ class Agent:
         match self.inputs.accept(env):
             case Rejected(reason=reason):
                 self.endpoint.rejects[reason] += 1
-            case Ready(trial=trial, round=round_, inputs=inputs):
-                task = asyncio.create_task(self._guarded(trial, round_, inputs))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            case Ready() as ready:
+                self._start(ready)
 
-    async def _guarded(self, trial: int, round_: int, inputs: list[Envelope]) -> None:
+    def _start(self, ready: Ready) -> None:
+        trial, round_ = ready.trial, ready.round
+        before: asyncio.Event | None = None
+        if self.talk.member:
+            previous = (trial, round_ - 1)
+            unstarted = previous not in self._rounds
+            if round_ > 0 and unstarted and self._rounds_done.get(trial, -1) < round_ - 1:
+                # It starts once its previous round does; one whose previous round never
+                # comes (inputs lost on the bus) cannot end its trial anyway (its peers
+                # wait for our answer), so only a bounded window of them is kept.
+                self._held[previous] = ready
+                if len(self._held) > HELD_ROUNDS_KEEP:
+                    self._held.pop(next(iter(self._held)))
+                return
+            before = self._rounds.get(previous)
+            self._rounds[(trial, round_)] = asyncio.Event()
+        task = asyncio.create_task(self._guarded(trial, round_, ready.inputs, before))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        held = self._held.pop((trial, round_), None)
+        if held is not None:
+            self._start(held)
+
+    async def _guarded(
+        self,
+        trial: int,
+        round_: int,
+        inputs: list[Envelope],
+        before: asyncio.Event | None = None,
+    ) -> None:
         try:
+            if before is not None:  # our previous round of this trial: its answer first
+                await before.wait()
             await self.process(trial, inputs, round_)
         except asyncio.CancelledError:
             raise
@@ -219,8 +259,13 @@ class Agent:
                 log.warning("%s: trial %d: crash not reported: %s", self.name, trial, lost)
         finally:
             self.inputs.finished(trial, round_)
+            done = self._rounds.pop((trial, round_), None)
+            if done is not None:
+                done.set()
+                self._rounds_done[trial] = max(round_, self._rounds_done.get(trial, -1))
             if round_ >= self.talk.last_round:
                 self._memory.pop(trial, None)
+                self._rounds_done.pop(trial, None)
             self.done_trials += 1
 
     # -- one trial ------------------------------------------------------------------
