@@ -5,7 +5,10 @@ on the same Mosquitto, in one run (issue #19).
 Paths: the embedded amqtt broker on the runner's event loop (`loop`, the path before
 #19), on its own loop in a thread (`thread`) or in its own process (`process`), and a
 Mosquitto subprocess; each with aiomqtt and gmqtt (ERRORFLOW_EMBEDDED_BROKER,
-ERRORFLOW_MQTT_CLIENT). Each round runs every configuration once, in a rotated order;
+ERRORFLOW_MQTT_CLIENT); and the in-process bus (no broker, no MQTT client: the same
+runner, agents, signing and recorder), the ceiling any broker path can reach: what the
+run costs without a bus. Its ratio to the C clients says how much of the gap a faster
+bus could close at all. Each round runs every configuration once, in a rotated order;
 figures are medians over rounds. envelopes/s = (messages + events stored) / wall time
 of `run_scenario` (the run, the recorder's last flush included; interpreter start-up
 not). The C clients' limit: `mosquitto_pub -q 1 -l` of N lines of the run's mean
@@ -37,6 +40,7 @@ from _util import (
     unrecorded,
 )
 
+from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
 from errorflow.runtime.runner import RunOptions, run_scenario
 
@@ -49,18 +53,23 @@ CONFIGS = [
     ("embedded", "process", "gmqtt"),
     ("mosquitto", "-", "aiomqtt"),
     ("mosquitto", "-", "gmqtt"),
+    ("in-process", "-", "-"),
 ]
+IN_PROCESS = ("in-process", "-", "-")
 TOPIC = "errorflow/bench-c/inbox/x"
 
 
 def once(config: tuple[str, str, str], trials: int, url: BrokerURL) -> dict[str, Any]:
     broker, mode, client = config
     os.environ["ERRORFLOW_EMBEDDED_BROKER"] = mode if mode != "-" else "process"
-    os.environ["ERRORFLOW_MQTT_CLIENT"] = client
+    os.environ["ERRORFLOW_MQTT_CLIENT"] = client if client != "-" else "aiomqtt"
     s = scenario("contamination", trials=trials, propagation="explicit")
     with temp_db() as db:
         options = RunOptions(
-            broker=url if broker == "mosquitto" else None, db_path=db, keep_messages=False
+            broker=url if broker == "mosquitto" else None,
+            bus=InProcessBus() if broker == "in-process" else None,
+            db_path=db,
+            keep_messages=False,
         )
         started = time.perf_counter()
         result = asyncio.run(run_scenario(s, options))
@@ -124,17 +133,27 @@ def main() -> None:
             print(f"  round {r + 1} C clients: {limits[-1]:.0f} msg/s ({size} B)", flush=True)
     limit = statistics.median(limits)
     base = statistics.median(f["env_s"] for f in figures[configs[0]])
+    ceiling = (
+        statistics.median(f["env_s"] for f in figures[IN_PROCESS]) if IN_PROCESS in figures
+        else None
+    )
     print(f"\nend to end, contamination, {trials} trials, --propagation explicit, "
           f"{rounds} round(s), medians; C clients on the same Mosquitto: {limit:.0f} msg/s")
     print(row("broker / embedded mode / client",
-              "envelopes/s   ÷ embedded loop/aiomqtt   ÷ C clients   envelopes/trial"))
+              f"envelopes/s   ÷ {'/'.join(configs[0]):21s}   ÷ C clients   ÷ in-process"
+              "   envelopes/trial"))
     reference = figures[configs[0]][0]["outcomes"]
     same = True
     for config, runs in figures.items():
         med = statistics.median(f["env_s"] for f in runs)
         same = same and all(f["outcomes"] == reference for f in runs)
+        of_ceiling = f"{med / ceiling:12.2f}" if ceiling else f"{'-':>12s}"
         print(row(" / ".join(config), f"{med:11.0f}   {med / base:23.2f}   "
-                  f"{med / limit:11.2f}   {runs[0]['per_trial']:15.1f}"))
+                  f"{med / limit:11.2f}   {of_ceiling}   {runs[0]['per_trial']:15.1f}"))
+    if ceiling:
+        print(f"\nwithout a bus (in-process) the run stores {ceiling:.0f} envelopes/s, "
+              f"{ceiling / limit:.2f} of the C clients: a broker path can close at most that "
+              "much of the gap; the rest is the run's own CPU per envelope")
     print(f"\nper-trial outcomes identical across every configuration and round: {same}")
     stored = {f["envelopes"] for runs in figures.values() for f in runs}
     lost = sum(f["lost"] for runs in figures.values() for f in runs)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.agents import agent as agent_module
 from errorflow.agents.agent import Agent
 from errorflow.agents.inputs import Ready
 from errorflow.agents.model import TaskTurn
@@ -239,3 +240,32 @@ async def test_a_member_takes_its_rounds_in_order_whatever_order_they_became_rea
     await asyncio.wait_for(asyncio.gather(*agent._tasks), 2)
     assert log == [("start", 0), ("end", 0), ("start", 1), ("end", 1), ("start", 2), ("end", 2)]
     assert not agent._held and not agent._rounds and not agent._rounds_done
+
+
+async def test_a_member_forgets_trials_whose_last_round_never_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Trials whose last round never arrives (lost on the bus) are remembered at most
+    ROUNDS_DONE_KEEP at a time, the ones whose rounds ended most recently: a trial still
+    talking (trial 0, its round 1 ends late) is not among the forgotten."""
+
+    async def process(self: Agent, trial: int, inputs: list[object], round_: int = 0) -> None:
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(agent_module, "ROUNDS_DONE_KEEP", 8)
+    monkeypatch.setattr(Agent, "process", process)
+    bus = InProcessBus()
+    agent = Agent("z", load_text(DISCUSSION), "r", await bus.connect("z"), run_key=b"k" * 32)
+
+    async def round_of(trial: int, round_: int) -> None:
+        agent._start(Ready(trial=trial, round=round_, inputs=[]))
+        await asyncio.wait_for(asyncio.gather(*agent._tasks), 2)
+
+    for trial in range(6):  # round 0 of trials 0-5
+        await round_of(trial, 0)
+    await round_of(0, 1)  # trial 0 goes on
+    for trial in range(6, 13):  # round 0 only: their next rounds never come
+        await round_of(trial, 0)
+    assert agent._rounds_done == {0: 1, 6: 0, 7: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0}
+    await round_of(0, 2)  # its last round: the trial is over
+    assert 0 not in agent._rounds_done

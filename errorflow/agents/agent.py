@@ -94,6 +94,10 @@ log = logging.getLogger(__name__)
 #: Discussion rounds held for a previous round that has not started (far above the
 #: trials in flight, at most 1,024).
 HELD_ROUNDS_KEEP = 4096
+#: Trials whose last finished round a member remembers (the most recently finished
+#: kept): a trial whose last round never comes (inputs lost on the bus) is forgotten
+#: after this many others, instead of staying for the rest of the run.
+ROUNDS_DONE_KEEP = 4096
 
 #: Receives each trial's local tool trace (unredacted: it never leaves the process).
 OnTrace = Callable[[str, int, list[TraceEntry]], None]
@@ -262,7 +266,10 @@ class Agent:
             done = self._rounds.pop((trial, round_), None)
             if done is not None:
                 done.set()
-                self._rounds_done[trial] = max(round_, self._rounds_done.get(trial, -1))
+                # re-inserted: the dict's order is that of the rounds' ends, oldest first
+                self._rounds_done[trial] = max(round_, self._rounds_done.pop(trial, -1))
+                if len(self._rounds_done) > ROUNDS_DONE_KEEP:
+                    self._rounds_done.pop(next(iter(self._rounds_done)))
             if round_ >= self.talk.last_round:
                 self._memory.pop(trial, None)
                 self._rounds_done.pop(trial, None)
