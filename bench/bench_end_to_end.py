@@ -53,9 +53,8 @@ CONFIGS = [
     ("embedded", "process", "gmqtt"),
     ("mosquitto", "-", "aiomqtt"),
     ("mosquitto", "-", "gmqtt"),
-    ("in-process", "-", "-"),
+    IN_PROCESS := ("in-process", "-", "-"),
 ]
-IN_PROCESS = ("in-process", "-", "-")
 TOPIC = "errorflow/bench-c/inbox/x"
 
 
@@ -132,11 +131,8 @@ def main() -> None:
             limits.append(c_clients(url, 20_000, size))
             print(f"  round {r + 1} C clients: {limits[-1]:.0f} msg/s ({size} B)", flush=True)
     limit = statistics.median(limits)
-    base = statistics.median(f["env_s"] for f in figures[configs[0]])
-    ceiling = (
-        statistics.median(f["env_s"] for f in figures[IN_PROCESS]) if IN_PROCESS in figures
-        else None
-    )
+    medians = {c: statistics.median(f["env_s"] for f in runs) for c, runs in figures.items()}
+    base, ceiling = medians[configs[0]], medians.get(IN_PROCESS)
     print(f"\nend to end, contamination, {trials} trials, --propagation explicit, "
           f"{rounds} round(s), medians; C clients on the same Mosquitto: {limit:.0f} msg/s")
     print(row("broker / embedded mode / client",
@@ -145,7 +141,7 @@ def main() -> None:
     reference = figures[configs[0]][0]["outcomes"]
     same = True
     for config, runs in figures.items():
-        med = statistics.median(f["env_s"] for f in runs)
+        med = medians[config]
         same = same and all(f["outcomes"] == reference for f in runs)
         of_ceiling = f"{med / ceiling:12.2f}" if ceiling else f"{'-':>12s}"
         print(row(" / ".join(config), f"{med:11.0f}   {med / base:23.2f}   "
