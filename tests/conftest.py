@@ -116,11 +116,20 @@ class ExternalMosquitto(Mosquitto):
         pass
 
 
+def external_port() -> int | None:
+    """The broker .ci/run started, for the first (or only) pytest-xdist worker. Other
+    workers start their own: tests use fixed topics and client ids, and one worker's
+    test must not hear another's."""
+    port = os.environ.get("ERRORFLOW_TEST_MQTT_PORT")
+    first = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+    return int(port) if port and first else None
+
+
 @pytest.fixture(scope="session")
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
-    port = os.environ.get("ERRORFLOW_TEST_MQTT_PORT")
+    port = external_port()
     broker = (
-        ExternalMosquitto(int(port)) if port else Mosquitto(tmp_path_factory.mktemp("mosquitto"))
+        ExternalMosquitto(port) if port else Mosquitto(tmp_path_factory.mktemp("mosquitto"))
     )
     broker.start()
     yield broker

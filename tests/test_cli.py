@@ -30,6 +30,7 @@ from errorflow.runtime.store import (
     open_db,
     trial_rows,
 )
+from errorflow.scenario.bundled import bundled
 from errorflow.scoring.summary import summarize
 from tests.conftest import Mosquitto
 
@@ -103,6 +104,19 @@ def test_schema_scenarios_validate(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "contamination" in out
     code, out, _ = run_cli(capsys, "validate", "contamination")
     assert code == 0 and "ok" in out
+
+
+def test_validate_shows_a_path_as_written_and_long_paths_unbroken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Brackets in a path are text, not markup; a long path stays on one line.
+    folder = tmp_path / "[red]x" / ("deep" * 30)
+    folder.mkdir(parents=True)
+    path = folder / "c.yaml"
+    path.write_text((bundled()["contamination"]).read_text())
+    code, out, _ = run_cli(capsys, "validate", str(path))
+    assert code == 0
+    assert out.startswith(f"ok {path}: scenario 'contamination'") and out.count("\n") == 1
 
 
 def test_missing_file_and_bad_broker_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -267,7 +281,9 @@ def test_runs_fit_80_columns_with_whole_ids_and_a_group_column(
     assert max(len(line) for line in lines) <= 80
     for run_id in [*LONG_IDS, "contamination-1a2b3c4d"]:
         assert run_id in lines  # whole, on a line of its own
-    assert any("group" in line and "started" in line for line in lines[:4])
+    # The header comes before the first run (the title above it may wrap a long path).
+    first = min(lines.index(run_id) for run_id in [*LONG_IDS, "contamination-1a2b3c4d"])
+    assert any("group" in line and "started" in line for line in lines[:first])
     wide = runs_lines(list_runs(db), 200)  # room enough: one line a run
     assert len(wide) == 5 and all(len(line) <= 200 for line in wide)
     line = next(line for line in wide if line.startswith(LONG_IDS[1]))

@@ -7,12 +7,14 @@ import argparse
 import json
 
 from rich.table import Table
+from rich.text import Text
 
 from errorflow.agents.backends import check_backends
 from errorflow.bus.envelope import json_schema
-from errorflow.cli.console import err, out
+from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK
 from errorflow.cli.scenario_input import load_ref
+from errorflow.core.display import for_terminal
 from errorflow.scenario.bundled import bundled, describe, resolve
 from errorflow.scenario.loader import warnings_for
 
@@ -21,12 +23,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scenario = load_ref(args.scenario)
     check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
     for line in warnings_for(scenario, resolve(args.scenario)):
-        err.print(f"warning: {line}", markup=False, highlight=False)
-    out.print(
-        f"[green]ok[/] {args.scenario}: scenario {scenario.name!r}, "
+        say(f"warning: {line}")  # never wrapped: `path:line:col` is read by editors
+    summary = (
+        f" {args.scenario}: scenario {scenario.name!r}, "
         f"{len(scenario.agents)} agents, {len(scenario.tools)} tools, "
         f"{scenario.trials} trials, propagation {scenario.propagation}"
     )
+    # The path is the user's: shown as text, never read as markup.
+    shown = Text("ok", "green") + Text(for_terminal(summary, limit=None))
+    out.print(shown, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 
