@@ -27,7 +27,6 @@ from errorflow.bus.envelope import Kind
 from errorflow.bus.mqtt import MqttBus, MqttConnection
 from errorflow.bus.url import PASSWORD_ENV, USER_ENV, BrokerURL
 from errorflow.cli import main as cli_main
-from errorflow.cli.broker_command import add_broker_config_command
 from errorflow.core.control import Stop
 from errorflow.core.events import TrialOutcomeEvent
 from errorflow.runtime.broker_config import (
@@ -245,14 +244,6 @@ def test_a_directory_in_use_is_refused_unless_forced(tmp_path: Path) -> None:
         write_broker_config(s, "r1", again.conf)
 
 
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command in the `errorflow` parser (registered there by cli/main.py)."""
-    if add_broker_config_command not in cli_main.COMMANDS:
-        monkeypatch.setattr(cli_main, "COMMANDS", (*cli_main.COMMANDS, add_broker_config_command))
-
-
-@pytest.mark.usefixtures("cli")
 def test_the_command_prints_the_files_and_how_to_start_everyone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -271,7 +262,6 @@ def test_the_command_prints_the_files_and_how_to_start_everyone(
     assert signing.key_to_text(signing.read_key_file(d / "run.key")) not in out
 
 
-@pytest.mark.usefixtures("cli")
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -289,7 +279,6 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "d").exists()
 
 
-@pytest.mark.usefixtures("cli")
 def test_an_existing_directory_with_files_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from errorflow.bus.mqtt import CLIENT_ENV
+from errorflow.bus.url import CLIENT_ENV
 from errorflow.cli.errors import UsageError
 from errorflow.cli.main import build_parser
 from errorflow.cli.mqtt_client_option import apply_mqtt_client_option

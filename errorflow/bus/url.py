@@ -20,6 +20,10 @@ USER_ENV = "ERRORFLOW_MQTT_USERNAME"
 PASSWORD_ENV = "ERRORFLOW_MQTT_PASSWORD"
 #: The MQTT client libraries a connection can use (`?client=`).
 CLIENTS = ("aiomqtt", "gmqtt")
+CLIENT_ENV = "ERRORFLOW_MQTT_CLIENT"
+#: The client library when neither the URL nor the environment names one (README,
+#: "MQTT clients": why this one).
+DEFAULT_CLIENT = "aiomqtt"
 
 
 class BrokerURLError(ValueError):

@@ -23,6 +23,7 @@ from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import nonneg_float
+from errorflow.cli.commands import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of
@@ -103,7 +104,7 @@ async def _roll_call(
 def add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = sub.add_parser(
         "agent",
-        help="run one agent of a scenario that joins a run on a broker",
+        help=summary("agent"),
         description="Run a single agent as its own process. It joins run RUN_ID "
         "on the broker and serves until the runner stops the run. The scenario options "
         "(--set, --trials, --seed, --propagation) must give the runner's scenario. An agent "

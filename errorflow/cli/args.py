@@ -8,7 +8,6 @@ import re
 from typing import NoReturn
 
 from errorflow.cli.errors import UsageError
-from errorflow.runtime.store import DEFAULT_DB
 from errorflow.scenario.wording import closest
 
 
@@ -82,6 +81,8 @@ def nonneg_float(text: str) -> float:
 
 
 def db_arg(parser: argparse.ArgumentParser) -> None:
+    from errorflow.runtime.store import DEFAULT_DB  # a command with a store imports it anyway
+
     parser.add_argument(
         "--db",
         default=str(DEFAULT_DB),

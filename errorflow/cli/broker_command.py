@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from errorflow.cli.args import port as port_number
+from errorflow.cli.commands import summary
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.scenario_input import load_ref
@@ -118,7 +119,7 @@ def cmd_broker_config(args: argparse.Namespace) -> int:
 def add_broker_config_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b = sub.add_parser(
         "broker-config",
-        help="write a least-privilege Mosquitto configuration (users, ACLs) for one run",
+        help=summary("broker-config"),
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

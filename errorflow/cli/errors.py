@@ -13,22 +13,18 @@ from __future__ import annotations
 import shlex
 import sqlite3
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from errorflow.agents.backends import ConfigurationError
-from errorflow.agents.model import InfrastructureError
 from errorflow.bus.signing import RunKeyError
 from errorflow.bus.url import BrokerURLError
-from errorflow.runtime.store import (
-    DEFAULT_DB,
-    AmbiguousId,
-    IdLookupError,
-    StoreError,
-    UnusableStore,
-)
-from errorflow.scenario.loader import ScenarioError
-from errorflow.scenario.overrides import OverrideError
 from errorflow.scenario.problems import Problem
 from errorflow.scenario.wording import closest
+
+if TYPE_CHECKING:
+    from errorflow.runtime.store import IdLookupError
+
+# Every command imports this module, `errorflow --help` too: the runtime's exceptions
+# are imported where they are looked at (`explain`), not here (about half a second).
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -67,6 +63,8 @@ class Interrupted(Exception):
 
 def db_option(db: str) -> str:
     """` --db PATH` when PATH is not the default, for the commands we print."""
+    from errorflow.runtime.store import DEFAULT_DB
+
     return "" if db == str(DEFAULT_DB) else f" --db {shlex.quote(db)}"
 
 
@@ -79,6 +77,8 @@ def id_problem(
 ) -> UsageError:
     """An id that names no run, or several: say so, and list the ones it could be (or,
     for an unknown one, the closest of the `known` ids)."""
+    from errorflow.runtime.store import AmbiguousId
+
     where = f"{option} {exc.ident}".strip() or "''"
     if isinstance(exc, AmbiguousId):
         shown = ", ".join(exc.candidates[:SHOWN_CANDIDATES])
@@ -96,10 +96,16 @@ def id_problem(
 
 def explain(exc: BaseException) -> tuple[int, str] | None:
     """The exit code and the text of an error the command line knows; None for a bug."""
+    if isinstance(exc, UsageError):  # the commonest (a mistyped argument): nothing to import
+        return EXIT_USAGE, exc.text
+    from errorflow.agents.backends import ConfigurationError
+    from errorflow.agents.model import InfrastructureError
+    from errorflow.runtime.store import StoreError, UnusableStore
+    from errorflow.scenario.loader import ScenarioError
+    from errorflow.scenario.overrides import OverrideError
+
     if isinstance(exc, ScenarioError):
         return EXIT_USAGE, f"invalid scenario\n{exc}"
-    if isinstance(exc, UsageError):
-        return EXIT_USAGE, exc.text
     if isinstance(exc, BrokerURLError):
         return EXIT_USAGE, UsageError(str(exc), where="--broker").text
     if isinstance(exc, RunKeyError):

@@ -20,6 +20,7 @@ from errorflow.agents.cassette import RecordedRun, RunWindow, cassette_document
 from errorflow.agents.exchange_store import read_records, traffic_dir_for
 from errorflow.cli import trace_exports
 from errorflow.cli.args import db_arg
+from errorflow.cli.commands import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.store_commands import stored_id
@@ -142,7 +143,7 @@ def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     listed = "; ".join(f"{name}: {f.help}" for name, f in FORMATS.items())
     e = sub.add_parser(
         "export",
-        help="write a stored run or group in another format",
+        help=summary("export"),
         description=f"Write a stored run, or a group of runs, in another format ({listed}).",
     )
     e.add_argument("id", metavar="ID", help="run or group id (a unique prefix is enough)")

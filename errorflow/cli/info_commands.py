@@ -11,6 +11,7 @@ from rich.text import Text
 
 from errorflow.agents.backends import check_backends
 from errorflow.bus.envelope import json_schema
+from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK
 from errorflow.cli.scenario_input import load_ref
@@ -52,16 +53,16 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    v = sub.add_parser("validate", help="check a scenario file and explain every problem")
+    v = sub.add_parser("validate", help=summary("validate"))
     v.add_argument("scenario")
     v.set_defaults(func=cmd_validate)
 
 
 def add_schema(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("schema", help="print the message envelope's JSON Schema")
+    s = sub.add_parser("schema", help=summary("schema"))
     s.set_defaults(func=cmd_schema)
 
 
 def add_scenarios(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sc = sub.add_parser("scenarios", help="list the bundled scenarios")
+    sc = sub.add_parser("scenarios", help=summary("scenarios"))
     sc.set_defaults(func=cmd_scenarios)

@@ -12,43 +12,17 @@ from collections.abc import Sequence
 from typing import cast
 
 from errorflow import __version__
-from errorflow.cli import (
-    agent_command,
-    broker_command,
-    export_command,
-    info_commands,
-    run_commands,
-    store_commands,
-    sweep_command,
-    trace_command,
-    tui_commands,
-    worker_command,
-)
 from errorflow.cli.args import Parser
+from errorflow.cli.commands import BUILDERS, named_command
 from errorflow.cli.console import fail
 from errorflow.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, explain
 from errorflow.cli.mqtt_client_option import add_mqtt_client_option, apply_mqtt_client_option
 
-#: Every command's parser builder, in the order `errorflow --help` lists them.
-COMMANDS = (
-    run_commands.add_run,
-    sweep_command.add_sweep,
-    store_commands.add_report,
-    agent_command.add_agent,
-    worker_command.add_worker,
-    broker_command.add_broker_config_command,
-    info_commands.add_validate,
-    info_commands.add_schema,
-    info_commands.add_scenarios,
-    store_commands.add_runs,
-    store_commands.add_show,
-    trace_command.add_trace,
-    export_command.add_export,
-    tui_commands.add_commands,  # `tui` and `serve`
-)
 
-
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The whole command line (None), or every command named and only `only` built:
+    the one a command line asks for (`named_command`), so its start-up imports that
+    command's module alone ('' or an unknown word: none, for `--help` and typos)."""
     p = Parser(
         prog="errorflow",
         description="Simulate multi-agent LLM systems over MQTT, inject tool faults and "
@@ -66,8 +40,12 @@ def build_parser() -> Parser:
         "argparse._SubParsersAction[argparse.ArgumentParser]",
         p.add_subparsers(dest="command", metavar="COMMAND", required=True),
     )
-    for add in COMMANDS:
-        add(sub)
+    for builder in BUILDERS:
+        if only is None or only in builder.names:
+            builder.load()(sub)
+        else:  # named, for the listing and the choices; never chosen on this command line
+            for name, help_line in builder.commands:
+                sub.add_parser(name, help=help_line)
     return p
 
 
@@ -85,7 +63,8 @@ def configure_logging(verbose: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
-            args = build_parser().parse_args(argv)
+            words = sys.argv[1:] if argv is None else list(argv)
+            args = build_parser(named_command(words)).parse_args(words)
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else 0
         configure_logging(args.verbose)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from errorflow.bus.mqtt import CLIENT_ENV, DEFAULT_CLIENT
-from errorflow.bus.url import CLIENTS
+from errorflow.bus.url import CLIENT_ENV, CLIENTS, DEFAULT_CLIENT
 
 
 def add_mqtt_client_option(p: argparse.ArgumentParser) -> None:

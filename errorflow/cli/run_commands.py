@@ -24,6 +24,7 @@ from rich.text import Text
 
 from errorflow.bus.signing import KEY_ENV
 from errorflow.bus.url import BrokerURL
+from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, Interrupted, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
@@ -300,7 +301,7 @@ def _times(x: float | None) -> str:
 def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = sub.add_parser(
         "run",
-        help="run a scenario's trials and print the outcomes",
+        help=summary("run"),
         description="Run a scenario: start the embedded MQTT broker (or use --broker), the "
         "recorder and the agents, run the trials, print outcomes with 95% intervals.",
     )

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from errorflow.cli.args import db_arg
 from errorflow.cli.columns import columns
+from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, UsageError, db_option, id_problem
 from errorflow.cli.resume import resume_command
@@ -210,7 +211,7 @@ def stored_run_json(run: StoredRun) -> RunJson:
 def add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp = sub.add_parser(
         "report",
-        help="write a report of a stored run or group (comparison, sweep)",
+        help=summary("report"),
         description="Report a stored run, or a group of runs (`run --propagation both`, "
         "`sweep`), from the SQLite store: outcomes with 95% Wilson intervals, costs, "
         "amplification against the fault-free baseline, paired differences.",
@@ -223,14 +224,14 @@ def add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def add_runs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    rs = sub.add_parser("runs", help="list stored runs")
+    rs = sub.add_parser("runs", help=summary("runs"))
     rs.add_argument("--json", action="store_true")
     db_arg(rs)
     rs.set_defaults(func=cmd_runs)
 
 
 def add_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sh = sub.add_parser("show", help="print one stored run, or a group of runs")
+    sh = sub.add_parser("show", help=summary("show"))
     sh.add_argument("run_id", metavar="ID", help="run or group id (a unique prefix is enough)")
     sh.add_argument("--json", action="store_true", help="print it as one JSON object")
     db_arg(sh)

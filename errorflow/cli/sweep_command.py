@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from errorflow.cli.commands import summary
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.preflight import broker_of, writable_db
@@ -160,7 +161,7 @@ def _amp(cell: ArmJson) -> str:
 def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w = sub.add_parser(
         "sweep",
-        help="vary up to three scenario fields and print the matrix",
+        help=summary("sweep"),
         description="Run every combination of the values of up to three scenario fields "
         "(the scenario's sweep: block, or --vary), each against its fault-free baseline, "
         "and print the matrix, with the measures the sweep: block declares (drop, "

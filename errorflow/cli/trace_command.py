@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.text import Text
 
 from errorflow.cli.args import db_arg, nonneg
+from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.store_commands import stored_id
@@ -46,7 +47,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def add_trace(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tr = sub.add_parser(
         "trace",
-        help="look inside one trial: its root cause, provenance tree and timeline",
+        help=summary("trace"),
         description="One trial of a stored run: the origin of its failure (agent, tool, "
         "step, error class), who swallowed or carried it, every message with its status, "
         "confidence, errors, label and the label's reason, what each model was shown, "

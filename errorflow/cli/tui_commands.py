@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from errorflow.cli.args import db_arg, nonneg_float, port
+from errorflow.cli.commands import summary
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of, free_port, writable_db
 from errorflow.cli.run_keys import observer_key
@@ -42,7 +43,7 @@ class BadInput(UsageError):
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t = sub.add_parser(
         "tui",
-        help="watch a run live in a terminal UI (start one, attach to one, or replay one)",
+        help=summary("tui"),
         description="Start SCENARIO and watch it live; or --attach RUN_ID --broker URL to "
         "watch a run another process drives; or --replay RUN_ID to play a stored run back.",
     )
@@ -63,7 +64,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     s = sub.add_parser(
         "serve",
-        help="serve the TUI in a browser (textual-serve, on 127.0.0.1)",
+        help=summary("serve"),
         description="Serve `errorflow tui SCENARIO` in a browser through textual-serve. "
         "Every browser tab starts its own run.",
     )

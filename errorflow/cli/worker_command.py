@@ -21,6 +21,7 @@ import socket
 import aiomqtt
 
 from errorflow.bus.signing import KEY_ENV
+from errorflow.cli.commands import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.preflight import broker_of
@@ -62,7 +63,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def add_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w = sub.add_parser(
         "worker",
-        help="take trials of runs from a broker and run them (run --remote-workers)",
+        help=summary("worker"),
         description="Take batches of trials from the broker through an MQTT shared "
         "subscription, run each as `run --workers` runs a shard (in-process, a store of "
         "its own) and send the results back to the runner, signed with the run key. "
