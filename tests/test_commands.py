@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 
 import pytest
 
+from errorflow.bus.url import CLIENT_ENV
 from errorflow.cli.commands import BUILDERS, named_command, summary
 from errorflow.cli.main import build_parser, main
 
@@ -51,10 +53,12 @@ def test_the_command_is_the_first_word_no_option_takes(argv: list[str], command:
 
 
 def test_abbreviated_and_whole_options_reach_the_command(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(CLIENT_ENV, "aiomqtt")  # restored after the option changes it
     assert main(["--mqtt", "gmqtt", "scenarios"]) == 0
     assert "contamination" in capsys.readouterr().out
+    assert os.environ[CLIENT_ENV] == "gmqtt"
     assert main(["bogus"]) == 2
     assert "invalid choice: 'bogus'" in capsys.readouterr().err
 

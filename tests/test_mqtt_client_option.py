@@ -13,7 +13,9 @@ from errorflow.cli.mqtt_client_option import apply_mqtt_client_option
 
 
 def test_the_option_sets_the_environment_children_inherit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(CLIENT_ENV, raising=False)
+    # set, so that monkeypatch restores it after the option changed it (a delenv of an
+    # unset variable records nothing: gmqtt leaked into every later test of the worker)
+    monkeypatch.setenv(CLIENT_ENV, "aiomqtt")
     args = build_parser().parse_args(["--mqtt-client", "gmqtt", "scenarios"])
     apply_mqtt_client_option(args)
     assert os.environ[CLIENT_ENV] == "gmqtt"
