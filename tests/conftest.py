@@ -190,6 +190,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("mqtt_client", MQTT_CLIENTS, indirect=True)
 
 
+def _errorflow_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("ERRORFLOW_")}
+
+
+@pytest.fixture(autouse=True)
+def environment_left_as_found() -> Iterator[None]:
+    """A test leaves errorflow's variables as it found them (monkeypatch's undo comes
+    first). Under pytest-xdist a leaked one (ERRORFLOW_MQTT_CLIENT=gmqtt) changed the
+    tests its worker ran next; the leak is undone here and fails its own test."""
+    before = _errorflow_environment()
+    yield
+    after = _errorflow_environment()
+    if after != before:
+        for name in after.keys() - before.keys():
+            del os.environ[name]
+        os.environ.update(before)
+        changed = sorted(k for k in after.keys() | before.keys() if after.get(k) != before.get(k))
+        pytest.fail(f"the test left the environment changed: {', '.join(changed)}")
+
+
 @pytest.fixture(autouse=True)
 def mqtt_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
     """The client library this test's connections use (ERRORFLOW_MQTT_CLIENT, which
