@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.bus import topics
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
@@ -60,7 +61,7 @@ def seen(capture: Path, run_ids: set[str]) -> tuple[set[str], set[str]]:
     decisions: set[str] = set()
     for line in capture.read_text(errors="replace").splitlines():
         topic, _, body = line.partition(" ")
-        if "/events/" not in topic or topic.split("/")[1] not in run_ids:
+        if "/events/" not in topic or topics.run_of(topic) not in run_ids:
             continue
         try:
             event = json.loads(body)["payload"]

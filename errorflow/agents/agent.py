@@ -16,6 +16,7 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from pydantic import JsonValue
 
@@ -90,6 +91,8 @@ from errorflow.scenario.policy import policy_for
 from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
 
 log = logging.getLogger(__name__)
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 #: Discussion rounds held for a previous round that has not started (far above the
 #: trials in flight, at most 1,024).
@@ -101,6 +104,12 @@ ROUNDS_DONE_KEEP = 4096
 
 #: Receives each trial's local tool trace (unredacted: it never leaves the process).
 OnTrace = Callable[[str, int, list[TraceEntry]], None]
+
+
+def _keep_newest(table: dict[_K, _V], keep: int) -> None:
+    """Forget the oldest entries (a dict keeps insertion order) beyond `keep`."""
+    while len(table) > keep:
+        table.pop(next(iter(table)))
 
 
 class Agent:
@@ -221,8 +230,7 @@ class Agent:
                 # comes (inputs lost on the bus) cannot end its trial anyway (its peers
                 # wait for our answer), so only a bounded window of them is kept.
                 self._held[previous] = ready
-                if len(self._held) > HELD_ROUNDS_KEEP:
-                    self._held.pop(next(iter(self._held)))
+                _keep_newest(self._held, HELD_ROUNDS_KEEP)
                 return
             before = self._rounds.get(previous)
             self._rounds[(trial, round_)] = asyncio.Event()
@@ -268,8 +276,7 @@ class Agent:
                 done.set()
                 # re-inserted: the dict's order is that of the rounds' ends, oldest first
                 self._rounds_done[trial] = max(round_, self._rounds_done.pop(trial, -1))
-                if len(self._rounds_done) > ROUNDS_DONE_KEEP:
-                    self._rounds_done.pop(next(iter(self._rounds_done)))
+                _keep_newest(self._rounds_done, ROUNDS_DONE_KEEP)
             if round_ >= self.talk.last_round:
                 self._memory.pop(trial, None)
                 self._rounds_done.pop(trial, None)

@@ -25,13 +25,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
     for line in warnings_for(scenario, resolve(args.scenario)):
         say(f"warning: {line}")  # never wrapped: `path:line:col` is read by editors
-    summary = (
-        f" {args.scenario}: scenario {scenario.name!r}, "
+    facts = (
+        f"{args.scenario}: scenario {scenario.name!r}, "
         f"{len(scenario.agents)} agents, {len(scenario.tools)} tools, "
         f"{scenario.trials} trials, propagation {scenario.propagation}"
     )
     # The path is the user's: shown as text, never read as markup.
-    shown = Text("ok", "green") + Text(for_terminal(summary, limit=None))
+    shown = Text.assemble(("ok", "green"), " ", for_terminal(facts, limit=None))
     out.print(shown, highlight=False, soft_wrap=True)
     return EXIT_OK
 
