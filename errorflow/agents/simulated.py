@@ -517,6 +517,7 @@ class SimulatedModel:
         """What the tools say for the needs `needs` names, or the calls still to make."""
         chosen = [n for n in task.needs if n.id in needs]
         states = self._need_states(TaskTurn(task.prompt, chosen), request.turns)
+        self._learn(_upstream(request.turns), states)  # dependent needs' arguments
         calls = self._calls(states)
         if calls:
             return ModelResponse(calls=calls, stop_reason="tool_use")
@@ -536,6 +537,7 @@ class SimulatedModel:
             n for n in task.needs if n.tool in tools and any(_key_of(c.key, n) for c in report)
         ]
         states = self._need_states(TaskTurn(task.prompt, checkable), request.turns)
+        self._learn(upstream, states)  # a dependent need's argument: what it was told or found
         calls = self._calls(states)
         if calls:
             return ModelResponse(calls=calls, stop_reason="tool_use")

@@ -234,7 +234,7 @@ class ToolClient:
         try:
             return model.model_validate(payload)
         except ValidationError as exc:
-            raise _schema_violation(tool, model, exc) from None
+            raise _schema_violation(tool, model, exc, self.tools[tool]) from None
 
     def invoke(
         self,
@@ -456,17 +456,30 @@ def _parse_arguments(text: str) -> object:
     return payload
 
 
-def _schema_violation(tool: str, model: type[ToolArgs], exc: ValidationError) -> SchemaViolation:
-    """The first schema error of a call, raised the way a client library words it."""
+def _schema_violation(
+    tool: str, model: type[ToolArgs], exc: ValidationError, spec: ToolSpec
+) -> SchemaViolation:
+    """The first schema error of a call, raised the way the tool's own runtime words it:
+    Python's TypeError for a Python tool, a JavaScript client's for the built-in kinds."""
     err = exc.errors()[0]
     fld = ".".join(str(p) for p in err["loc"]) or "(arguments)"
     missing = err["type"] == "missing"
     unexpected = err["type"] == "extra_forbidden"
+    python = spec.kind == "python"
+    func = (spec.function or tool).rsplit(":", 1)[-1]
     if missing:
-        raw = f"TypeError: Cannot read properties of undefined (reading '{fld}')"
+        raw = (
+            f"TypeError: {func}() missing 1 required positional argument: '{fld}'"
+            if python
+            else f"TypeError: Cannot read properties of undefined (reading '{fld}')"
+        )
         constraint = "required"
     elif unexpected:
-        raw = f"TypeError: unexpected keyword argument '{fld}'"
+        raw = (
+            f"TypeError: {func}() got an unexpected keyword argument '{fld}'"
+            if python
+            else f"TypeError: unexpected keyword argument '{fld}'"
+        )
         constraint = f"not a parameter of {tool}; allowed: {', '.join(model.model_fields)}"
     else:
         raw = f"TypeError: {fld}: {err['msg']}"

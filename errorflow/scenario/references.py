@@ -287,29 +287,77 @@ def topology_problems(s: Scenario) -> Iterator[Reference]:
 def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
     """Things that are allowed but probably not meant: a tool nobody holds, a tool an
     agent holds but never calls (no need uses it, it delivers nothing, or the agent
-    routes and calls no tool)."""
+    routes and calls no tool), an inspector's tool no need uses, and a checking agent
+    that holds no tool for claims it receives (it marks them uncertain: no trial can
+    succeed)."""
     warnings: list[tuple[Loc, str]] = []
     held = {t for a in s.agents.values() for t in a.tools}
+    held |= {t for a in s.agents.values() if a.inspector for t in a.inspector.tools}
     needed = {n.tool for n in s.task.needs}
     for name in s.tools:
         if name not in held:
             warnings.append((("tools", name), f"tool {name!r} is defined but no agent holds it"))
     for agent_name, agent in s.agents.items():
         for i, tool in enumerate(agent.tools):
-            spec = s.tools.get(tool)
-            if spec is None:
-                continue
-            if agent.does == "route":
-                why = "it routes and calls no tool"
-            elif spec.kind == "report_sink":
-                if agent.does == "synthesise":
-                    continue
-                why = "only an agent that synthesises (a writer) delivers a report"
-            elif tool not in needed:
-                why = "no need of the task uses it"
-            else:
-                continue
-            warnings.append(
-                (("agents", agent_name, "tools", i), f"{agent_name!r} never calls {tool!r}: {why}")
-            )
+            why = _never_called(s, agent.does, tool, needed)
+            if why is not None:
+                loc: Loc = ("agents", agent_name, "tools", i)
+                warnings.append((loc, f"{agent_name!r} never calls {tool!r}: {why}"))
+        for i, tool in enumerate(agent.inspector.tools if agent.inspector else []):
+            if tool in s.tools and tool not in needed:
+                loc = ("agents", agent_name, "inspector", "tools", i)
+                msg = (
+                    f"{agent_name!r}'s inspector never calls {tool!r}: no need of the task uses it"
+                )
+                warnings.append((loc, msg))
+        if agent.does == "check":
+            warnings.extend(_unchecked(s, agent_name))
     return warnings
+
+
+def _never_called(s: Scenario, does: str, tool: str, needed: set[str]) -> str | None:
+    """Why an agent holding `tool` never calls it, or None when it does."""
+    spec = s.tools.get(tool)
+    if spec is None:
+        return None
+    if does == "route":
+        return "it routes and calls no tool"
+    if spec.kind == "report_sink":
+        return (
+            None
+            if does == "synthesise"
+            else ("only an agent that synthesises (a writer) delivers a report")
+        )
+    if tool not in needed:
+        return "no need of the task uses it"
+    return None
+
+
+def _unchecked(s: Scenario, checker: str) -> list[tuple[Loc, str]]:
+    """A checking agent marks a claim it cannot check with its own tools as uncertain,
+    so a final answer through it can never be a success: name the needs it will receive
+    (fetched upstream of it) whose tool it does not hold."""
+    upstream: set[str] = set()
+    todo = list(s.upstream_of(checker))
+    while todo:
+        agent = todo.pop()
+        if agent not in upstream:
+            upstream.add(agent)
+            todo.extend(s.upstream_of(agent))
+    fetched_upstream = {
+        t
+        for a in upstream
+        if s.agents[a].does in ("gather", "synthesise")
+        for t in s.agents[a].tools
+    }
+    mine = set(s.agents[checker].tools)
+    missing = [n.id for n in s.task.needs if n.tool in fetched_upstream and n.tool not in mine]
+    if not missing:
+        return []
+    return [
+        (
+            ("agents", checker, "tools"),
+            f"{checker!r} checks claims but holds no tool for need(s) {', '.join(missing)}: "
+            "it marks them uncertain, so no trial can succeed; give it their tools",
+        )
+    ]

@@ -1,0 +1,124 @@
+"""Systems a new user describes from the README and FORMAT.md alone, and the labels they
+must get: fault-free, a system that makes no mistakes succeeds; a checking agent reaches
+the same tool answers as the agent it checks (errorflow.agents.simulated, the scenario's
+modelling warnings in errorflow.scenario.references)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from errorflow import api
+from errorflow.agents.world import ToolClient
+from errorflow.core.tool_errors import SchemaViolation
+from errorflow.scenario.references import modelling_warnings
+
+TOOLS = Path(__file__).resolve().parent / "own_systems" / "codetools.py"
+
+#: planner -> coder -> tester -> reviewer, Python tools, a need that depends on another.
+CODE_CHAIN: dict[str, Any] = {
+    "name": "code-chain",
+    "seed": 1,
+    "trials": 40,
+    "tools": {
+        "find_module": {"kind": "python", "function": f"{TOOLS}:find_module"},
+        "run_tests": {"kind": "python", "function": f"{TOOLS}:run_tests"},
+    },
+    "agents": {
+        "planner": {"role": "planner", "behaviour": "route", "sends_to": ["coder"]},
+        "coder": {
+            "role": "coder",
+            "behaviour": "gather",
+            "tools": ["find_module"],
+            "sends_to": ["tester"],
+        },
+        "tester": {
+            "role": "tester",
+            "behaviour": "gather",
+            "tools": ["run_tests"],
+            "sends_to": ["reviewer"],
+        },
+        "reviewer": {"role": "reviewer", "tools": ["find_module", "run_tests"]},
+    },
+    "task": {
+        "prompt": "Fix the login bug and make sure the tests pass.",
+        "needs": [
+            {
+                "id": "module",
+                "tool": "find_module",
+                "arg": "feature",
+                "wording": "the module of the login feature",
+                "args": {"feature": "login"},
+            },
+            {
+                "id": "tests",
+                "tool": "run_tests",
+                "wording": "the test results of the affected module",
+                "args": {"module": {"from": "module", "field": "module"}},
+            },
+        ],
+    },
+}
+
+#: No mistakes of the model's own: what is left to go wrong is the system's modelling.
+FLAWLESS = {"p_drop_required_arg": 0.0, "p_call_unknown_tool": 0.0}
+
+
+def _load(spec: dict[str, Any]) -> api.Scenario:
+    scenario = api.load(spec)
+    return api.override(
+        scenario,
+        {f"agents.{a}.model.params": FLAWLESS for a in scenario.agents},
+    )
+
+
+def test_a_checking_agent_resolves_a_dependent_needs_argument() -> None:
+    """The reviewer re-runs the tests for the module it found, not for the need's
+    wording: fault-free, every trial succeeds."""
+    result = api.run(_load(CODE_CHAIN), propagation="explicit")
+    assert result.outcomes["success"] == 40, result.outcomes
+
+
+def test_a_checker_without_a_tool_for_a_claim_it_receives_is_warned_about() -> None:
+    spec = {**CODE_CHAIN, "agents": dict(CODE_CHAIN["agents"])}
+    spec["agents"]["reviewer"] = {"role": "reviewer", "tools": ["find_module"]}
+    warnings = modelling_warnings(api.load(spec))
+    assert [(loc, "no tool for need(s) tests" in msg) for loc, msg in warnings] == [
+        (("agents", "reviewer", "tools"), True)
+    ]
+
+
+def test_an_inspectors_tools_count_as_held() -> None:
+    spec = {**CODE_CHAIN, "agents": dict(CODE_CHAIN["agents"])}
+    spec["tools"] = {
+        **CODE_CHAIN["tools"],
+        "lint": {"kind": "python", "function": f"{TOOLS}:run_tests"},
+    }
+    spec["agents"]["reviewer"] = {
+        "role": "writer",
+        "inspector": {"tools": ["find_module", "run_tests", "lint"]},
+    }
+    warnings = modelling_warnings(api.load(spec))
+    assert [loc for loc, _ in warnings] == [("agents", "reviewer", "inspector", "tools", 2)]
+    assert "inspector never calls 'lint'" in warnings[0][1]
+
+
+@pytest.mark.parametrize(
+    ("args", "raw"),
+    [
+        ({}, "TypeError: run_tests() missing 1 required positional argument: 'module'"),
+        (
+            {"module": "a.b", "verbose": True},
+            "TypeError: run_tests() got an unexpected keyword argument 'verbose'",
+        ),
+    ],
+)
+def test_a_python_tools_argument_errors_are_worded_as_python_words_them(
+    args: dict[str, object], raw: str
+) -> None:
+    client = ToolClient(api.load(CODE_CHAIN), trial=0, agent="tester")
+    with pytest.raises(SchemaViolation) as info:
+        client.validate("run_tests", args)
+    assert str(info.value) == raw
