@@ -572,6 +572,24 @@ async def test_breaker_events_open_and_close_through_the_gate() -> None:
     ]
 
 
+async def test_a_half_open_probe_refused_by_preflight_does_not_hold_the_breaker() -> None:
+    """The probe admitted half-open failed argument validation and never reached the
+    service: the next call is the probe, not `circuit_open` for ever."""
+    overrides = {
+        "guards": {"max_identical_calls": 0, "max_consecutive_failures": 0},
+        "breaker": {"failure_threshold": 2, "cooldown_s": 30, "half_open_probes": 1},
+    }
+    h = Harness(one_tool("metric_store", {"kind": "permission", "first_n": 2}), overrides=overrides)
+    await h.call(METRIC)
+    await h.call(METRIC)
+    h.clock.now += 30
+    refused = await h.call({"nme": "fin.rev.2024"})  # the probe, mistyped
+    assert refused.failure is not None and refused.failure.code.value == "invalid_args"
+    ok = await h.call(METRIC)
+    assert ok.failure is None, ok.failure
+    assert [(e["from"], e["to"]) for e in h.of("breaker")][-1] == ("half_open", "closed")
+
+
 async def test_guard_event_blocks_without_a_backend_call() -> None:
     h = Harness(one_tool("metric_store", {"kind": "permission"}))
     for _ in range(3):

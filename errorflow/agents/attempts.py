@@ -125,6 +125,11 @@ class ObservedBreaker:
     def record_failure(self) -> None:
         self._publish(self.bank.record_failure(self.tool, self.clock.now, self.pattern))
 
+    def release(self) -> None:
+        """The admitted call never went out (refused before it reached the service): a
+        half-open probe slot is free again, so the breaker cannot wait on it for ever."""
+        self.bank.release_permission(self.tool, self.pattern)
+
     def _publish(self, transitions: tuple[Transition, ...] | list[Transition]) -> None:
         # The pattern is built from the call's arguments: redacted before it is published.
         pattern = redact(self.pattern) if self.pattern is not None else None

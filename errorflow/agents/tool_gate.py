@@ -127,6 +127,7 @@ class ToolGate:
         try:
             args = self.client.validate(call.name, mangled)
         except ToolException as exc:
+            breaker.release()  # refused before the service: no evidence, probe slot freed
             failure = classify_exception(call.name, exc)
             self.record_trace(call, mangled, exc, 0, failure=failure)
             return self._finish(call, failure, attempts=0)
