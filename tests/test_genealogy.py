@@ -11,7 +11,7 @@ from errorflow.bus.envelope import Status, WireError
 from errorflow.core.events import AgentStart, LoopStop, ModelCall, RetryScheduled, ToolCallEvent
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.scoring.genealogy import StoredLabel, genealogy, silent
-from errorflow.scoring.score import Label, Truth, label_message
+from errorflow.scoring.score import RECOVERED, Label, Truth, label_message
 from tests.conftest import scenario
 from tests.trace_runs import TrialBuilder
 
@@ -218,7 +218,8 @@ def test_work_without_events_is_said() -> None:
 def test_silent_is_what_the_scorer_calls_saying_nothing(
     status: Status, confidence: float, flags: list[str], certain: bool
 ) -> None:
-    """A touched message is `upstream failure dropped silently` exactly when silent."""
+    """A touched message is `upstream failure dropped silently` exactly when silent,
+    unless its answer is whole and true: then the failure was repaired (`recovered`)."""
     b = TrialBuilder()
     task = b.task("researcher")
     truth = Truth(scenario("contamination"))
@@ -233,4 +234,6 @@ def test_silent_is_what_the_scorer_calls_saying_nothing(
     )
     label = label_message(env, truth, touched=True)
     dropped = label.label is Label.CONTAMINATED and "silently" in label.reason
-    assert dropped == silent(env)
+    recovered = label.label is Label.CLEAN and label.reason == RECOVERED
+    assert (dropped or recovered) == silent(env)
+    assert recovered == (silent(env) and certain)  # the one need answered, and true

@@ -14,6 +14,7 @@ from errorflow import api
 from errorflow.agents.world import ToolClient
 from errorflow.core.tool_errors import SchemaViolation
 from errorflow.scenario.references import modelling_warnings
+from errorflow.scoring.score import RECOVERED, Truth
 
 TOOLS = Path(__file__).resolve().parent / "own_systems" / "codetools.py"
 
@@ -122,3 +123,46 @@ def test_a_python_tools_argument_errors_are_worded_as_python_words_them(
     with pytest.raises(SchemaViolation) as info:
         client.validate("run_tests", args)
     assert str(info.value) == raw
+
+
+#: A metric behind a flaky tool, and a writer whose inspector re-fetches every claim.
+INSPECTED: dict[str, Any] = {
+    "name": "inspected",
+    "seed": 5,
+    "trials": 60,
+    "world": {"metrics": {"rev.q3": 1650, "cost.q3": 900}},
+    "tools": {"kpi": {"kind": "metric_store", "faults": [{"kind": "transient", "p": 0.3}]}},
+    "agents": {
+        "analyst": {
+            "role": "researcher",
+            "tools": ["kpi"],
+            "sends_to": ["writer"],
+            "policy": {"strategy": "tell-model"},
+        },
+        "writer": {"role": "writer", "inspector": {"tools": ["kpi"]}},
+    },
+    "task": {
+        "prompt": "How was Q3?",
+        "needs": [
+            {"id": "revenue", "tool": "kpi", "wording": "Q3 revenue", "value": "rev.q3"},
+            {"id": "cost", "tool": "kpi", "wording": "Q3 cost", "value": "cost.q3"},
+        ],
+    },
+}
+
+
+def test_a_whole_and_true_answer_is_never_contaminated() -> None:
+    """The analyst swallows its failures (implicit); the writer's inspector re-fetches
+    both figures: a final answer whose every claim is true and complete is a repair,
+    not a dropped failure."""
+    result = api.run(api.load(INSPECTED), propagation="implicit")
+    scenario = api.load(INSPECTED)
+    truth = Truth(scenario)
+    recovered = 0
+    for score in result.raw.scores:
+        finals = [lb for lb in score.labels if lb.sender == "writer"]
+        assert finals
+        recovered += sum(lb.reason == RECOVERED for lb in finals)
+        if score.outcome == "contaminated":
+            assert "dropped silently" not in score.reason, score
+    assert recovered > 0 and truth.values == {"revenue": 1650, "cost": 900}

@@ -6,7 +6,9 @@ A message is
 - contained: a failure touched it and it says so (status, errors, lowered confidence,
   flags, an unresolved need or an abstention), with no false claim stated as certain;
 - contaminated: it states a false or unsupported claim as certain, or a failure touched
-  it and it says nothing (ok, full confidence, no flags): the failure was dropped.
+  it and it says nothing (ok, full confidence, no flags): the failure was dropped;
+  unless its answer is whole and true (every need answered, every claim true): then the
+  failure was repaired on the way (a checker re-fetched), and it is clean, `recovered`.
 
 A trial succeeds when its final messages are clean and answer every need correctly;
 it is contaminated when any final message is; otherwise it is a contained failure.
@@ -29,11 +31,16 @@ from pydantic import JsonValue
 
 from errorflow.agents.answers import answer_from_wire
 from errorflow.agents.ground_truth import need_truths
+from errorflow.agents.model import FinalAnswer
 from errorflow.agents.propagation import infra_reason
-from errorflow.bus.envelope import Envelope, Kind, Status
+from errorflow.bus.envelope import Envelope, Kind
 from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
 from errorflow.scenario.model import Scenario
+from errorflow.scoring.genealogy import silent
+
+#: The reason of a message a failure touched whose answer is nonetheless whole and true.
+RECOVERED = "recovered: every need answered and true despite an upstream failure"
 
 
 class Label(StrEnum):
@@ -110,16 +117,11 @@ def label_message(env: Envelope, truth_: Truth, touched: bool) -> MessageLabel:
             f"false claim(s) stated as certain: {', '.join(false)}",
             touched,
         )
-    honest = (
-        env.status is not Status.OK
-        or bool(env.errors)
-        or env.confidence < 1.0
-        or bool(answer.flags)
-        or bool(answer.unresolved)
-        or answer.abstained
-        or any(not c.certain for c in answer.claims)
-    )
-    if touched and not honest:
+    if touched and silent(env, answer):
+        if _answers_all(answer, truth_):
+            # Every need answered, every claim true: the failure upstream was repaired
+            # (a checker re-fetched what it needed), not dropped into the answer.
+            return MessageLabel(env.id, env.sender, Label.CLEAN, RECOVERED, touched)
         return MessageLabel(
             env.id, env.sender, Label.CONTAMINATED, "upstream failure dropped silently", touched
         )
@@ -198,7 +200,11 @@ def policy_counts(messages: Iterable[Envelope]) -> dict[str, dict[str, float]]:
 
 
 def _complete(m: Envelope, truth_: Truth) -> bool:
-    answer = answer_from_wire(m.payload.get("answer"))
+    return _answers_all(answer_from_wire(m.payload.get("answer")), truth_)
+
+
+def _answers_all(answer: FinalAnswer, truth_: Truth) -> bool:
+    """Every need of the task answered with a true claim stated as certain."""
     got = {c.key for c in answer.claims if c.certain and truth_.is_true(c.key, c.value)}
     return set(truth_.values) <= got
 
