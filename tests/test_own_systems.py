@@ -166,3 +166,75 @@ def test_a_whole_and_true_answer_is_never_contaminated() -> None:
         if score.outcome == "contaminated":
             assert "dropped silently" not in score.reason, score
     assert recovered > 0 and truth.values == {"revenue": 1650, "cost": 900}
+
+
+ROLLUP_TOOLS = TOOLS.parent / "rolluptools.py"
+
+#: A week's revenue summed over a batch of daily figures: a need on a batch's whole answer.
+ROLLUP: dict[str, Any] = {
+    "name": "rollup",
+    "seed": 2,
+    "trials": 40,
+    "world": {
+        "tables": {
+            "sales": {
+                "key": "day",
+                "rows": [
+                    {"day": "mon", "revenue": 100},
+                    {"day": "tue", "revenue": 250},
+                    {"day": "wed", "revenue": 75},
+                ],
+            }
+        }
+    },
+    "tools": {
+        "daily_revenue": {
+            "kind": "lookup",
+            "table": "sales",
+            "args": {"days": {"type": "array", "items": "string"}},
+            "key": {"days": "day"},
+            "returns": ["revenue"],
+        },
+        "sum_up": {"kind": "python", "function": f"{ROLLUP_TOOLS}:total"},
+    },
+    "agents": {
+        "fetcher": {"role": "researcher", "tools": ["daily_revenue"], "sends_to": ["accountant"]},
+        "accountant": {"role": "researcher", "tools": ["sum_up"], "sends_to": ["writer"]},
+        "writer": {"role": "writer"},
+    },
+    "task": {
+        "prompt": "What was the revenue this week?",
+        "needs": [
+            {
+                "id": "daily",
+                "tool": "daily_revenue",
+                "wording": "the daily revenue",
+                "args": {"days": ["mon", "tue", "wed"]},
+            },
+            {
+                "id": "week",
+                "tool": "sum_up",
+                "wording": "the week's total",
+                "args": {"daily": {"from": "daily"}},
+            },
+        ],
+    },
+}
+
+
+def test_a_need_on_a_batch_needs_whole_answer_takes_its_items() -> None:
+    result = api.run(_load(ROLLUP), propagation="explicit")
+    assert result.outcomes["success"] == 40, result.outcomes
+    assert Truth(api.load(ROLLUP)).values["week"] == 425.0
+
+
+def test_over_a_partial_batch_explicit_contaminates_fewer_trials() -> None:
+    """Items of the batch fail: the accountant told of the gap leaves the total open."""
+    faulty = api.override(
+        api.load(ROLLUP),
+        {"tools.daily_revenue.faults": [{"kind": "partial", "p": 0.5, "item_p": 0.4}]},
+    )
+    explicit = api.run(faulty, propagation="explicit").outcomes
+    implicit = api.run(faulty, propagation="implicit").outcomes
+    assert implicit["contaminated"] >= 8
+    assert explicit["contaminated"] <= implicit["contaminated"] // 2, (explicit, implicit)

@@ -62,6 +62,7 @@ class SimulatedModel:
         self._draft: FinalAnswer | None = None  # a writer's report, once composed
         self._known: dict[str, JsonValue] = {}  # need values this conversation has seen
         self._troubled = False  # whether an upstream message showed a failure
+        self._gaps: set[str] = set()  # needs (and batch items) upstream left unresolved
         self._sampled: set[str] | None = None  # an inspector's claims to check, drawn once
         self._challenged: set[str] | None = None  # a challenger's claims to re-check
 
@@ -101,6 +102,7 @@ class SimulatedModel:
         """What the conversation knows so far: certain upstream claims and own results
         (the values dependent needs take their arguments from)."""
         self._troubled = _troubled(upstream)
+        self._gaps = {k for turn in upstream for k in turn.answer.unresolved}
         for turn in upstream:
             for claim in turn.answer.claims:
                 if claim.certain and _substantial(claim):
@@ -227,6 +229,10 @@ class SimulatedModel:
         model heeds an upstream failure and gives the need up (None)."""
         source, field = need.depends[arg]
         value = self._known.get(source)
+        if value is None:
+            value = self._batch(source)
+            if value is not None and self._heeds_gaps_in(source):
+                return None  # part of the batch is missing: the need stays open
         if field is not None:
             value = value.get(field) if isinstance(value, dict) else None
         if value is not None:
@@ -234,6 +240,19 @@ class SimulatedModel:
         if self._troubled and self.rng.random() < self.b.p_heed_upstream:
             return None
         return need.wording
+
+    def _batch(self, source: str) -> JsonValue:
+        """A batch need's whole answer: its items, as they were claimed (None: none)."""
+        prefix = f"{source}."
+        items = {k[len(prefix) :]: v for k, v in self._known.items() if k.startswith(prefix)}
+        return dict(sorted(items.items())) or None
+
+    def _heeds_gaps_in(self, source: str) -> bool:
+        """Upstream said items of the batch are missing; the model heeds that (one draw,
+        only when there is such a gap)."""
+        prefix = f"{source}."
+        gap = any(k == source or k.startswith(prefix) for k in self._gaps)
+        return gap and self.rng.random() < self.b.p_heed_upstream
 
     def _call(
         self,
