@@ -34,3 +34,12 @@ def test_an_answer_of_its_own_wins_over_an_open_upstream_need() -> None:
     own = FinalAnswer(claims=[Claim("docs", {"d1": "x"}, True)])
     assert carry_forward(own, [turn("a", upstream)]).unresolved == ["price"]
     assert carry_forward(own, []) is own
+
+
+def test_a_need_one_input_left_open_and_another_answered_is_answered() -> None:
+    """Whichever input came first: the open need is not reported beside the answer."""
+    open_ = FinalAnswer(unresolved=["flight", "hotel.h2"])
+    found = FinalAnswer(claims=[Claim("flight", "LH-400", True), Claim("hotel", {"h2": "x"}, True)])
+    for order in ([turn("a", open_), turn("b", found)], [turn("b", found), turn("a", open_)]):
+        out = carry_forward(FinalAnswer(), order)
+        assert out.unresolved == [] and {c.key for c in out.claims} == {"flight", "hotel"}

@@ -147,6 +147,15 @@ def test_writer_heeds_or_ignores_upstream_failure() -> None:
     assert ignores is not None and ignores.claims and ignores.claims[0].certain
 
 
+def test_writer_takes_the_input_that_found_a_need_over_one_that_did_not() -> None:
+    """Fan-in: one input has an empty finding for the need, the other the value."""
+    empty = upstream("ok", [Claim("revenue", None, True)])
+    found = UpstreamTurn("other", "ok", 1.0, [], FinalAnswer(claims=[Claim("revenue", 5, True)]))
+    turns = [TaskTurn("t", [KNOWN]), empty, found]
+    answer = ask(model(p_fabricate_on_empty=1.0), turns, "writer").final
+    assert answer is not None and answer.claims == [Claim("revenue", 5, True)]
+
+
 def test_writer_fabricates_on_an_empty_finding() -> None:
     turns = [TaskTurn("t", [KNOWN]), upstream("ok", [Claim("revenue", None, True)])]
     invents = ask(model(p_fabricate_on_empty=1.0), turns, "writer").final

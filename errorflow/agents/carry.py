@@ -37,11 +37,13 @@ def carry_forward(final: FinalAnswer, upstream: Sequence[UpstreamTurn]) -> Final
         for claim in turn.answer.claims:
             if not _covers(own, claim.key) and all(c.key != claim.key for c in claims):
                 claims.append(_sourced(claim, turn.sender))
-        for key in turn.answer.unresolved:
-            known = {c.key for c in claims}
-            if not _covers(own, key) and key not in unresolved and key not in known:
-                unresolved.append(key)
         flags.extend(f for f in turn.answer.flags if f not in flags)
+    # A need one input left open and another answered is answered, whichever came first.
+    known = {c.key for c in claims}
+    for turn in upstream:
+        for key in turn.answer.unresolved:
+            if not _covers(own, key) and key not in unresolved and not _covers(known, key):
+                unresolved.append(key)
     return replace(final, claims=claims, unresolved=unresolved, flags=flags)
 
 

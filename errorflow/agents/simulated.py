@@ -339,7 +339,11 @@ class SimulatedModel:
         rejected = {k for u in upstream for k in u.answer.revise}
         answer = FinalAnswer()
         for key, need in _expected_keys(needs):
-            claim = next((c for u in upstream for c in u.answer.claims if c.key == key), None)
+            said = [c for u in upstream for c in u.answer.claims if c.key == key]
+            # The first source that states it with substance, else the first that says it.
+            claim = next((c for c in said if c.certain and _substantial(c)), None) or next(
+                iter(said), None
+            )
             self._report(answer, key, need, claim, rejected=key in rejected, heed=heed)
         answer.abstained = bool(needs) and not answer.claims
         answer.text = (
