@@ -482,9 +482,9 @@ CASES = [
         "cycle",
         "reference",
         edit("    role: writer\n", "    role: writer\n    sends_to: [researcher]\n"),
-        "agents:",
-        "agents",
-        ["no entry agent", "cycle"],
+        "sends_to: [writer]",
+        "agents.researcher.sends_to",
+        ["no entry agent", "cycle: researcher -> writer -> researcher"],
     ),
     Case(
         "need-arg-unknown",

@@ -127,9 +127,9 @@ def test_a_cycle_has_no_entry_agent() -> None:
     errors = _errors(agents__b={"role": "writer", "sends_to": ["a"]})
     assert errors == [
         (
-            ("agents",),
-            "no entry agent: every agent receives from another (sends_to forms a cycle); "
-            "expected at least one agent that nobody sends to",
+            ("agents", "a", "sends_to"),
+            "no entry agent: every agent receives from another (sends_to forms a cycle: "
+            "a -> b -> a); expected at least one agent that nobody sends to",
         )
     ]
 

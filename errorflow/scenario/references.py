@@ -260,16 +260,18 @@ def _cycle(deps: Mapping[str, list[str]]) -> list[str]:
 
 def topology_problems(s: Scenario) -> Iterator[Reference]:
     entries = s.entry_agents()
-    if not entries:
-        yield Reference(
-            ("agents",),
-            "no entry agent: every agent receives from another (sends_to forms a cycle); "
-            "expected at least one agent that nobody sends to",
-            list(s.agents),
-        )
-        return
     graph = {n: s.downstream_of(n) for n in s.agents}
     cycle = _cycle(graph)
+    if not entries:
+        where: Loc = ("agents", cycle[0], "sends_to") if cycle else ("agents",)
+        named = f": {' -> '.join(cycle)}" if cycle else ""
+        yield Reference(
+            where,
+            f"no entry agent: every agent receives from another (sends_to forms a cycle"
+            f"{named}); expected at least one agent that nobody sends to",
+            cycle or list(s.agents),
+        )
+        return
     if cycle:
         yield Reference(
             ("agents", cycle[0], "sends_to"),
