@@ -1,0 +1,63 @@
+"""Invariants every scenario a user can write must keep, checked on random ones
+(tests/scenario_generator.py): fault-free with a model that makes no mistakes, every
+trial succeeds; a final answer whose claims are all true and complete is never
+contaminated; on the same seeds, explicit propagation contaminates no more trials
+than implicit. `bench/bench_generated_scenarios.py` checks thousands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+
+from errorflow import api
+from errorflow.bus.envelope import Kind
+from errorflow.scoring.score import Label, Truth
+from tests.scenario_generator import flawless, scenarios
+
+#: derandomize: the same scenarios on every run (a CI failure reproduces locally).
+CHECKS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def whole_and_true_but_contaminated(result: api.Result, truth: Truth) -> list[int]:
+    """Trials whose final answer states every need, every claim true, yet is labelled
+    contaminated."""
+    bad = []
+    for score in result.raw.scores:
+        labels = {lb.message_id: lb for lb in score.labels}
+        for m in result.raw.messages.get(score.trial, []):
+            if m.kind is not Kind.RESULT or m.recipient != "runner" or m.id not in labels:
+                continue
+            claims = m.payload.get("answer", {}).get("claims", [])
+            stated = {c["key"] for c in claims if c.get("certain", True)}
+            true = all(truth.is_true(c["key"], c.get("value")) for c in claims)
+            if true and set(truth.values) <= stated and labels[m.id].label is Label.CONTAMINATED:
+                bad.append(score.trial)
+    return bad
+
+
+@CHECKS
+@given(scenarios())
+def test_fault_free_and_flawless_every_trial_succeeds(data: dict[str, Any]) -> None:
+    result = api.run(api.load(flawless(data)), propagation="explicit")
+    assert result.outcomes["success"] == data["trials"], (result.outcomes, data)
+
+
+@CHECKS
+@given(scenarios(faults=True))
+def test_explicit_contaminates_no_more_than_implicit_and_true_answers_are_clean(
+    data: dict[str, Any],
+) -> None:
+    scenario = api.load(data)
+    truth = Truth(scenario)
+    explicit = api.run(scenario, propagation="explicit")
+    implicit = api.run(scenario, propagation="implicit")
+    assert whole_and_true_but_contaminated(explicit, truth) == [], data
+    assert whole_and_true_but_contaminated(implicit, truth) == [], data
+    ex, im = explicit.outcomes["contaminated"], implicit.outcomes["contaminated"]
+    assert ex <= im, (ex, im, data)
