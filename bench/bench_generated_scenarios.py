@@ -17,12 +17,13 @@ from typing import Any
 from _util import parse_args, quiet_logs
 from hypothesis import HealthCheck, given, seed, settings, strategies
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# tests/ by path: an installed package named `tests` (gmqtt ships one) would shadow it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from scenario_generator import flawless, scenarios, whole_and_true_but_contaminated
 
 from errorflow import api
 from errorflow.scoring.score import Truth
-from tests.scenario_generator import flawless, scenarios
-from tests.test_generated_scenarios import whole_and_true_but_contaminated
 
 counts: Counter[str] = Counter()
 violations: list[str] = []

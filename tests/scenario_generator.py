@@ -17,6 +17,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from errorflow import api
+from errorflow.bus.envelope import Kind
+from errorflow.scoring.score import Label, Truth
+
 TOOLS_FILE = Path(__file__).resolve().parent / "own_systems" / "gen_tools.py"
 
 #: The world every generated scenario shares: metrics, a table of records, a batch table.
@@ -257,3 +261,20 @@ def flawless(data: dict[str, Any]) -> dict[str, Any]:
         for k, v in data["agents"].items()
     }
     return out
+
+
+def whole_and_true_but_contaminated(result: api.Result, truth: Truth) -> list[int]:
+    """Trials whose final answer states every need, every claim true, yet is labelled
+    contaminated."""
+    bad = []
+    for score in result.raw.scores:
+        labels = {lb.message_id: lb for lb in score.labels}
+        for m in result.raw.messages.get(score.trial, []):
+            if m.kind is not Kind.RESULT or m.recipient != "runner" or m.id not in labels:
+                continue
+            claims = m.payload.get("answer", {}).get("claims", [])
+            stated = {c["key"] for c in claims if c.get("certain", True)}
+            true = all(truth.is_true(c["key"], c.get("value")) for c in claims)
+            if true and set(truth.values) <= stated and labels[m.id].label is Label.CONTAMINATED:
+                bad.append(score.trial)
+    return bad

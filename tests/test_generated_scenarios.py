@@ -11,9 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from errorflow import api
-from errorflow.bus.envelope import Kind
-from errorflow.scoring.score import Label, Truth
-from tests.scenario_generator import flawless, scenarios
+from errorflow.scoring.score import Truth
+from tests.scenario_generator import flawless, scenarios, whole_and_true_but_contaminated
 
 #: derandomize: the same scenarios on every run (a CI failure reproduces locally).
 CHECKS = settings(
@@ -22,23 +21,6 @@ CHECKS = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-def whole_and_true_but_contaminated(result: api.Result, truth: Truth) -> list[int]:
-    """Trials whose final answer states every need, every claim true, yet is labelled
-    contaminated."""
-    bad = []
-    for score in result.raw.scores:
-        labels = {lb.message_id: lb for lb in score.labels}
-        for m in result.raw.messages.get(score.trial, []):
-            if m.kind is not Kind.RESULT or m.recipient != "runner" or m.id not in labels:
-                continue
-            claims = m.payload.get("answer", {}).get("claims", [])
-            stated = {c["key"] for c in claims if c.get("certain", True)}
-            true = all(truth.is_true(c["key"], c.get("value")) for c in claims)
-            if true and set(truth.values) <= stated and labels[m.id].label is Label.CONTAMINATED:
-                bad.append(score.trial)
-    return bad
 
 
 @CHECKS
