@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -154,6 +156,28 @@ def test_writer_takes_the_input_that_found_a_need_over_one_that_did_not() -> Non
     turns = [TaskTurn("t", [KNOWN]), empty, found]
     answer = ask(model(p_fabricate_on_empty=1.0), turns, "writer").final
     assert answer is not None and answer.claims == [Claim("revenue", 5, True)]
+
+
+@pytest.mark.parametrize(
+    ("shape", "looks_like"),
+    [
+        ("date", r"\d{4}-\d{2}-\d{2}"),
+        ("string", r"fabricated-\d+"),
+        ("number", None),
+        (None, None),
+    ],
+)
+def test_an_invented_answer_has_the_shape_the_need_asks_for(
+    shape: str | None, looks_like: str | None
+) -> None:
+    need = replace(KNOWN, shape=shape)
+    turns = [TaskTurn("t", [need]), upstream("ok", [])]
+    answer = ask(model(p_heed_upstream=0.0, p_fabricate_on_missing=1.0), turns, "writer").final
+    [claim] = answer.claims
+    if looks_like is None:
+        assert isinstance(claim.value, float)
+    else:
+        assert isinstance(claim.value, str) and re.fullmatch(looks_like, claim.value)
 
 
 def test_writer_fabricates_on_an_empty_finding() -> None:

@@ -46,6 +46,7 @@ from errorflow.agents.model import (
     ToolCall,
     ToolDef,
     UpstreamTurn,
+    shape_of,
 )
 from errorflow.agents.model_faults import InjectedCrash
 from errorflow.agents.model_gate import ModelGate
@@ -168,6 +169,7 @@ class Agent:
         )
         self._memory: dict[int, Memory] = {}  # discussion members, by trial
         self._fault_pool: list[JsonValue] | None = None
+        self._need_shapes: dict[str, str | None] | None = None
         self.presence = Presence(self.endpoint, name, run_id, scenario)
         self._tasks: set[asyncio.Task[None]] = set()
         # A discussion member's round n reads its own round n - 1 (memory), whatever
@@ -601,7 +603,14 @@ class Agent:
             meant=need.identifier,
             fixed={k: v for k, v in args.items() if k != primary and not isinstance(v, FromNeed)},  # type: ignore[misc]
             depends={k: (v.from_, v.field) for k, v in need.depends_on().items()},
+            shape=self._shapes().get(need.id),
         )
+
+    def _shapes(self) -> dict[str, str | None]:
+        """Each need's kind of answer (computed once: it may call Python tools)."""
+        if self._need_shapes is None:
+            self._need_shapes = {k: shape_of(v) for k, v in need_truths(self.scenario).items()}
+        return self._need_shapes
 
     def _challenged(
         self,

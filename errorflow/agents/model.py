@@ -9,6 +9,7 @@ backend it talks to.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,6 +18,8 @@ from pydantic import JsonValue
 
 from errorflow.bus.envelope import JsonObject
 from errorflow.core.taxonomy import ErrorCode
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ][\d:.+Z-]+)?")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,25 @@ class NeedView:
     fixed: Mapping[str, JsonValue] = field(default_factory=dict)
     #: Arguments taken from another need's value: argument -> (need id, field or None).
     depends: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: Simulator only: the kind of value the answer is (`number`, `string`, `date`,
+    #: `boolean`, `list`, `object`), as a model knows from the wording what it asks for;
+    #: an invented answer has this shape. None: unknown.
+    shape: str | None = None
+
+
+def shape_of(value: object) -> str | None:
+    """The kind of answer `value` is, for `NeedView.shape`."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "date" if _DATE.fullmatch(value) else "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ what it gave up on lives exactly as long as a conversation.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from collections.abc import Mapping
@@ -35,6 +36,8 @@ from errorflow.agents.model import (
 )
 from errorflow.bus.envelope import JsonObject
 from errorflow.scenario.profiles import Behaviour
+
+_EPOCH = dt.date(1990, 1, 1)
 
 # Words a model associates with "try again later" and with "wrong argument" when an
 # error arrives as raw text. This is the model reading prose, not our classifier.
@@ -576,10 +579,22 @@ class SimulatedModel:
         return ModelResponse(final=answer, stop_reason="end_turn")
 
     def _invent(self, need: NeedView) -> JsonValue:
+        """A made-up answer of the shape the need asks for (one draw, whatever the shape)."""
         if _is_batch(need):
             return f"fabricated text {self.rng.randrange(10**6)}"
         if need.tool and "paper" in need.tool:
             return [f"fabricated-{self.rng.randrange(10**6)}" for _ in range(3)]
+        if need.shape == "string":
+            return f"fabricated-{self.rng.randrange(10**6)}"
+        if need.shape == "date":
+            day = _EPOCH + dt.timedelta(days=self.rng.randrange(20_000))
+            return day.isoformat()
+        if need.shape == "boolean":
+            return self.rng.random() < 0.5
+        if need.shape == "list":
+            return [f"fabricated-{self.rng.randrange(10**6)}"]
+        if need.shape == "object":
+            return {"value": f"fabricated-{self.rng.randrange(10**6)}"}
         return round(self.rng.uniform(1, 10**6), 2)
 
     # -- usage ----------------------------------------------------------------
