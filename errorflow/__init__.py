@@ -24,6 +24,7 @@ _EXPORTS = {
     "load_scenario": "errorflow.scenario.loader",
     "ScenarioError": "errorflow.scenario.loader",
     "Label": "errorflow.scoring.score",
+    "ToolContext": "errorflow.core.tool_context",
     "Outcome": "errorflow.scoring.score",
 }
 
@@ -37,6 +38,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "Status",
+    "ToolContext",
     "WireError",
     "__version__",
     "load_scenario",
@@ -45,6 +47,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from errorflow.bus.envelope import Envelope, Kind, Status, WireError
+    from errorflow.core.tool_context import ToolContext
     from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
     from errorflow.scenario.loader import ScenarioError, load_scenario
     from errorflow.scenario.model import Scenario

@@ -21,12 +21,16 @@ from pydantic_core import to_jsonable_python
 from errorflow.agents import records
 from errorflow.agents.tool_catalog import ToolCatalog
 from errorflow.agents.world import truth
+from errorflow.core.tool_context import TRUTH_TRIAL, ToolContext
 from errorflow.core.tool_errors import ToolException
 from errorflow.scenario.model import NeedSpec, Scenario
 from errorflow.scenario.need_model import FromNeed
+from errorflow.scenario.problems import Problem, ScenarioError
 
 #: How long one Python tool call for ground truth may take (seconds).
 TRUTH_TIMEOUT_S = 30.0
+#: Calls of a Python tool with a ToolContext before its truth is given up on.
+TRUTH_TRIES = 5
 
 
 def need_order(needs: list[NeedSpec]) -> list[NeedSpec]:
@@ -85,11 +89,7 @@ def answer(
         return None  # the right arguments are not valid ones: nothing to find
     try:
         if spec.kind == "python":
-            tool = catalog.python[need.tool]
-            with ThreadPoolExecutor(1) as pool:  # callable from inside a running loop
-                raw = pool.submit(asyncio.run, tool.call(given, TRUTH_TIMEOUT_S)).result()
-            answered: JsonValue = to_jsonable_python(raw, fallback=str)
-            return answered
+            return _python_answer(scenario, catalog, need, given)
         assert spec.table is not None
         table = scenario.world.tables[spec.table]
         if spec.kind == "search":
@@ -98,3 +98,34 @@ def answer(
         return value
     except (ToolException, LookupError):
         return None
+
+
+def _python_answer(
+    scenario: Scenario, catalog: ToolCatalog, need: NeedSpec, given: dict[str, object]
+) -> JsonValue:
+    """A Python tool's own answer. A tool with randomness of its own (it takes a
+    ToolContext) may fail a call as it fails for the agents: the first of TRUTH_TRIES
+    calls that answers is its fault-free answer. One that never answers (or a plain
+    tool that raises) has no truth to score against: the need must state it."""
+    tool = catalog.python[need.tool]
+    tries = TRUTH_TRIES if tool.context_param else 1
+    error: Exception | None = None
+    for call in range(tries):
+        context = ToolContext.of(scenario.seed, TRUTH_TRIAL, "", need.tool, call)
+        try:
+            with ThreadPoolExecutor(1) as pool:  # callable from inside a running loop
+                raw = pool.submit(asyncio.run, tool.call(given, TRUTH_TIMEOUT_S, context)).result()
+        except (ToolException, LookupError):
+            raise
+        except Exception as exc:  # the user's code failed: say so in one line, below
+            error = exc
+            continue
+        answered: JsonValue = to_jsonable_python(raw, fallback=str)
+        return answered
+    index = scenario.task.needs.index(need)
+    text = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    message = (
+        f"the ground truth of need {need.id!r} could not be computed: {need.tool} raised "
+        f"{text} in {tries} call(s) with the need's arguments; state the answer with `expect:`"
+    )
+    raise ScenarioError("<scenario>", [Problem(f"task.needs.{index}", None, None, message)])

@@ -21,11 +21,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from errorflow.core.tool_context import ToolContext
 from errorflow.core.tool_errors import CallTimeout
 from errorflow.scenario.arg_schema import ArgSpec
 from errorflow.scenario.catalog import ToolArgs
 from errorflow.scenario.python_ref import (
     PythonToolError,
+    context_parameter,
     load_callable,
     signature_args_model,
 )
@@ -120,6 +122,8 @@ class PythonTool:
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
         )
+        #: the parameter that takes a ToolContext, if any (passed by errorflow)
+        self.context_param = context_parameter(fn)
         doc = inspect.getdoc(fn) or ""
         #: the callable's docstring, first paragraph: a description for the model
         self.description = " ".join(doc.split("\n\n")[0].split())
@@ -149,13 +153,20 @@ class PythonTool:
         parameter left out keeps the callable's own default), values as validated."""
         return {key: getattr(args, key) for key in args.model_fields_set}
 
-    async def call(self, args: Mapping[str, object] | ToolArgs, timeout_s: float) -> object:
+    async def call(
+        self,
+        args: Mapping[str, object] | ToolArgs,
+        timeout_s: float,
+        context: ToolContext | None = None,
+    ) -> object:
         """Run the callable once with `args` as keyword arguments and return its raw
         result; its exceptions propagate untouched (they are classified at the edge).
         An async callable is awaited, a sync one runs in a worker thread. Past
         `timeout_s` this raises PythonToolTimeout (a TimeoutError); a sync callable's
         thread cannot be stopped and finishes in the background, its result discarded."""
         kwargs = self.arguments(args) if isinstance(args, ToolArgs) else dict(args)
+        if self.context_param is not None:
+            kwargs[self.context_param] = context or ToolContext.for_truth(0, self.name)
         # asyncio.timeout rather than wait_for: it tells its own expiry apart from a
         # TimeoutError the tool raised (aiohttp's ServerTimeoutError is one), which must
         # reach the edge with its own type, and from a cancellation of the caller.

@@ -26,6 +26,7 @@ from errorflow.agents.python_tool import business_error
 from errorflow.agents.services import Admission, ServiceRegistry
 from errorflow.agents.tool_catalog import ToolCatalog
 from errorflow.core.seeding import stream
+from errorflow.core.tool_context import ToolContext
 from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
@@ -179,6 +180,7 @@ class ToolClient:
         # from (seeding one costs microseconds, and most agents never draw).
         self._rng_items: dict[str, random.Random] = {}
         self._sent: dict[str, SendReceipt] = {}  # idempotency key -> first result
+        self._python_calls: dict[str, int] = {}  # a Python tool's calls so far (ToolContext)
         self.sent_reports: list[SentReport] = []
         # A stream is seeded only for a tool with faults of that kind (seeding costs
         # microseconds, per agent, tool and trial; the draws are the same either way).
@@ -278,7 +280,9 @@ class ToolClient:
         if isinstance(before, ToolResult):
             return before
         _, latency = before
-        raw = await self.catalog.python[tool].call(args, timeout_s)
+        call = self._python_calls[tool] = self._python_calls.get(tool, -1) + 1
+        context = ToolContext.of(self.seed, self.trial, self.agent, tool, call)
+        raw = await self.catalog.python[tool].call(args, timeout_s, context)
         value = to_jsonable_python(raw, fallback=str)
         refused = business_error(spec.business_failure, value) if spec.business_failure else None
         return ToolResult(value, latency, business_error=refused, empty=value in ([], {}, None, ""))

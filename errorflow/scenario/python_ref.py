@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import Field, create_model
 
+from errorflow.core.tool_context import ToolContext
 from errorflow.scenario.arg_schema import ArgSpec, args_model
 from errorflow.scenario.catalog import ToolArgs
 
@@ -154,6 +155,8 @@ def _parameters(
         ) from None
     params: dict[str, inspect.Parameter] = {}
     for p in sig.parameters.values():
+        if _is_context(p):
+            continue  # errorflow passes it; no argument of the tool
         if p.kind is p.VAR_POSITIONAL:
             raise PythonToolError(
                 f"tool {tool!r}: {_name(fn)} takes *{p.name}; tools are called with named "
@@ -175,6 +178,22 @@ def _parameters(
             )
         params[p.name] = p
     return params
+
+
+def context_parameter(fn: Callable[..., object]) -> str | None:
+    """The name of the parameter that takes a `ToolContext`, if the callable has one."""
+    try:
+        sig = inspect.signature(fn, eval_str=True)
+    except Exception:  # reported by signature_args_model
+        return None
+    return next((p.name for p in sig.parameters.values() if _is_context(p)), None)
+
+
+def _is_context(p: inspect.Parameter) -> bool:
+    """Annotated `ToolContext`, or named `ctx` without an annotation."""
+    if p.annotation is ToolContext:
+        return True
+    return p.name == "ctx" and p.annotation is inspect.Parameter.empty
 
 
 def _check_declared(
