@@ -9,8 +9,12 @@ recorded in `lookups`, not `received`) and can misbehave as a broken infrastruct
 would: `api_key=` refuses every other key (401), `models=` knows only those models (404
 for the rest, on lookups and messages alike), and `stop_after=` stops listening after
 that many messages were answered (connection refused from then on), and
-`serves_models=False` plays a proxy without the models endpoint. `unused_url()` is a
-server nobody listens on.
+`serves_models=False` plays a proxy without the models endpoint, `lookup=` is what the
+models endpoint answers instead. `unused_url()` is a server nobody listens on.
+
+A `Reply` can be what no Messages API sends: bytes or text as they are, under any
+`content_type`, or `hang=True`, a request read and never answered (until the server
+stops). `GARBAGE` holds one of each kind of answer that is not a Messages API reply.
 
 For whole runs: `respond=` answers every request without a scripted reply (a fake
 model: tests/fake_model.py); `rate_limits=` (requests a window) answers 429 with
@@ -35,9 +39,11 @@ from typing import Any
 @dataclass
 class Reply:
     status: int = 200
-    body: Any = None  # a dict is sent as JSON, a str as-is
+    body: Any = None  # a dict or list is sent as JSON, a str or bytes as they are
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    content_type: str = "application/json"
+    hang: bool = False  # read the request, never answer it
 
 
 @dataclass
@@ -90,6 +96,25 @@ def model_info(model: str) -> dict[str, Any]:
     }
 
 
+#: Answers that are not Messages API replies, by kind: the server's fault, never the model's.
+GARBAGE: dict[str, Reply] = {
+    "non-JSON bytes": Reply(200, b"\x00\x9f\xff garbage {{", content_type="application/json"),
+    "an HTML page": Reply(
+        200,
+        "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+        "<body><h1>Bad Gateway</h1></body></html>",
+        content_type="text/html; charset=utf-8",
+    ),
+    "an empty body": Reply(200, ""),
+    "JSON of another API": Reply(
+        200, {"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]}
+    ),
+    "an unexpected content type": Reply(
+        200, json.dumps(message([text("fine")])), content_type="text/plain"
+    ),
+}
+
+
 def unused_url() -> str:
     """The base_url of a port nobody listens on (connection refused)."""
     with socket.socket() as s:
@@ -122,6 +147,7 @@ class FakeAnthropic:
         respond: Callable[[Received], Reply] | None = None,
         rate_limit: int | None = None,
         window_s: float = 60.0,
+        lookup: Reply | None = None,
     ) -> None:
         self.replies: list[Reply] = []
         self.received: list[Received] = []
@@ -131,6 +157,7 @@ class FakeAnthropic:
         self.stop_after = stop_after  # messages answered before the server goes away
         self.answered = 0
         self.serves_models = serves_models  # False: a proxy without the models endpoint
+        self.lookup = lookup  # what the models endpoint answers (None: the model's info)
         self.stopped = threading.Event()
         self._lock = threading.Lock()
         self.respond = respond
@@ -168,6 +195,8 @@ class FakeAnthropic:
                 reply = fake._refusal(got, model) or Reply(200, model_info(model))
                 if not fake.serves_models:
                     reply = Reply(404, error_body("not_found_error", f"no route {self.path}"))
+                elif fake.lookup is not None:
+                    reply = fake.lookup
                 self._send(reply)
 
             def do_POST(self) -> None:
@@ -195,21 +224,27 @@ class FakeAnthropic:
                     )
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.hang:  # until the server stops; the connection closes unanswered
+                    fake.stopped.wait()
                 with fake._lock:
                     fake.in_flight -= 1
-                self._send(reply)
+                if not reply.hang:
+                    self._send(reply)
                 if last:
                     threading.Thread(target=fake._go_away, daemon=True).start()
 
             def _send(self, reply: Reply) -> None:
+                body = reply.body
                 payload = (
-                    reply.body.encode()
-                    if isinstance(reply.body, str)
-                    else json.dumps(reply.body).encode()
+                    body
+                    if isinstance(body, bytes)
+                    else body.encode()
+                    if isinstance(body, str)
+                    else json.dumps(body).encode()
                 )
                 try:
                     self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", reply.content_type)
                     self.send_header("content-length", str(len(payload)))
                     self.send_header("request-id", f"req_{len(fake.received)}")
                     for name, value in fake._limit_headers().items():

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fake_anthropic import (
+    GARBAGE,
     FakeAnthropic,
     Reply,
     error_body,
@@ -398,15 +399,22 @@ async def test_invalid_retry_after_is_ignored_for_a_backoff(
     assert clock.slept == [1.0, 2.0]  # no usable retry-after: a doubling backoff
 
 
-async def test_client_timeout_is_timeout(fake: FakeAnthropic) -> None:
-    fake.script(Reply(body=message([text("late")]), delay_s=2.0))
+@pytest.mark.parametrize(
+    "silence", [Reply(hang=True), Reply(body=message([text("late")]), delay_s=2.0)]
+)
+async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
+    fake: FakeAnthropic, silence: Reply
+) -> None:
+    fake.script(silence)
     b = AnthropicBackend(ModelSpec(base_url=fake.url), KEY, timeout_s=0.3)
     try:
         with pytest.raises(ModelCallError) as info:
             await b.complete(req())
     finally:
         await b.aclose()
-    assert info.value.code is ErrorCode.TIMEOUT
+    reason = f"the model server at {where(fake.url)} did not answer in 0.3s"
+    assert info.value.infrastructure == str(info.value) == reason
+    assert info.value.code is ErrorCode.INFRA_FAULT and not is_retryable(info.value.code)
     assert info.value.status is None
     assert len(fake.received) == 1
 
@@ -630,7 +638,25 @@ def where(url: str) -> str:
         ),
         (529, "overloaded_error", None),  # load is part of the experiment
         (500, "api_error", None),
-        (400, "invalid_request_error", None),
+        (408, "timeout_error", None),  # retried by the policy layer
+        (
+            400,
+            "invalid_request_error",
+            "the model server at {} refused the request "
+            "(HTTP 400 invalid_request_error: echoing [REDACTED_KEY])",
+        ),
+        (
+            413,
+            "request_too_large",
+            "the model server at {} refused the request "
+            "(HTTP 413 request_too_large: echoing [REDACTED_KEY])",
+        ),
+        (
+            422,
+            "invalid_request_error",
+            "the model server at {} refused the request "
+            "(HTTP 422 invalid_request_error: echoing [REDACTED_KEY])",
+        ),
     ],
 )
 async def test_infrastructure_statuses_name_the_server(
@@ -659,6 +685,40 @@ async def test_connection_refused_is_infrastructure_and_says_so() -> None:
     reason = f"cannot reach the model server at {where(url)} (connection refused)"
     assert info.value.code is ErrorCode.TRANSIENT  # still retried by the policy layer
     assert info.value.infrastructure == str(info.value) == reason
+
+
+@pytest.mark.parametrize("kind", list(GARBAGE))
+async def test_a_200_that_is_not_a_messages_reply_is_an_infra_fault(
+    fake: FakeAnthropic, backend: AnthropicBackend, kind: str
+) -> None:
+    fake.script(GARBAGE[kind])
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    reason = info.value.infrastructure
+    assert reason is not None and reason == str(info.value) and "\n" not in reason
+    assert reason.startswith(
+        f"the model server at {where(fake.url)} answered a Messages API request with "
+    )
+    assert reason.endswith(", not a Messages API reply")
+    assert info.value.code is ErrorCode.INFRA_FAULT and not is_retryable(info.value.code)
+    assert len(fake.received) == 1
+
+
+async def test_what_came_instead_of_a_reply_is_named_and_scrubbed(
+    fake: FakeAnthropic, backend: AnthropicBackend
+) -> None:
+    fake.script(
+        GARBAGE["an HTML page"],
+        Reply(200, f"not json, key {KEY}\nsecond line", content_type="application/json"),
+    )
+    with pytest.raises(ModelCallError) as html:
+        await backend.complete(req())
+    assert "with an HTML page titled '502 Bad Gateway', not" in str(html.value)
+    with pytest.raises(ModelCallError) as echo:
+        await backend.complete(req())
+    assert KEY not in str(echo.value) and "bytes that are not JSON ('not json, key " in str(
+        echo.value
+    )
 
 
 def test_the_server_is_host_and_port_without_credentials() -> None:
@@ -737,6 +797,54 @@ async def test_check_of_a_server_that_never_answers() -> None:
         with pytest.raises(InfrastructureError, match=r"did not answer in 0.3s"):
             await b.check()
         await b.aclose()
+
+
+@pytest.mark.parametrize("kind", list(GARBAGE))
+async def test_check_refuses_a_model_lookup_answered_with_garbage(kind: str) -> None:
+    with FakeAnthropic(lookup=GARBAGE[kind]) as fake:
+        err = await check(fake.url)
+        assert fake.received == []  # the lookup said it all
+    assert str(err).startswith(
+        f"the model server at {where(fake.url)} answered the lookup of model claude-test with "
+    )
+    assert str(err).endswith(", not a model description") and "\n" not in str(err)
+
+
+async def test_check_refuses_a_lookup_answered_with_another_shape() -> None:
+    lookup = Reply(200, {"type": "error", "error": {"type": "api_error", "message": "no"}})
+    with FakeAnthropic(lookup=lookup) as fake:
+        err = await check(fake.url)
+    assert str(err).endswith(
+        "lookup of model claude-test with JSON with type 'error', not a model description"
+    )
+
+
+@pytest.mark.parametrize("kind", list(GARBAGE))
+async def test_check_refuses_a_server_whose_one_token_message_gets_garbage(kind: str) -> None:
+    with FakeAnthropic(serves_models=False) as fake:
+        fake.script(GARBAGE[kind])
+        err = await check(fake.url)
+    assert "answered a Messages API request with " in str(err)
+
+
+async def test_check_refuses_a_server_that_refuses_every_request() -> None:
+    bad = Reply(400, error_body("invalid_request_error", "malformed"))
+    with FakeAnthropic(lookup=bad, respond=lambda _: bad) as fake:
+        err = await check(fake.url)
+    assert str(err) == (
+        f"the model server at {where(fake.url)} refused the request "
+        "(HTTP 400 invalid_request_error: malformed)"
+    )
+    assert len(fake.lookups) == 1 and len(fake.received) == 1  # the message confirmed it
+
+
+async def test_check_passes_a_proxy_refusing_the_lookup_route_if_messages_work() -> None:
+    with FakeAnthropic(lookup=Reply(405, error_body("invalid_request_error", "GET"))) as fake:
+        fake.script(Reply(body=message([text("p")], "max_tokens", output_tokens=1)))
+        b = AnthropicBackend(ModelSpec(model="claude-test", base_url=fake.url), KEY)
+        await b.check()
+        await b.aclose()
+    assert len(fake.received) == 1
 
 
 def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> None:

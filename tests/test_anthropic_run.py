@@ -4,24 +4,36 @@ The real SDK talks to a real local HTTP server; the run goes over the embedded M
 broker and is recorded. Checks: the server's 429 is waited out by the rate limiter (no
 model call, no retry, no event: infrastructure), its 529 goes through our policy
 layer; the API key and the secrets planted in a tool's error never reach the store,
-the bus, the logs or the model's input.
+the bus, the logs or the model's input. A server that answers what is not a Messages API
+reply, refuses every request or never answers measured nothing: every trial is an
+infra fault, and the command exits 1 saying so in one line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from errorflow.agents.serving import Serving, serving
+from errorflow.agents.serving import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    MAX_REQUEST_TIMEOUT_S,
+    Serving,
+    serving,
+)
 from errorflow.bus.url import BrokerURL
+from errorflow.cli.main import main
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scoring.score import Outcome
 from tests.conftest import scenario
-from tests.fake_anthropic import FakeAnthropic, Reply, message, tool_use
+from tests.fake_anthropic import GARBAGE, FakeAnthropic, Reply, error_body, message, tool_use
 
 API_KEY = "sk-ant-api03-SECRETKEYdonotleak1234567890"
 TOOL_SECRETS = ["sk-live-4f9a8b7c6d5e4f3a2b1c"]
@@ -117,3 +129,86 @@ async def test_anthropic_run_end_to_end(
         for (e,) in conn.execute("SELECT envelope FROM events WHERE type = 'model_error'")
     ]
     assert [(e["code"], e["status"]) for e in events] == [("transient", 529)]
+
+
+# -- a server that does not answer as a Messages API server does -------------------------
+
+REFUSES_ALL = Reply(400, error_body("invalid_request_error", "malformed request"))
+#: Every way of not answering: the garbage kinds, a 400 to every request, silence.
+NOT_ANSWERING: dict[str, tuple[Reply, str]] = {
+    **{kind: (reply, "answered a Messages API request with ") for kind, reply in GARBAGE.items()},
+    "a 400 to every request": (REFUSES_ALL, "refused the request (HTTP 400 invalid_request_error"),
+    "silence": (Reply(hang=True), "did not answer in 0.5s"),
+}
+
+
+def errorflow_run(url: str, db: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    spec = f"{{backend: anthropic, model: claude-test, base_url: '{url}'}}"
+    command = ["run", "contamination", "--trials", "2", "-q", "--yes", "--db", str(db)]
+    return subprocess.run(
+        [sys.executable, "-m", "errorflow", *command, "--set", f"agents.researcher.model={spec}",
+         "--model-timeout", "0.5", *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ANTHROPIC_API_KEY": API_KEY},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(NOT_ANSWERING))
+def test_a_server_not_answering_the_api_fails_every_trial_as_infra_and_the_run(
+    tmp_path: Path, kind: str
+) -> None:
+    reply, says = NOT_ANSWERING[kind]
+    db = tmp_path / "g.db"
+    with FakeAnthropic(respond=lambda _: reply) as fake:
+        done = errorflow_run(fake.url, db)
+    host = fake.url.removeprefix("http://")
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: 2 trials hit an infrastructure fault, not counted: infra_fault at researcher: "
+        f"the model server at {host} {says}"
+    )
+    assert API_KEY not in done.stderr + done.stdout
+    with sqlite3.connect(db) as conn:
+        outcomes = [o for (o,) in conn.execute("SELECT outcome FROM trials")]
+    assert outcomes == ["infra_fault", "infra_fault"]
+
+
+async def test_a_silent_server_is_an_infra_fault_before_the_trial_timeout(
+    embedded: BrokerURL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    with FakeAnthropic(respond=lambda _: Reply(hang=True)) as fake:
+        s = apply(
+            scenario("contamination", trials=2),
+            {
+                "agents.researcher.model": {
+                    "backend": "anthropic",
+                    "model": "m",
+                    "base_url": fake.url,
+                }
+            },
+        )
+        options = RunOptions(broker=embedded, db_path=tmp_path / "s.db", trial_timeout_s=3.0)
+        with serving(Serving(request_timeout_s=1.0)):
+            result = await run_scenario(s, options)
+        asked = len(fake.received)
+    assert [t.outcome for t in result.scores] == [Outcome.INFRA_FAULT] * 2  # not bus_fault
+    assert result.infra_reasons == [
+        f"infra_fault at researcher: the model server at {fake.url[7:]} did not answer in 1s"
+    ]
+    assert asked == 2  # one request a trial: silence is not retried
+
+
+def test_the_request_timeout_stays_below_the_trial_timeout() -> None:
+    trial_timeout = RunOptions().trial_timeout_s
+    assert 0 < DEFAULT_REQUEST_TIMEOUT_S <= MAX_REQUEST_TIMEOUT_S < trial_timeout
+    with pytest.raises(ValueError, match="request_timeout_s"):
+        Serving(request_timeout_s=trial_timeout)
+
+
+def test_a_model_timeout_past_the_limit_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "contamination", "--model-timeout", "500"]) == 2
+    assert "--model-timeout" in capsys.readouterr().err

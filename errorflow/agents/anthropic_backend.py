@@ -6,7 +6,8 @@ reply back to tool calls or a `FinalAnswer`. The model ends its work by calling 
 rather than as prose that would have to be parsed.
 
 Failures become `ModelCallError` with a taxonomy code, decided from the exception
-type and the HTTP status only, never from message text:
+type, the HTTP status and the shape of the reply (errorflow/agents/server_reply.py),
+never from message text:
 
 ====================================  =====================  ==========  =====
 what happened                         code                   retryable   infra
@@ -14,18 +15,23 @@ what happened                         code                   retryable   infra
 429                                   paced, not raised (see below)
 408                                   timeout                yes
 409, 5xx, 529 (overloaded)            transient              yes
-client timeout (APITimeoutError)      timeout                yes
+no answer within `timeout_s`          infra_fault            no          yes
 connection failure                    transient              yes         yes
 401, 403                              permission_denied      no          yes
-402                                   permission_denied      no
+402                                   permission_denied      no          yes
 404 (no such model)                   model_error            no          yes
-400, 413, 422, other 4xx              model_error            no
+400, 413, 422, other 4xx              model_error            no          yes
+a 200 that is not a Messages reply    infra_fault            no          yes
 unusable reply (max_tokens, ...)      model_error            no
 ====================================  =====================  ==========  =====
 
 "infra" failures are errorflow's infrastructure, not the experiment: the error also
 carries one line naming the server (`ModelCallError.infrastructure`), and a call that
-fails for good that way makes its trial an infra fault (never an outcome). A 429 from
+fails for good that way makes its trial an infra fault (never an outcome). A 4xx
+refuses the request itself, whatever the model would have said; a 200 that is empty,
+an HTML page, not JSON, or JSON without a Messages reply's content is not the model
+speaking; a server silent for `timeout_s` is not answering (not retried: another wait
+as long would run into the trial's own timeout). A 429 from
 the server is infrastructure too, but one a run can wait out: every request takes a
 slot of the server's shared `RateLimiter` (errorflow/agents/rate_limit.py), which the
 429's `retry-after` and every reply's `anthropic-ratelimit-*` headers feed, and the
@@ -33,7 +39,7 @@ request is sent again when the limiter lets it, without the policy layer seeing 
 call still refused after `max_pacing_s` of such waits fails as an infra fault, rate
 limit. Overload (529) and the rest stay part of the experiment, retried by the policy
 layer. `check` asks the server once before the first trial (reachable, key accepted,
-model exists) and raises `InfrastructureError`.
+model exists, and answering the API's shapes) and raises `InfrastructureError`.
 
 The SDK client is built with ``max_retries=0``: retries and backoff of what the
 experiment measures are owned by our policy layer (errorflow.policies.retry), which
@@ -104,6 +110,15 @@ from errorflow.agents.model import (
 from errorflow.agents.model_usage import CachedUsage
 from errorflow.agents.paced import DEFAULT_MAX_PACING_S, Posted, Refused, send_paced
 from errorflow.agents.rate_limit import RateLimiter
+from errorflow.agents.server_reply import (
+    NotAReply,
+    Shape,
+    messages_reply,
+    model_description,
+    read_reply,
+    refused_for_good,
+)
+from errorflow.agents.serving import DEFAULT_REQUEST_TIMEOUT_S
 from errorflow.agents.token_estimate import input_tokens
 from errorflow.bus.envelope import JsonObject
 from errorflow.core.redact import redact
@@ -195,8 +210,8 @@ _MAX_MESSAGE = 500
 #: their own `timeout_s`).
 CHECK_TIMEOUT_S = 10.0
 
-#: Statuses that say the infrastructure is wrong, not the experiment: the key refused,
-#: no such model. (429 and 529 are load: part of what a run measures.)
+#: Statuses of infrastructure that is wrong, named apart from the other refusals
+#: (`refused_for_good`): the key refused, no such model. (429 and 529 are load.)
 _KEY_REFUSED = frozenset({401, 403})
 _NO_MODEL = 404
 
@@ -800,7 +815,7 @@ class AnthropicBackend:
         spec: ModelSpec,
         api_key: str,
         *,
-        timeout_s: float = 60.0,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         limiter: RateLimiter | None = None,
         temperature: TemperaturePolicy = "auto",
         prompt_cache: bool = True,
@@ -849,15 +864,16 @@ class AnthropicBackend:
         key = self._client.api_key
         if key:
             text = text.replace(key, "[REDACTED_KEY]")
-        text = redact(text)
+        text = " ".join(redact(text).split())  # one line, whatever the server sent
         return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
-    def _wrap(self, exc: Exception) -> ModelCallError:
-        """An SDK exception → ModelCallError, by type and status only."""
+    def _wrap(self, exc: Exception, waited_s: float | None = None) -> ModelCallError:
+        """An SDK exception → ModelCallError, by type and status only (`waited_s`: the
+        timeout the request had, when not `timeout_s`)."""
         if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
-            return ModelCallError(
-                ErrorCode.TIMEOUT, f"Anthropic API request timed out after {self.timeout_s:g}s"
-            )
+            waited = self.timeout_s if waited_s is None else waited_s
+            reason = f"the model server at {self.server} did not answer in {waited:g}s"
+            return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
         if isinstance(exc, anthropic.APIConnectionError):
             reason = self._scrub(
                 f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
@@ -887,31 +903,45 @@ class AnthropicBackend:
             self._scrub(f"Anthropic API error {detail}"),
             status=status,
             retry_after_s=parse_retry_after(exc.response.headers),
-            infrastructure=self._infrastructure(status),
+            infrastructure=self._infrastructure(status, detail),
         )
 
-    def _infrastructure(self, status: int) -> str | None:
+    def _infrastructure(self, status: int, detail: str) -> str | None:
         """The one line an infrastructure status gets (None: the experiment's)."""
         if status in _KEY_REFUSED:
             return self._scrub(f"the model server at {self.server} refused the API key ({status})")
         if status == _NO_MODEL:
             reason = f"model {self.model} does not exist on the model server at {self.server}"
             return self._scrub(f"{reason} ({status})")
+        if refused_for_good(status):
+            return self._scrub(f"the model server at {self.server} refused the request ({detail})")
         return None
 
+    def _judged(
+        self, body: bytes, content_type: str | None, asked: str, shape: Shape, expected: str
+    ) -> JsonObject | ModelCallError:
+        """A 200's body as the reply `shape` describes, or the infrastructure fault of a
+        server that answered something else (`asked`: the request, in words)."""
+        reply = read_reply(body, content_type, shape)
+        if not isinstance(reply, NotAReply):
+            return reply
+        reason = self._scrub(
+            f"the model server at {self.server} answered {asked} with {reply.what}, not {expected}"
+        )
+        return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
+
     async def check(self) -> None:
-        """One cheap request before the first trial: the server answers, accepts the key
-        and has the model (`models.retrieve`; a server without that endpoint answers 404,
-        so a 404 is confirmed by a one-token message). Raises `InfrastructureError`; a
-        rate limit or an overload is not a reason to refuse the run."""
+        """One cheap request before the first trial: the server answers, accepts the key,
+        has the model and answers in the API's shapes (`models.retrieve`; a server without
+        that endpoint answers 404 or another 4xx, so that is confirmed by a one-token
+        message). Raises `InfrastructureError`; a rate limit or an overload is not a
+        reason to refuse the run."""
         failure = await self._try(self._lookup_model)
-        if failure is not None and failure.status == _NO_MODEL:
+        if failure is not None and _lookup_unserved(failure.status):
             failure = await self._try(self._ping)
         if failure is None:
             return
         reason = failure.infrastructure
-        if failure.code is ErrorCode.TIMEOUT:
-            reason = f"the model server at {self.server} did not answer in {self._check_s:g}s"
         if reason is not None:
             log.debug("anthropic check failed model=%s server=%s", self.model, self.server)
             raise InfrastructureError(reason)
@@ -920,25 +950,39 @@ class AnthropicBackend:
     def _check_s(self) -> float:
         return min(self.timeout_s, CHECK_TIMEOUT_S)
 
-    async def _lookup_model(self) -> None:
-        await self._client.with_options(timeout=self._check_s).models.retrieve(self.model)
+    async def _lookup_model(self) -> ModelCallError | None:
+        client = self._client.with_options(timeout=self._check_s)
+        raw = await client.models.with_raw_response.retrieve(self.model)
+        asked = f"the lookup of model {self.model}"
+        content_type = raw.headers.get("content-type")
+        judged = self._judged(
+            await raw.read(), content_type, asked, model_description, "a model description"
+        )
+        return judged if isinstance(judged, ModelCallError) else None
 
-    async def _ping(self) -> None:
-        await self._client.with_options(timeout=self._check_s).messages.create(
+    async def _ping(self) -> ModelCallError | None:
+        client = self._client.with_options(timeout=self._check_s)
+        raw = await client.messages.with_raw_response.create(
             model=self.model,
             max_tokens=1,
             messages=[{"role": "user", "content": "ping"}],
         )
+        content_type = raw.headers.get("content-type")
+        judged = self._judged(
+            await raw.read(), content_type, _MESSAGES_REQUEST, messages_reply, _MESSAGES_REPLY
+        )
+        return judged if isinstance(judged, ModelCallError) else None
 
-    async def _try(self, request: Callable[[], Awaitable[None]]) -> ModelCallError | None:
+    async def _try(
+        self, request: Callable[[], Awaitable[ModelCallError | None]]
+    ) -> ModelCallError | None:
         """A request's failure as a ModelCallError (None: it succeeded). Returned, not
         raised, so that nothing raised later keeps the SDK exception (and the request
         with its auth header) as its context."""
-        err: ModelCallError | None = None
         try:
-            await request()
+            err = await request()
         except Exception as exc:
-            err = self._wrap(exc)
+            err = self._wrap(exc, waited_s=self._check_s)
         return err
 
     async def send(self, body: WireRequest) -> JsonObject:
@@ -961,16 +1005,19 @@ class AnthropicBackend:
                 **cast(Any, named), extra_body=extra or None
             )
             headers = _lower(raw.headers)
-            data = await raw.json()
+            body_bytes = await raw.read()
         except Exception as exc:  # every failure becomes a ModelCallError
             failure = Refused(self._wrap(exc), _headers_of(exc))
         if failure is not None:
             # Returned outside the handler so that neither __cause__ nor __context__ keeps
             # the SDK exception, which holds the request (and its auth header).
             return failure
-        if not isinstance(data, dict):
-            return Refused(ModelCallError(ErrorCode.MODEL_ERROR, "the reply is not an object"))
-        reply = cast(JsonObject, data)
+        content_type = headers.get("content-type")
+        reply = self._judged(
+            body_bytes, content_type, _MESSAGES_REQUEST, messages_reply, _MESSAGES_REPLY
+        )
+        if isinstance(reply, ModelCallError):
+            return Refused(reply, headers)
         return Posted(reply, headers, _used_tokens(reply))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -1003,6 +1050,16 @@ class AnthropicBackend:
             response.final is not None,
         )
         return response
+
+
+_MESSAGES_REQUEST = "a Messages API request"
+_MESSAGES_REPLY = "a Messages API reply"
+
+
+def _lookup_unserved(status: int | None) -> bool:
+    """A model lookup refused as a route the server does not serve (a 404, or a proxy's
+    400 or 405), not for the key: the one-token message decides instead."""
+    return status is not None and refused_for_good(status) and status not in _KEY_REFUSED
 
 
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:

@@ -46,6 +46,7 @@ def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) ->
         temperature=_temperature(serving),
         prompt_cache=serving.prompt_cache,
         max_pacing_s=serving.max_pacing_s,
+        timeout_s=serving.request_timeout_s,
     )
 
 

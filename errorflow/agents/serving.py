@@ -10,7 +10,9 @@ A `Serving` is installed for a process (the CLI does, from its options) or for a
 - `cassette`: replay a recorded session instead of calling any server;
 - `tally`: a dry run: the simulated model answers in place of every real one, and what
   the real one would have been sent is counted (errorflow/agents/model_estimate.py);
-- `temperature`, `prompt_cache`: what goes on the wire (errorflow/agents/anthropic_backend.py).
+- `temperature`, `prompt_cache`: what goes on the wire (errorflow/agents/anthropic_backend.py);
+- `request_timeout_s`: how long a request waits for the server's reply; a server silent
+  that long fails the trial as an infrastructure fault.
 
 It also keeps what was sent, by model (`ModelTraffic`), for the summary a command
 prints. Without one installed, a process gets the defaults: no limits, no cache, no
@@ -36,6 +38,14 @@ from errorflow.agents.exchange_store import ExchangeLog, ResponseCache
 from errorflow.agents.paced import DEFAULT_MAX_PACING_S
 from errorflow.agents.rate_limit import RateLimiter, RateLimits
 from errorflow.scenario.model import ModelSpec, Scenario
+
+#: How long a request waits for its reply (`Serving.request_timeout_s`): a long reply
+#: takes well under it, and it stays below `MAX_REQUEST_TIMEOUT_S`.
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
+#: The most a request may wait: below the runner's trial timeout (120 s), so that a
+#: server that never answers fails its trial as an infrastructure fault before the
+#: runner gives the trial up as a bus fault (its final result never came).
+MAX_REQUEST_TIMEOUT_S = 100.0
 
 #: What Anthropic's API is called in labels when a spec names no base_url.
 ANTHROPIC_API = "api.anthropic.com"
@@ -107,10 +117,18 @@ class Serving:
     temperature: str = "auto"  # TemperaturePolicy: auto, always, never
     prompt_cache: bool = True
     max_pacing_s: float = DEFAULT_MAX_PACING_S
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     traffic: dict[str, ModelTraffic] = field(default_factory=dict)
     limiters: dict[str, RateLimiter] = field(default_factory=dict)
     _cache: ResponseCache | None = field(default=None, repr=False)
     _log: ExchangeLog | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.request_timeout_s <= MAX_REQUEST_TIMEOUT_S:
+            raise ValueError(
+                f"request_timeout_s must be above 0 and at most {MAX_REQUEST_TIMEOUT_S:g}, "
+                f"found {self.request_timeout_s:g}"
+            )
 
     def limiter(self, label: str) -> RateLimiter:
         if label not in self.limiters:

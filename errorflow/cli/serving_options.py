@@ -11,7 +11,7 @@ from pathlib import Path
 from errorflow.agents.cassette import Cassette, CassetteError
 from errorflow.agents.exchange_store import traffic_dir_for
 from errorflow.agents.rate_limit import RateLimits
-from errorflow.agents.serving import Serving
+from errorflow.agents.serving import DEFAULT_REQUEST_TIMEOUT_S, MAX_REQUEST_TIMEOUT_S, Serving
 from errorflow.cli.args import positive
 from errorflow.cli.errors import UsageError
 from errorflow.reports.prices import Price, PriceError, parse_price
@@ -30,6 +30,15 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number above 0, found {text}")
+    return value
+
+
+def _request_timeout(text: str) -> float:
+    value = _positive_float(text)
+    if value > MAX_REQUEST_TIMEOUT_S:  # past the trial timeout, silence is a bus fault
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_REQUEST_TIMEOUT_S:g} seconds, found {text}"
+        )
     return value
 
 
@@ -100,6 +109,15 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
         "whose version 2026-10-21 refuses it), always or never",
     )
     sp.add_argument(
+        "--model-timeout",
+        type=_request_timeout,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long a request waits for the model server's reply; a server silent that "
+        "long fails the trial as an infrastructure fault (default: "
+        f"{DEFAULT_REQUEST_TIMEOUT_S:g}, at most {MAX_REQUEST_TIMEOUT_S:g})",
+    )
+    sp.add_argument(
         "--no-prompt-cache",
         action="store_true",
         help="do not mark the system prompt and tools cache_control (for a server that "
@@ -145,4 +163,5 @@ def serving_of(args: argparse.Namespace) -> Serving:
         cassette=cassette,
         temperature=getattr(args, "send_temperature", "auto"),
         prompt_cache=not getattr(args, "no_prompt_cache", False),
+        request_timeout_s=getattr(args, "model_timeout", DEFAULT_REQUEST_TIMEOUT_S),
     )
