@@ -15,9 +15,10 @@ import pytest
 
 from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet, first_seq
-from errorflow.bus.envelope import Envelope, Kind, decode
+from errorflow.bus.envelope import Envelope, Kind, WireError, decode
 from errorflow.bus.transport import Connection, InProcessBus
 from errorflow.core.control import Ack, Bye
+from errorflow.core.taxonomy import ErrorCode
 from errorflow.runtime.recorder import Recorder
 
 
@@ -404,3 +405,30 @@ async def test_close_does_not_hang_on_a_resender_that_ignores_its_cancellation(
     assert not ep._resender.done()
     release.set()
     await ep._resender
+
+
+async def test_what_is_sent_is_redacted_and_signed_as_sent() -> None:
+    """The last net before the bus: a payload or error built with a secret in it goes
+    out redacted (signed as redacted, a message cut to the wire's limit), `send` returns
+    it as it went out, and a clean message goes out as built."""
+    bus = InProcessBus()
+    spy = await bus.connect("spy")
+    await spy.subscribe("#")
+    key = signing.new_key()
+    a = Endpoint(await bus.connect("a"), "r", "a", {"a", "b"}, key=key)
+    text = "x" * 1988 + " sk-abcdefgh"  # 2000 characters, 2003 once redacted
+    error = WireError(code=ErrorCode.TRANSIENT, origin="a", message=text)
+    payload = {"prompt": "use ghp_abcdefghijklmnop1234", "args": {"password": "hunter2"}}
+    sent = await a.send(
+        kind=Kind.RESULT, recipient="b", trial=0, trace_id="t", payload=payload, errors=[error]
+    )
+    _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    assert signing.verify(key, raw) is None
+    assert decode(raw).model_copy(update={"sig": None}) == sent
+    assert sent.payload == {"prompt": "use [REDACTED_KEY]", "args": {"password": "[REDACTED]"}}
+    assert sent.errors[0].message == ("x" * 1988 + " [REDACTED_KEY]")[:2000]
+    assert b"hunter2" not in raw and b"ghp_" not in raw and b"sk-abcdefgh" not in raw
+    clean = {"claims": [{"key": "token_count", "value": "a/b, input_tokens=3"}]}
+    sent = await a.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t", payload=clean)
+    _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    assert sent.payload == clean and raw == sent.encode(key)

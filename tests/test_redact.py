@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from errorflow.core.redact import redact, redact_obj
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from errorflow.core.redact import (
+    _patterns_applied,
+    _secret_key,
+    might_hold_secret,
+    redact,
+    redact_json,
+    redact_obj,
+)
 
 LEAKS = [
     ("HTTP 401: key=sk-live-4f9a8b7c6d5e4f3a2b1c", "sk-live-4f9a8b7c6d5e4f3a2b1c"),
@@ -41,6 +52,27 @@ LEAKS = [
     ("--db-passphrase=correct-horse", "correct-horse"),
     ("x=SECRET_KEY=nested42", "nested42"),  # a value that holds the next pair
     ("secret_key=lower-case-too", "lower-case-too"),
+    # the common vendor shapes
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwx", "11ABCDEFG0123456789"),
+    ("gho_16C7e42F292c6912E7710c838347Ae178B4a", "16C7e42F292c6912E7710c838347Ae178B4a"),
+    ("ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246", "1B4a2e77838347a7E420ce"),
+    ("xoxe-1-My0xLTEyMzQ1Ni0x", "My0xLTEyMzQ1Ni0x"),
+    ("xapp-1-A0123456789-0123456789-abcdef", "A0123456789"),
+    ("sk-proj-Ab3dEf6hIj9kLm2nOp5q", "Ab3dEf6hIj9kLm2nOp5q"),
+    ("glpat-xxxxXXXXxxxx1234abcd", "xxxxXXXXxxxx1234abcd"),
+    ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "abcdefghijklmnopqrstuvwxyzABCDEFGH"),
+    ("ASIAY34FZKBOKMUTVV7A", "Y34FZKBOKMUTVV7A"),
+    ("SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789abcdefg", "SG.abcdef"),
+    ("eyJhbGciOiJub25lIn0.eyJzdWIiOiIxMjM0In0.", "eyJzdWIiOiIxMjM0In0"),  # unsigned
+    (
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF0\n-----END PGP PRIVATE KEY BLOCK-----",
+        "lQOYBF0",
+    ),
+    ("git clone https://ghx0aBcDeFgHiJkLmNoPqRs@github.com/o/r", "ghx0aBcDeFgHiJkLmNoPqRs"),
+    ("Server=db;AccountKey=abc123==;", "abc123"),  # camelCase parts
+    ("dbPassword=hunter2", "hunter2"),
+    ("X-Amz-Signature=0a1b2c3d", "0a1b2c3d"),
 ]
 
 
@@ -66,6 +98,9 @@ def test_secret_is_removed(text: str, secret: str) -> None:
         "monkey=banana bypass=1 compass=north keyboard=us",  # the word inside a part
         "retries=3 timeout_s=2 max_tokens=1024 output_tokens=7",
         "HTTP 401 Unauthorized: API key expired (key=[REDACTED_KEY])",  # redacted already
+        # names that only begin like a vendor's key
+        "pk_customer_id sk_order_total hf_model_downloader npm_package_lookup task_sk-1",
+        "ssh://git@github.com/o/r and ftp://anonymous@ftp.example.com",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
@@ -149,7 +184,8 @@ def test_long_runs_of_name_or_scheme_characters_are_scanned_in_linear_time() -> 
     runs = ["a_" * 100_000, "a_" * 100_000 + "=x", "a." * 100_000, "a-" * 100_000 + "://x",
             "k=" * 100_000, "-" * 200_000 + "=", "a_password: " * 20_000]  # fmt: skip
     for text in runs:
-        assert len(redact.__wrapped__(text)) > 0
+        assert len(_patterns_applied(text)) > 0
+        might_hold_secret(text)
 
 
 def test_a_url_is_found_by_its_scheme_as_before() -> None:
@@ -157,3 +193,55 @@ def test_a_url_is_found_by_its_scheme_as_before() -> None:
         "[REDACTED_URL] and -[REDACTED_URL]"
     )
     assert redact("1abc://u:p@h") == "1abc://u:p@h"  # no scheme starts at a digit
+
+
+# Pieces that make and break the patterns' matches, and the characters between them.
+_PIECES = st.sampled_from(
+    ["sk-", "sk_live_", "pk_test_", "ghp_", "github_pat_", "xoxb-", "xapp-", "glpat-", "npm_",
+     "hf_", "pypi-", "ya29.", "SG.", "AKIA", "ASIA", "AIza", "eyJ", "eyJhbGciOi.", "Bearer",
+     "-----BEGIN ", "PGP ", "PRIVATE KEY", " BLOCK", "-----", "://", "postgres", "user", ":",
+     "@", "/", "//", "\\", "C:", "file", "=", "'", '"', " ", "\n", "\t", "_", "-", ".", "key",
+     "KEY", "Key", "api", "access", "private", "secret", "Secret", "token", "Token", "tokens",
+     "pass", "Pass", "word", "passwd", "pwd", "auth", "orization", "credential", "s", "cookie",
+     "signature", "phrase", "[REDACTED", "[PATH", "]", "abcdefgh", "ABCDEFGHIJKLMNOP",
+     "0123456789" * 4, "x", "é", "\u212a", "\u017f", "\u0130", "\u0131", "\u2003", "db", ","]
+)  # fmt: skip
+_TEXTS = st.lists(_PIECES | st.text("aAkK_-=:/ \"'\\\nzé", max_size=3), max_size=12).map("".join)
+
+
+@settings(max_examples=1000, derandomize=True, deadline=None)
+@given(_TEXTS)
+def test_the_pre_check_says_no_only_where_redaction_changes_nothing(text: str) -> None:
+    """`might_hold_secret` lets hot paths skip the patterns: it must never miss what
+    `redact` (or a secret mapping key) would change, in the text or in its JSON."""
+    if _patterns_applied(text) != text:
+        assert might_hold_secret(text)
+        assert might_hold_secret(json.dumps({"k": [text]}, ensure_ascii=False))
+    if _secret_key(text):
+        assert might_hold_secret(json.dumps({text: "v"}, ensure_ascii=False))
+
+
+def test_the_pre_check_clears_the_envelopes_runs_are_made_of() -> None:
+    """What keeps the bus's and the store's net cheap: ordinary envelopes go unparsed."""
+    envelopes = [
+        {"type": "model_call", "agent": "triage", "input_tokens": 450, "output_tokens": 80},
+        {"code": "unknown_tool", "tool": "stock_level_v2", "message": "stock_level_v2: unknown"},
+        {"answer": {"claims": [{"key": "quote", "value": {"ok": True, "sku": "SKU-2002"}}],
+                    "text": "Found quote. Could not get stock_north.", "flags": []},
+         "trace": {"costs": {"backend_calls": 1.0, "input_tokens": 1042.0}}},
+        {"error": "HTTP 401 Unauthorized: API key expired (key=[REDACTED_KEY])"},
+        {"task": "desk-3", "prompt": "Write a short literature report on transformer attention."},
+    ]  # fmt: skip
+    for payload in envelopes:
+        assert not might_hold_secret(json.dumps(payload, separators=(",", ":"))), payload
+
+
+def test_json_text_is_redacted_as_data_and_clean_text_is_kept_as_it_is() -> None:
+    clean = '{"a":"b","n":[1,2.5]}'
+    assert redact_json(clean) is clean
+    text = json.dumps({"prompt": 'see "postgres://u:p@h/x"\n', "password": "hunter2"})
+    assert json.loads(redact_json(text)) == {
+        "prompt": 'see "[REDACTED_URL]"\n',
+        "password": "[REDACTED]",
+    }
+    assert redact_json("token=abc, not JSON") == "token=[REDACTED], not JSON"

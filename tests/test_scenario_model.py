@@ -100,6 +100,25 @@ def test_references_are_each_reported_at_their_path() -> None:
     ]
 
 
+def test_a_name_shaped_like_a_secret_is_refused_at_its_path() -> None:
+    """Names travel as they are (topics, senders, claim keys, tool names): one that the
+    bus's redaction would change is refused, and the message does not repeat it."""
+    errors = _errors(
+        name="sk-live-4f9a8b7c6d5e",
+        tools={"m": {"kind": "metric_store"}, "ghp_abcdefghij1234": {"kind": "batch_fetch"}},
+        task__needs=[{"id": "AKIAABCDEFGHIJKLMNOP", "tool": "m", "wording": "w", "value": "v"}],
+    )
+    assert [loc for loc, _ in errors] == [
+        ("name",),
+        ("tools", "ghp_abcdefghij1234", "[key]"),
+        ("task", "needs", 0, "id"),
+    ]
+    assert all(msg.startswith("Value error, a name shaped like a secret") for _, msg in errors)
+    assert not any("sk-live" in msg or "ghp_" in msg or "AKIA" in msg for _, msg in errors)
+    # a name that only begins like one (a primary key, not Stripe's pk_live_) is a name
+    assert Scenario.model_validate({**_data(), "name": "pk_customer_id_v2"}).name
+
+
 def test_reserved_names_returns_to_and_faults() -> None:
     errors = _errors(
         agents={

@@ -55,6 +55,7 @@ from errorflow.bus.envelope import (
     decode,
 )
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
+from errorflow.bus.redaction import redacted
 from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
 from errorflow.bus.transport import Connection
 from errorflow.core.control import Ack, Control, ControlAction, parse_control
@@ -207,7 +208,7 @@ class Endpoint:
             derived_from=derived_from,
         )
         topic = topics.for_message(self.run_id, kind, self.name, recipient)
-        raw = env.encode(self.key)
+        env, raw = redacted(env, self.key)
         tracked = kind in RELIABLE_KINDS and self._resender is not None
         if tracked:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive

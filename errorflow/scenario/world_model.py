@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -18,7 +19,25 @@ from pydantic import (
     model_validator,
 )
 
-Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+from errorflow.core.redact import redact
+
+
+def _not_a_secret(name: str) -> str:
+    """A name travels as it is (topics, senders, claim keys): one that redaction would
+    change (a token's shape) could not, so it is refused here."""
+    if redact(name) != name:
+        raise ValueError(
+            "a name shaped like a secret (an API key or token) would be redacted on the bus "
+            "and in the store, and what it names lost; choose another name"
+        )
+    return name
+
+
+Ident = Annotated[
+    str,
+    Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$"),
+    AfterValidator(_not_a_secret),
+]
 #: One cell of a record: a JSON scalar, or a list of strings (tags, ids).
 Cell = str | int | float | bool | list[str] | None
 #: Largest table a scenario may hold (rows); the tools scan it per call.

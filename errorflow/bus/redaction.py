@@ -1,0 +1,53 @@
+"""What of an envelope may leave the process: the nets behind every payload's builder.
+
+Everything a sender builds is redacted where it is built (a tool's arguments, an
+observation, the task's prompt), but a builder that forgets must not publish or store
+a secret: `redacted` is applied to every envelope an endpoint sends, before it is
+signed, and `holds_secret` to every envelope the store keeps. Both ask the cheap
+question first (`might_hold_secret`) on the only part of the text that can hold one,
+so a clean envelope (nearly all of them) costs one search, not a walk.
+"""
+
+from __future__ import annotations
+
+from errorflow.bus.envelope import Envelope, WireError
+from errorflow.core.redact import might_hold_secret, redact, redact_obj
+
+#: The longest `message` and `suggestion` a WireError may hold (a redacted text can be
+#: longer than the original: it is cut there, or receivers would reject the message).
+MAX_ERROR_TEXT = 2000
+#: Around an envelope's errors and payload in its JSON: what comes before them is names,
+#: ids and numbers, what comes after a number and a signature.
+_ERRORS, _TS = ',"errors":', ',"ts":'
+
+
+def holds_secret(env: Envelope, text: str, ids: bool = False) -> bool:
+    """Whether `env`, whose JSON is `text`, may hold something redaction would change
+    (`might_hold_secret`): its errors and payload searched where they are in the text,
+    and with `ids` its free-form ids too (an envelope someone else built)."""
+    start, end = text.find(_ERRORS), text.rfind(_TS)  # the first, and the last
+    if might_hold_secret(text, *((start, end) if 0 <= start < end else (0, None))):
+        return True
+    return ids and might_hold_secret(" ".join((env.id, env.trace_id, *env.derived_from)))
+
+
+def redacted(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes]:
+    """The envelope as it may leave this process, payload and errors redacted, and its
+    wire bytes. The net behind everything that builds a payload: one that forgets a
+    secret cannot publish it. A clean message (nearly all) costs a search of the text
+    of its errors and payload."""
+    raw = env.encode(key)
+    if not holds_secret(env, raw.decode()):
+        return env, raw
+    payload = redact_obj(env.payload)
+    errors = [_redacted_error(e) for e in env.errors]
+    if payload == env.payload and errors == env.errors:
+        return env, raw
+    clean = env.model_copy(update={"payload": payload, "errors": errors})
+    return clean, clean.encode(key)
+
+
+def _redacted_error(error: WireError) -> WireError:
+    texts = {"tool": error.tool, "message": error.message, "suggestion": error.suggestion}
+    update = {k: redact(v)[:MAX_ERROR_TEXT] for k, v in texts.items() if v}
+    return error.model_copy(update={**update, "origin": redact(error.origin)})
