@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,9 @@ import pytest
 from errorflow.bus import signing
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
+from tests import processes
 from tests.conftest import Mosquitto, scenario
+from tests.test_liveness import cli, slow_file, wait_for_trials
 from tests.test_runner import normalised
 
 #: The run key the runner and the agent processes share (handed over in the environment).
@@ -198,3 +201,61 @@ async def test_an_agent_with_another_scenario_refuses_to_join(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signal_", "why"),
+    [
+        (signal.SIGKILL, "the runner left without a goodbye (its last will)"),
+        (signal.SIGSTOP, "nothing from the runner for 10s"),  # no will: its socket stays open
+    ],
+)
+def test_agent_processes_leave_when_their_runner_is_killed(
+    mosquitto: Mosquitto, tmp_path: Path, signal_: signal.Signals, why: str
+) -> None:
+    path, db, key = slow_file(tmp_path, trials=200), tmp_path / "k.db", tmp_path / "run.key"
+    url, run_id = f"mqtt://127.0.0.1:{mosquitto.port}", f"orphans-{signal_.name}"
+    run = subprocess.Popen(
+        [
+            *cli("run", str(path), "--broker", url, "--external-agents", "--run-id", run_id),
+            *("--key-file", str(key), "--db", str(db), "-q"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    agents: list[subprocess.Popen[str]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not key.exists():
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        names = ("researcher", "writer")
+        agents = [
+            subprocess.Popen(
+                [
+                    *cli("agent", str(path), "--name", name, "--broker", url, "--run", run_id),
+                    *("--key-file", str(key), "--wait-timeout", "10"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in names
+        ]
+        wait_for_trials(db, 4, run)
+        left_by_runner = processes.descendants(run.pid)  # none on Mosquitto; checked all the same
+        run.send_signal(signal_)
+        for name, agent in zip(names, agents, strict=True):  # within their --wait-timeout
+            _, stderr = agent.communicate(timeout=10 + 5)  # and a few seconds to say so
+            assert agent.returncode == 1, stderr
+            last = stderr.strip().splitlines()[-1]
+            assert last.startswith(f"error: agent {name}: {why}"), stderr
+            assert last.endswith(f"; leaving run {run_id}") and "Traceback" not in stderr
+        assert processes.still_alive(left_by_runner, limit_s=5) == []
+    finally:
+        for proc in [run, *agents]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)

@@ -27,6 +27,7 @@ from errorflow.runtime.runner import RunOptions, RunResult
 from errorflow.runtime.workers import run as local_run
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
+from tests.test_liveness import cli, slow_file, wait_for_trials
 from tests.test_workers import same_cli_runs
 
 KEY = signing.new_key()
@@ -239,3 +240,33 @@ def test_remote_workers_need_a_broker_and_a_run_key_given_out_of_band(
     assert main(["worker", "--broker", url]) == 2
     assert "the run key is needed" in capsys.readouterr().err
     assert not Path(db).exists()
+
+
+@pytest.mark.slow
+def test_workers_of_a_run_leave_when_its_runner_is_killed(
+    tmp_path: Path, url: str, workers_of: Start
+) -> None:
+    """The run's `end` is the runner's last will: a runner killed with SIGKILL cannot say
+    it, the broker does, and the run's workers leave once their batch is over."""
+    key_file, db = tmp_path / "run.key", tmp_path / "o.db"
+    signing.write_key_file(key_file, KEY)
+    crew = workers_of("ro", ["a"])
+    run = subprocess.Popen(
+        [
+            *cli("run", str(slow_file(tmp_path, trials=400)), "--broker", url, "--run-id", "ro"),
+            *("--remote-workers", "1", "--batch-trials", "5", "--key-file", str(key_file)),
+            *("--db", str(db), "-q"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_trials(db, 5, run)  # a batch merged: the worker is on the next one
+        run.send_signal(signal.SIGKILL)
+        worker = crew.procs["a"]
+        _, stderr = worker.communicate(timeout=10)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert worker.returncode == 0 and "run ro is over" in stderr.decode(), stderr

@@ -4,6 +4,8 @@ the scenario file and its `--set` options must be given again."""
 
 from __future__ import annotations
 
+import re
+import resource
 import shlex
 import signal
 import sqlite3
@@ -158,3 +160,67 @@ def test_the_command_printed_on_ctrl_c_resumes_the_run(tmp_path: Path) -> None:
     run = get_run(db, "cut-1")
     assert run is not None and run["status"] == "finished"
     assert len(trial_rows(db, "cut-1")) == 300
+
+
+# -- a full disk: one line, the run stopped at once, and `--resume` completes it ----------
+
+#: No file the run writes may grow past this: its store fails a write a few dozen trials
+#: in (a real failed write, EFBIG, as on a full disk; no root or mount needed).
+FILE_LIMIT = 1_000_000
+
+
+def _disk_of_limited_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, not kills
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+
+def _outcomes(db: Path, run_id: str) -> list[tuple[object, ...]]:
+    rows = trial_rows(db, run_id)
+    return [(r["trial"], r["outcome"], r["depth"], r["reason"], r["costs_json"]) for r in rows]
+
+
+FULL_RUN = ["run", "contamination", "--trials", "200", "-q", "--db"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[object, ...]]:
+    """The outcomes of the run, never stopped."""
+    clean = tmp_path_factory.mktemp("clean") / "clean.db"
+    assert main([*FULL_RUN, str(clean), "--run-id", "clean"]) == 0
+    return _outcomes(clean, "clean")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_disk_stops_the_run_in_one_line_and_its_resume_completes_it(
+    tmp_path: Path, workers: int, uninterrupted: list[tuple[object, ...]]
+) -> None:
+    """The run (its workers' stores too) hits the limit mid-run: it says so in one line
+    naming the store and the error, exits 1 and leaves what it stored intact; with room
+    again, the command it printed finishes the run with the outcomes of a run never
+    stopped."""
+    db = tmp_path / "full.db"
+    failed = subprocess.run(
+        [sys.executable, "-m", "errorflow", *FULL_RUN, str(db), "--run-id", "full-1",
+         "--workers", str(workers)],
+        capture_output=True, text=True, timeout=120, preexec_fn=_disk_of_limited_size,
+    )  # fmt: skip
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stderr.count("\n") == 1, failed.stderr
+    line = failed.stderr.strip()
+    said = re.fullmatch(
+        rf"error: store {re.escape(str(db))}: (?:disk I/O error \(SQLITE_IOERR_WRITE\)|"
+        r"database or disk is full \(SQLITE_FULL\))(?: \(a worker's store beside it\))?"
+        r"; run full-1 stopped with (\d+) of 200 "
+        r"trials stored; resume with: (errorflow run .*)",
+        line,
+    )
+    assert said is not None, line
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    stored = _outcomes(db, "full-1")
+    assert len(stored) == int(said[1]) < 200
+    assert set(stored) <= set(uninterrupted)  # what was stored is as a whole run stores it
+    resumed = run_printed(said[2])
+    assert resumed.returncode == 0, resumed.stderr
+    assert _outcomes(db, "full-1") == uninterrupted

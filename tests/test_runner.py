@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from errorflow.bus import topics
+from errorflow.bus.endpoint import Endpoint
+from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
 from errorflow.core.control import RollCall, parse_control
@@ -189,3 +192,35 @@ async def test_no_trial_starts_while_the_recorder_is_far_behind(
     behind = runner_module.RECORDER_LAG_LIMIT
     result = await asyncio.wait_for(run, 30)
     assert len(done) == 20 and len(result.scores) == 20
+
+
+async def test_a_trial_whose_results_are_filed_before_its_task_is_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's send of a task returns (on MQTT: on its PUBACK) only after the
+    trial's final result has been filed from the receive loop; filing the task then is
+    what completes the trial, which is scored, not timed out as a bus fault."""
+    filed: dict[int, asyncio.Event] = {}
+    file, send = runner_module._Runner._file, Endpoint.send
+
+    def file_and_tell(self: Any, env: Envelope) -> None:
+        file(self, env)
+        if env.kind is Kind.RESULT and env.recipient == topics.RUNNER:
+            filed.setdefault(env.trial, asyncio.Event()).set()
+
+    async def send_acked_late(self: Endpoint, **kw: Any) -> Envelope:
+        env = await send(self, **kw)
+        if self.name == topics.RUNNER and env.kind is Kind.TASK:
+            await asyncio.wait_for(filed.setdefault(env.trial, asyncio.Event()).wait(), 30)
+        return env
+
+    monkeypatch.setattr(runner_module._Runner, "_file", file_and_tell)
+    monkeypatch.setattr(Endpoint, "send", send_acked_late)
+    s = scenario("contamination", trials=4, propagation="implicit")
+    options = RunOptions(bus=InProcessBus(), db_path=tmp_path / "o.db", trial_timeout_s=3)
+    result = await asyncio.wait_for(run_scenario(s, options), 60)
+    assert set(result.messages) == set(range(4))
+    for messages in result.messages.values():  # the order this test is about
+        assert (messages[-1].sender, messages[-1].kind) == (topics.RUNNER, Kind.TASK)
+    assert result.outcomes["bus_fault"] == 0
+    assert result.outcomes["contaminated"] == 4

@@ -199,6 +199,28 @@ async def test_message_event_and_reject_rows_round_trip(tmp_path: Path) -> None:
     assert counts["rejects_by_reason"] == {"bad_json": 1}
 
 
+def test_rows_are_redacted_as_they_are_built_whoever_sent_them() -> None:
+    """The store's own net: a message that reached the recorder with a secret in it (a
+    sender that let one through) is stored redacted, as data, like a trial's reason."""
+    secret = {"prompt": "use postgres://admin:pw@db/x", "args": {"api_key": "k1"}}
+    result = envelope(payload=secret)
+    for row in (
+        MessageRow.from_envelope(result, "t", 1.0, result.encode().decode()),
+        MessageRow.from_envelope(result, "t", 1.0),
+        EventRow.from_envelope(envelope(Kind.EVENT, payload={"type": "x", **secret}), 1.0),
+    ):
+        stored = json.loads(row.envelope)
+        assert stored["payload"]["prompt"] == "use [REDACTED_URL]"
+        assert stored["payload"]["args"] == {"api_key": "[REDACTED]"}
+        assert "admin:pw" not in row.envelope and "k1" not in row.envelope
+    clean = envelope()
+    assert MessageRow.from_envelope(clean, "t", 1.0).envelope == clean.encode().decode()
+    score = TrialScore(0, Outcome.CONTAINED, 0, reason="crashed: token=abc123")
+    label = MessageLabel("m1", "w", Label.CONTAINED, "SECRET_KEY=abc123", touched=True)
+    assert "abc123" not in str(TrialRow.from_score("run-1", score))
+    assert "abc123" not in str(LabelRow.from_label("run-1", 0, label))
+
+
 def test_an_event_of_an_unknown_kind_keeps_its_type_string() -> None:
     env = envelope(Kind.EVENT, payload={"type": "from_the_future", "x": 1})
     assert EventRow.from_envelope(env, 1.0).type == "from_the_future"
@@ -449,3 +471,141 @@ def as_unprivileged(argv: list[str]) -> list[str]:
     if probe.returncode != 0:
         pytest.skip("nobody cannot import errorflow from this checkout")
     return [*drop, *argv]
+
+
+# -- a write the store fails ---------------------------------------------------------------
+
+
+async def test_a_full_store_fails_a_write_as_the_store_and_keeps_no_half_of_it(
+    tmp_path: Path,
+) -> None:
+    """SQLite's own limit (the disk full, without root): the batch is refused whole,
+    said as the store's failure, and a later write commits nothing of it; a run's own
+    row on a store that went read-only is refused so too."""
+    db_path = tmp_path / "full.db"
+    await new_run(db_path)
+    db = await open_db(db_path)
+    try:
+        ((pages,),) = await db.execute_fetchall("PRAGMA page_count")
+        await db.execute_fetchall(f"PRAGMA max_page_count = {pages}")
+        rows = [MessageRow.from_envelope(envelope(id=f"m{i}"), "t", 1.0) for i in range(300)]
+        with pytest.raises(store.StoreFailed) as failed:
+            await insert_rows(db, rows, [], [], [], [])
+        assert str(failed.value) == f"store {db_path}: database or disk is full (SQLITE_FULL)"
+        await db.execute_fetchall("PRAGMA query_only = 1")  # and a run's own rows, read-only
+        with pytest.raises(store.StoreFailed, match=r"readonly database \(SQLITE_READONLY\)$"):
+            await create_run(
+                db, run_id="run-2", scenario="s", scenario_json="{}", seed=1, trials=1,
+                propagation="explicit", broker="embedded",
+            )  # fmt: skip
+        await db.execute_fetchall("PRAGMA query_only = 0")
+        await db.execute_fetchall(f"PRAGMA max_page_count = {pages * 100}")
+        await finish_run(db, "run-1", "interrupted", summarize([]))
+    finally:
+        await db.close()
+    with connect_ro(db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+        assert [r[0] for r in conn.execute("SELECT run_id FROM runs")] == ["run-1"]
+
+
+async def test_a_batch_that_fails_is_rolled_back_not_left_for_the_next_commit(
+    tmp_path: Path,
+) -> None:
+    """Its messages went in before its trial row failed: the run's next write (closing
+    the run) must not commit them, half a batch."""
+    db_path = tmp_path / "half.db"
+    await new_run(db_path)
+    db = await open_db(db_path)
+    try:
+        bad = TrialRow("run-1", 0, None, 0, "", "{}")  # type: ignore[arg-type]
+        with pytest.raises(sqlite3.IntegrityError):  # a bug, not the store: as it is
+            await insert_rows(
+                db, [MessageRow.from_envelope(envelope(), "t", 1.0)], [], [], [bad], []
+            )
+        await finish_run(db, "run-1", "interrupted", summarize([]))
+    finally:
+        await db.close()
+    with connect_ro(db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+
+
+def test_only_the_stores_own_failures_are_said_as_the_store() -> None:
+    def error(kind: type[sqlite3.Error], message: str, code: int, name: str) -> sqlite3.Error:
+        exc = kind(message)
+        exc.sqlite_errorcode, exc.sqlite_errorname = code, name
+        return exc
+
+    io = error(sqlite3.OperationalError, "disk I/O error", 778, "SQLITE_IOERR_WRITE")
+    assert store.store_fault(io) == "disk I/O error (SQLITE_IOERR_WRITE)"
+    ro = error(
+        sqlite3.OperationalError, "attempt to write a readonly database", 8, "SQLITE_READONLY"
+    )
+    assert store.store_fault(ro) == "attempt to write a readonly database (SQLITE_READONLY)"
+    assert (
+        store.store_fault(error(sqlite3.OperationalError, "no such table: x", 1, "SQLITE_ERROR"))
+        is None
+    )
+    assert (
+        store.store_fault(
+            error(sqlite3.IntegrityError, "NOT NULL", 1299, "SQLITE_CONSTRAINT_NOTNULL")
+        )
+        is None
+    )
+    assert store.store_fault(OSError("disk full")) is None
+
+
+async def test_a_store_whose_file_went_away_is_noticed(tmp_path: Path) -> None:
+    """SQLite writes on into a file removed (or whose directory was), with no error."""
+    db_path = tmp_path / "d" / "s.db"
+    await new_run(db_path)
+    db = await open_db(db_path)
+    try:
+        file = await store.store_file(db)
+        assert file is not None
+        store.check_in_place(file)  # where it was
+        db_path.rename(db_path.with_name("moved.db"))
+        db_path.write_bytes(b"")
+        with pytest.raises(store.StoreFailed, match="replaced by another") as replaced:
+            store.check_in_place(file)
+        shutil.rmtree(db_path.parent)
+        with pytest.raises(store.StoreFailed, match=r"removed while .*No such file") as removed:
+            store.check_in_place(file)
+        assert replaced.value.gone and removed.value.gone
+        stopped = await store.stopped_by(db, db_path, "run-1", 4, removed.value)
+        assert str(stopped) == f"store {db_path}: {removed.value.reason}; run run-1 stopped"
+    finally:
+        await db.close()
+
+
+async def test_resuming_forgets_what_trials_stopped_mid_way_left(tmp_path: Path) -> None:
+    """Trial 1 was under way when its run stopped (its task, an event and a label are
+    stored, no outcome): it runs again on `--resume`, so its first rows go; trial 0
+    (scored) and the run's control messages stay."""
+    db_path = tmp_path / "r.db"
+    await new_run(db_path)
+    control = envelope(Kind.CONTROL, id="c1", trial=1, payload={"action": "ack"})
+    rows = [
+        MessageRow.from_envelope(envelope(id="t0", trial=0, kind=Kind.TASK), "t", 1.0),
+        MessageRow.from_envelope(envelope(id="r0", trial=0), "t", 1.0),
+        MessageRow.from_envelope(envelope(id="t1", trial=1, kind=Kind.TASK), "t", 1.0),
+        MessageRow.from_envelope(control, "t", 1.0),
+    ]
+    events = [
+        EventRow.from_envelope(envelope(Kind.EVENT, id=f"e{t}", trial=t), 1.0) for t in (0, 1)
+    ]
+    label = MessageLabel("t1", "runner", Label.CLEAN, "", touched=False)
+    db = await open_db(db_path)
+    try:
+        await insert_rows(
+            db, rows, events, [], [TrialRow.from_score("run-1", SCORES[0])],
+            [LabelRow.from_label("run-1", 1, label)],
+        )  # fmt: skip
+        await finish_run(db, "run-1", "interrupted", summarize([]))
+        await resume_run(db, "run-1")
+    finally:
+        await db.close()
+    with connect_ro(db_path) as conn:
+        kept = sorted(r[0] for r in conn.execute("SELECT id FROM messages"))
+        assert kept == ["c1", "r0", "t0"]
+        assert [r[0] for r in conn.execute("SELECT id FROM events")] == ["e0"]
+        assert conn.execute("SELECT COUNT(*) FROM labels").fetchone()[0] == 0

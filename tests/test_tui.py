@@ -20,7 +20,8 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
 
-from errorflow.bus.envelope import Envelope
+from errorflow.bus import topics
+from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.tui_commands import BadInput, build_session, serve_command
 from errorflow.runtime.runner import RunOptions, run_scenario
@@ -111,6 +112,22 @@ def test_model_replays_stored_run_to_the_stored_outcomes(tmp_path: Path) -> None
     assert writer.steps > 0 and writer.confidence == 1.0
     assert model.edges[("researcher", "writer")].messages == 6
     assert model.contamination_history[-1] == 1.0
+
+
+def test_model_scores_a_trial_whose_task_arrives_last(tmp_path: Path) -> None:
+    """Messages on different topics can arrive in any order: when the runner's task is
+    the last of its trial to arrive, filing it completes the trial, which is scored
+    locally (no runner verdicts here: only tasks and results are applied)."""
+    db = tmp_path / "late.db"
+    s = stored_run(db, "late", "implicit", trials=4)
+    model = RunModel("late", s)
+    envelopes = [Envelope.model_validate_json(text) for _, text in stored_envelopes(db, "late")]
+    messages = [e for e in envelopes if e.kind in (Kind.TASK, Kind.RESULT)]
+    for env in sorted(messages, key=lambda e: (e.trial, e.sender == topics.RUNNER)):
+        model.apply(env)
+    stored = {r["trial"]: r["outcome"] for r in trial_rows(db, "late")}
+    assert {t: v.outcome for t, v in model.trials.items()} == stored
+    assert not any(v.authoritative for v in model.trials.values())
 
 
 def test_model_learns_topology_without_scenario(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ from errorflow.runtime.runner import RunOptions
 from errorflow.runtime.store import get_run
 from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
 from errorflow.scoring.score import TrialScore
+from tests import processes
 from tests.conftest import scenario
+from tests.test_liveness import cli, slow_file
 
 #: Fields that differ between any two runs (ids are fresh, clocks move).
 VOLATILE = ("id", "ts", "sig", "seq", "run_id")
@@ -250,3 +254,38 @@ def test_progress_hears_every_trial_and_a_resumed_run_finishes_the_rest(tmp_path
     assert sorted(s.trial for s in seen) == list(range(10, 30))
     assert [s.outcome for s in resumed.scores] == [s.outcome for s in first.scores]
     assert stored(db) == whole
+
+
+@pytest.mark.slow
+def test_a_runner_killed_with_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """The workers and multiprocessing's resource tracker end when the runner dies,
+    whatever killed it (SIGKILL gives it no word), and the shards' stores go with them."""
+    path, db = slow_file(tmp_path, trials=600), tmp_path / "w.db"
+    run = subprocess.Popen(
+        cli("run", str(path), "--workers", "2", "--db", str(db), "-q"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started: list[processes.Proc] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob(".errorflow-workers-*/shard-*.db"))) < 2:  # mid-shard
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.1)
+        started = processes.descendants(run.pid)
+        assert len(started) == 3, [processes.command(p) for p in started]  # 2 + the tracker
+        run.kill()
+        left = processes.still_alive(started, limit_s=10)
+        assert not left, [processes.command(p) for p in left]
+        _, stderr = run.communicate(timeout=10)  # the workers held the runner's stderr
+    finally:
+        processes.kill_all(started)
+        if run.poll() is None:
+            run.kill()
+    gone = f"the runner (pid {run.pid}) is gone; leaving"
+    assert sorted(ln.split(":")[0] for ln in stderr.splitlines() if gone in ln) == [
+        "errorflow-worker-0",
+        "errorflow-worker-1",
+    ], stderr
+    assert not list(tmp_path.glob(".errorflow-workers-*")), "the shards' stores were left"

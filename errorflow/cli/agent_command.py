@@ -1,9 +1,12 @@
 """`errorflow agent`: one agent of a scenario as its own process, joining a run.
 
 It says on stderr what it waits for, and gives up after `--wait-timeout` seconds if no
-roll call of the run arrives (a run id that does not exist would keep it forever). The
-wait is watched on a connection of its own, so the agent itself is the same code as the
-runner's in-process agents. Killed, it is missed by the runner within seconds (its last
+roll call of the run arrives (a run id that does not exist would keep it forever). Once
+joined it never outlives its runner: a runner that died (its last will, then a few
+seconds of silence) or that said nothing for `--wait-timeout` seconds makes it leave,
+with one line on stderr and exit status 1 (errorflow/runtime/runner_watch.py). The
+runner is followed on a connection of its own, so the agent itself is the same code as
+the runner's in-process agents. Killed, it is missed by the runner within seconds (its last
 will; errorflow/runtime/agent_process.py); started again with the same options within the
 runner's grace period, it rejoins the run on the next roll call and is given its
 unfinished work again. SIGTERM stops it as Ctrl-C does. An injected crash fault of the
@@ -18,9 +21,6 @@ import asyncio
 import contextlib
 import logging
 
-from errorflow.bus import topics
-from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import nonneg_float
 from errorflow.cli.commands import summary
@@ -30,8 +30,9 @@ from errorflow.cli.preflight import broker_of
 from errorflow.cli.run_keys import agent_key
 from errorflow.cli.run_options import scenario_args, scenario_of
 from errorflow.cli.signals import interruptible
-from errorflow.core.control import RollCall, parse_control
+from errorflow.core.control import RollCall
 from errorflow.runtime.agent_process import CRASH_EXIT, run_agent_process
+from errorflow.runtime.runner_watch import RunnerGone, follow_runner
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 
@@ -60,11 +61,21 @@ def cmd_agent(args: argparse.Namespace) -> int:
 async def _serve(
     scenario: Scenario, name: str, run_id: str, url: BrokerURL, key: bytes, wait_s: float
 ) -> None:
+    ours = identity.agent_view(identity.public(scenario))
+
+    def joins(roll_call: RollCall) -> bool:
+        if identity.agent_view(roll_call.scenario) != ours:
+            return False  # the agent itself refuses, and says why
+        say(f"agent {name}: joined run {run_id}")
+        return True
+
+    joined = asyncio.Event()
     agent = asyncio.create_task(run_agent_process(scenario, name, run_id, url, run_key=key))
-    called = asyncio.create_task(_roll_call(scenario, name, run_id, url, key))
+    follow = asyncio.create_task(follow_runner(url, run_id, name, key, joins, wait_s, joined))
+    called = asyncio.create_task(joined.wait())
     try:
         done, _ = await asyncio.wait(
-            {agent, called}, timeout=wait_s or None, return_when=asyncio.FIRST_COMPLETED
+            {agent, follow, called}, timeout=wait_s or None, return_when=asyncio.FIRST_COMPLETED
         )
         if not done:
             raise RunFailure(
@@ -72,33 +83,19 @@ async def _serve(
                 f"is it started (`errorflow run ... --external-agents --run-id {run_id}`)? "
                 "--wait-timeout S waits longer"
             )
-        await agent  # serves until the runner stops the run (or raises why it cannot)
+        # It serves until the runner stops the run, and leaves if the runner goes away.
+        await asyncio.wait({agent, follow}, return_when=asyncio.FIRST_COMPLETED)
+        if not agent.done():
+            try:
+                follow.result()
+            except RunnerGone as exc:
+                raise RunFailure(f"agent {name}: {exc}; leaving run {run_id}") from None
+        await agent  # its result, or why it could not serve
     finally:
-        for task in (agent, called):
+        for task in (agent, follow, called):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-
-
-async def _roll_call(
-    scenario: Scenario, name: str, run_id: str, url: BrokerURL, key: bytes
-) -> None:
-    """Return on the runner's first (valid, signed) roll call of the run."""
-    bus = MqttBus(url)
-    try:
-        conn = await bus.connect(f"{run_id}-{name}-wait")
-        await conn.subscribe(topics.control(run_id, topics.RUNNER))
-        endpoint = Endpoint(conn, run_id, f"{name}-wait", {topics.RUNNER}, key=key)
-        async for topic, raw in conn.messages():
-            env = endpoint.check(topic, raw)
-            control = parse_control(env.payload) if env is not None else None
-            if isinstance(control, RollCall):
-                ours = identity.agent_view(identity.public(scenario))
-                if identity.agent_view(control.scenario) == ours:  # else the agent refuses
-                    say(f"agent {name}: joined run {run_id}")
-                return
-    finally:
-        await bus.close()
 
 
 def add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -128,7 +125,8 @@ def add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=nonneg_float,
         default=DEFAULT_WAIT_S,
         metavar="S",
-        help=f"give up if the run has not called the roll after S seconds "
-        f"(default: {DEFAULT_WAIT_S:g}; 0 waits for ever)",
+        help=f"give up if the run has not called the roll after S seconds, and leave "
+        f"once joined if the runner says nothing for S seconds (default: "
+        f"{DEFAULT_WAIT_S:g}; 0 waits for ever; a runner that died is left sooner)",
     )
     a.set_defaults(func=cmd_agent)

@@ -1,11 +1,12 @@
 """`run --resume ID`: the scenario of an interrupted run, exactly as it ran; and the exact
 command that resumes a run, printed wherever a run is left interrupted (Ctrl-C, a store
-that lost rows, `errorflow show`)."""
+that failed a write, `errorflow show`)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +78,12 @@ def unfinished(db: str, run_ids: Iterable[str] = (), group_id: str | None = None
     path = Path(db)
     if not path.exists():
         return []
-    runs = [r for r in (get_run(path, rid) for rid in run_ids) if r is not None]
-    if group_id:
-        runs += group_runs(path, group_id)
+    try:
+        runs = [r for r in (get_run(path, rid) for rid in run_ids) if r is not None]
+        if group_id:
+            runs += group_runs(path, group_id)
+    except sqlite3.Error:  # not a store any more (replaced while a run wrote it): no hint
+        return []
     return [r["run_id"] for r in runs if r["status"] != "finished"]
 
 

@@ -114,7 +114,11 @@ async def run(scenario: Scenario, options: RunOptions, remote: Remote) -> RunRes
         raise WorkersRefused("the workers need the run key: give the runner and each worker one")
     run_id = options.run_id or new_run_id(scenario.name)
     broker = f"{remote.url}, errorflow workers"
-    async with wire.mqtt_client(remote.url, f"errorflow-runner-{run_id}") as client:
+    # The run's `end` is also the runner's last will: the broker says it for a runner
+    # that died (even by SIGKILL), and workers of this run leave instead of waiting.
+    end = wire.seal(options.run_key, {"t": "end", "run": run_id})
+    will = (wire.run_topic(options.run_key, run_id, "end"), end)
+    async with wire.mqtt_client(remote.url, f"errorflow-runner-{run_id}", will) as client:
         hand = Handout(client, options.run_key, run_id, scenario, options, remote)
         await hand.listen()
         try:

@@ -22,7 +22,9 @@ clean disconnect (errorflow/agents/presence.py). The runner keeps one `Liveness`
   trials it held are scored as injected crashes, not lost (errorflow/runtime/crashes.py).
 
 While the runner itself cannot reach the broker it hears nobody, so silence does not
-count against anyone until it is back (`deaf`). The broker itself, the recorder and
+count against anyone until it is back (`deaf`). The other way round, agent processes
+watch the runner by the same means, its will and its heartbeat, and leave when it is
+gone (errorflow/runtime/runner_presence.py, runner_watch.py). The broker itself, the recorder and
 in-process agents are watched by the runner directly (errorflow/runtime/runner.py).
 
 A will cannot be signed when it is published (the broker publishes it), so it is signed

@@ -4,6 +4,11 @@ Batched: rows collect in memory and are committed every `BATCH` rows or `FLUSH_S
 seconds, whichever comes first, by one writer. Bad messages are stored in `rejects`
 with their reason, never dropped silently. The runner's `end` control message is the
 recorder's cue that everything before it is in: it commits and reports.
+
+The first write the store fails (the disk full, an I/O error, the file read-only,
+removed or replaced) is the last one tried: the recorder keeps the failure (`failure`),
+the runner stops the run on seeing it, and what was stored before stays as it was, for
+`--resume`.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ from errorflow.runtime.store import (
     LabelRow,
     MessageRow,
     RejectRow,
+    StoreFailed,
+    StoreFile,
     TrialRow,
+    check_in_place,
     insert_rows,
+    store_file,
 )
 
 log = logging.getLogger(__name__)
@@ -73,10 +82,12 @@ class Recorder:
         self.agents = set(agents) if agents is not None else set()
         self.byes: set[str] = set()
         self.handled = 0
-        self.write_error: str | None = None  # the first failed write, if any
+        self.failure: StoreFailed | None = None  # the first failed write: no more are tried
+        self._file: StoreFile | None = None  # what the store's path led to at the start
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        self._file = await store_file(self.db)
         await self.conn.subscribe(topics.run_filter(self.run_id))
         self._task = asyncio.create_task(self._run(), name="recorder")
 
@@ -195,13 +206,20 @@ class Recorder:
         if previous is not None:
             with contextlib.suppress(Exception):
                 await previous
+        if self.failure is not None:
+            return  # the run is stopping: nothing after a failed write is stored
         try:
+            if self._file is not None:
+                check_in_place(self._file)
             await self._write(*batch)
-        except Exception as exc:  # never silent: the runner marks the run interrupted
-            rows = sum(len(part) for part in batch)
-            log.error("store write failed, %d rows lost: %s", rows, exc)
-            if self.write_error is None:
-                self.write_error = f"{type(exc).__name__}: {exc} ({rows} rows not stored)"
+        except Exception as exc:  # never silent: the runner stops the run and says it, once
+            self.failure = exc if isinstance(exc, StoreFailed) else self._failed(exc)
+            log.debug("store write failed, %d rows not stored: %r", sum(len(b) for b in batch), exc)
+
+    def _failed(self, exc: Exception) -> StoreFailed:
+        """A failure the store did not name itself, said of the store."""
+        path = self._file.path if self._file is not None else "(the run's store)"
+        return StoreFailed(path, redact(f"{type(exc).__name__}: {exc}")[:300])
 
     async def _write(
         self,

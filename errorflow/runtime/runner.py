@@ -62,17 +62,19 @@ from errorflow.runtime.liveness import (
     taken_by_lost,
 )
 from errorflow.runtime.recorder import Recorder
+from errorflow.runtime.runner_presence import runner_endpoint
 from errorflow.runtime.store import (
     DEFAULT_DB,
     LabelRow,
     MessageRow,
-    StoreError,
+    StoreFailed,
     TrialRow,
     create_run,
     finish_run,
     load_scores,
     open_db,
     resume_run,
+    stopped_by,
 )
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario import identity
@@ -229,19 +231,21 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         try:
             result = await runner.run()
             status = "finished"
+        except ParticipantLost:
+            if runner.store_failure() is None:
+                raise  # else the store's failure is what ended the run: said below
         finally:
             summary = runner.summary()
             await runner.drain()  # one writer at a time on the connection
-            await root_causes.record(db, run_id, finished=status == "finished")
-            failed = runner.recorder.write_error if runner.recorder else None
+            failed = runner.store_failure()
             if failed is not None:
-                status = "interrupted"  # `--resume` refills what was not stored
-            await finish_run(db, run_id, status, summary)
+                status = "interrupted"  # `--resume` runs what was not stored
+            await root_causes.record(db, run_id, finished=status == "finished")
+            # A store that failed may take this last word or not: it was said once.
+            with contextlib.suppress(StoreFailed) if failed else contextlib.nullcontext():
+                await finish_run(db, run_id, status, summary)
         if failed is not None:
-            raise StoreError(
-                f"run {run_id}: the store lost rows ({failed}); the run is "
-                f"marked interrupted: `errorflow run --resume {run_id}`"
-            )
+            raise await stopped_by(db, options.db_path, run_id, scenario.trials, failed)
         return result
 
 
@@ -349,10 +353,14 @@ class _Runner:
             key=self.key,
         )
         await self.recorder.start()
-        conn = await self._connect(f"{self.run_id}-runner")
-        self.endpoint = ep = Endpoint(
-            conn, self.run_id, topics.RUNNER, self.members, key=self.key, faults=bus_plan(s)
-        )
+        ep, presence = await runner_endpoint(  # with its last will: agents leave if it dies
+            self.bus,
+            f"{self.run_id}-runner",
+            lambda c: Endpoint(c, self.run_id, topics.RUNNER, self.members, key=self.key,
+                               faults=bus_plan(s)),
+        )  # fmt: skip
+        self.endpoint, conn = ep, ep.conn
+        self.conns.append(conn)
         ep.seen = CompactSeenSet()  # it hears every result of the run: flat in memory
         if self.bus_faults.active:  # their events end trials and are counted
             await conn.subscribe(f"{topics.ROOT}/{self.run_id}/events/+")
@@ -363,6 +371,8 @@ class _Runner:
         await conn.subscribe(topics.control_filter(self.run_id))
         await ep.start()
         reader = asyncio.create_task(self._read(), name="runner-reader")
+        if self.options.external_agents:  # its silence tells them it is gone
+            presence.start_heartbeat()
         agents: list[asyncio.Task[None]] = []
         lost: Lost | None = None
         try:
@@ -371,6 +381,7 @@ class _Runner:
             await self._await_presence()
             lost = await self._run_trials()
         finally:
+            await presence.stop_heartbeat()
             await self._shut_down(ep, self.recorder, agents, reader)
         if lost is not None:
             in_flight = sum(1 for sc in self.scores.values() if sc.reason == lost.reason)
@@ -493,6 +504,8 @@ class _Runner:
         """The participants the runner sees itself: the broker (through its own
         connections), the recorder and in-process agents (tasks that must not end)."""
         assert self.recorder is not None
+        if self.recorder.failure is not None:  # nothing more can be stored: stop now
+            return Lost("the store", str(self.recorder.failure))
         if self.recorder.stopped is not None:
             return Lost("the recorder", f"the recorder stopped ({self.recorder.stopped})")
         for name, task in self.agent_tasks.items():
@@ -604,10 +617,13 @@ class _Runner:
                 recipient=name,
                 trial=trial,
                 trace_id=trace_id,
-                payload={"prompt": task.prompt, "needs": [n.id for n in task.needs]},
+                payload={"prompt": redact(task.prompt), "needs": [n.id for n in task.needs]},
                 at=arrival(self.scenario, trial) if self.scenario.run_scoped else 0.0,
             )
-            self.tracker.add(env)
+            # The results may have been filed while the send awaited its ack: then this
+            # task is what completes the trial.
+            if self.tracker.add(env):
+                self._resolve(trial)
         try:
             await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
             messages = self.tracker.messages(trial)
@@ -766,6 +782,9 @@ class _Runner:
     async def drain(self) -> None:
         if self.recorder is not None:
             await self.recorder.drain()
+
+    def store_failure(self) -> StoreFailed | None:
+        return self.recorder.failure if self.recorder is not None else None
 
     def ordered_scores(self) -> Sequence[TrialScore]:
         return in_trial_order(self.scores)

@@ -17,13 +17,16 @@ import sqlite3
 import stat
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal, NamedTuple, Self, TypedDict
 
 import aiosqlite
 
 from errorflow.bus.envelope import Envelope
+from errorflow.bus.redaction import holds_secret
 from errorflow.core.costs import Costs
+from errorflow.core.redact import redact, redact_json
 from errorflow.scoring.score import MessageLabel, Outcome, TrialScore
 from errorflow.scoring.summary import RunSummary
 
@@ -32,6 +35,17 @@ DEFAULT_DB = Path("errorflow.db")
 
 class StoreError(RuntimeError):
     """Rows could not be written: the run is incomplete in the store."""
+
+
+class StoreFailed(StoreError):
+    """The store failed a write while a run was on (the disk full, an I/O error, the file
+    read-only, removed or replaced): an infrastructure fault, which measured nothing.
+    `reason` is SQLite's or the OS's words; `run` what became of the run; `gone`: the
+    path no longer leads to the file written."""
+
+    def __init__(self, path: str, reason: str, run: str = "", *, gone: bool = False) -> None:
+        self.path, self.reason, self.run, self.gone = path, reason, run, gone
+        super().__init__(f"store {path}: {reason}" + (f"; {run}" if run else ""))
 
 
 SCHEMA = """
@@ -74,9 +88,14 @@ CREATE INDEX IF NOT EXISTS events_trial ON events (run_id, trial);
 #
 # NamedTuples: named fields for readers, a tuple for sqlite3 (`insert_rows` hands it
 # plain ones). Built with `tuple.__new__`: the recorder makes one per envelope, and the
-# generated keyword constructor costs 5 % of its handling time.
+# generated keyword constructor costs 5 % of its handling time. Their text is redacted
+# as they are built, whoever sent it: a secret a sender let through is not stored.
 
 _new_row = tuple.__new__
+
+
+def _stored(env: Envelope, text: str) -> str:
+    return redact_json(text) if holds_secret(env, text, ids=True) else text
 
 
 class MessageRow(NamedTuple):
@@ -112,7 +131,7 @@ class MessageRow(NamedTuple):
                 env.status.value,
                 env.confidence,
                 topic,
-                env.encode().decode() if text is None else text,
+                _stored(env, env.encode().decode() if text is None else text),
                 received,
             ),
         )
@@ -139,7 +158,7 @@ class EventRow(NamedTuple):
                 env.seq,
                 env.sender,
                 str(env.payload.get("type", "")),
-                env.encode().decode() if text is None else text,
+                _stored(env, env.encode().decode() if text is None else text),
                 received,
             ),
         )
@@ -164,7 +183,9 @@ class LabelRow(NamedTuple):
 
     @classmethod
     def from_label(cls, run_id: str, trial: int, label: MessageLabel) -> Self:
-        return cls(run_id, trial, label.message_id, label.sender, label.label.value, label.reason)
+        return cls(
+            run_id, trial, label.message_id, label.sender, label.label.value, redact(label.reason)
+        )
 
 
 class TrialRow(NamedTuple):
@@ -182,8 +203,8 @@ class TrialRow(NamedTuple):
             score.trial,
             score.outcome.value,
             score.depth,
-            score.reason,
-            json.dumps(score.costs.to_wire()),
+            redact(score.reason),
+            redact_json(json.dumps(score.costs.to_wire())),
         )
 
 
@@ -199,16 +220,121 @@ async def insert_rows(
     runner's backfill repeats what the recorder has); a trial or label is replaced.
     Rows are bound as plain tuples: sqlite3 binds a tuple subclass item by item through
     the sequence protocol, 40 % slower on the recorder's batches."""
-    await db.executemany(
-        "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", map(tuple, messages)
-    )
-    await db.executemany(
-        "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", map(tuple, events)
-    )
-    await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
-    await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", trials)
-    await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
-    await db.commit()
+    async with writing(db):
+        await db.executemany(
+            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", map(tuple, messages)
+        )
+        await db.executemany(
+            "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", map(tuple, events)
+        )
+        await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
+        await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", trials)
+        await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
+        await db.commit()
+
+
+# -- a write the store fails: rolled back, and said as the store's fault ----------------
+
+#: SQLite's primary result codes that say the store, not errorflow, failed a write.
+_STORE_FAULTS = frozenset(
+    {
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+    }
+)
+
+
+def store_fault(exc: BaseException) -> str | None:
+    """SQLite's words for an error that is the store's fault, with its extended code
+    (`disk I/O error (SQLITE_IOERR_WRITE)`); None for any other (a bug keeps its
+    traceback)."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _STORE_FAULTS:
+        return None
+    name = getattr(exc, "sqlite_errorname", "")
+    said = str(exc).strip() or type(exc).__name__
+    return f"{said} ({name})" if name else said
+
+
+@contextlib.asynccontextmanager
+async def writing(db: aiosqlite.Connection) -> AsyncIterator[None]:
+    """One write transaction. One that fails is rolled back: SQLite may keep what the
+    failed transaction had done pending, and the next commit would store half a batch.
+    A failure of the store itself is raised as `StoreFailed`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        with contextlib.suppress(Exception):
+            await db.rollback()
+        reason = store_fault(exc)
+        if reason is None:
+            raise
+        raise StoreFailed(await file_of(db), reason) from exc
+
+
+async def file_of(db: aiosqlite.Connection) -> str:
+    """The path of the file the connection writes ('' for an in-memory store)."""
+    with contextlib.suppress(Exception):
+        for _, name, path in await db.execute_fetchall("PRAGMA database_list"):
+            if name == "main":
+                return str(path)
+    return ""
+
+
+class StoreFile(NamedTuple):
+    """The file a connection writes: its path, and the file that path led to when the
+    run began (device and inode)."""
+
+    path: str
+    dev: int
+    ino: int
+
+
+async def store_file(db: aiosqlite.Connection) -> StoreFile | None:
+    """The file `db` writes, as its path leads to it now (None: an in-memory store)."""
+    path = await file_of(db)
+    if not path:
+        return None
+    info = os.stat(path)
+    return StoreFile(path, info.st_dev, info.st_ino)
+
+
+def check_in_place(file: StoreFile) -> None:
+    """`StoreFailed` unless the path still leads to the file being written. SQLite goes
+    on writing a file that was removed (or whose directory was) without an error, and
+    all of it vanishes when the process exits."""
+    try:
+        info = os.stat(file.path)
+    except OSError as exc:
+        said = f"the file was removed while the run wrote it ({_os_reason(exc)})"
+        raise StoreFailed(file.path, said, gone=True) from None
+    if (info.st_dev, info.st_ino) != (file.dev, file.ino):
+        said = "the file was replaced by another while the run wrote it"
+        raise StoreFailed(file.path, said, gone=True)
+
+
+async def stopped_by(
+    db: aiosqlite.Connection, path: Path, run_id: str, trials: int, failure: StoreFailed
+) -> StoreFailed:
+    """What a run its store failed ends with: the failure, said of the store the user
+    named, and how much of the run is stored (`--resume` runs the rest). Only reads."""
+    if failure.gone or not path.exists():
+        return StoreFailed(str(path), failure.reason, f"run {run_id} stopped")
+    try:
+        sql = "SELECT COUNT(*) FROM trials WHERE run_id = ?"
+        ((count,),) = await db.execute_fetchall(sql, (run_id,))
+        stored = f" with {count} of {trials} trials stored"
+    except Exception:  # the store may not even read: the failure is the news
+        stored = ""
+    return StoreFailed(str(path), failure.reason, f"run {run_id} stopped{stored}")
 
 
 # -- opening: a path that cannot hold the store says so at once, and leaves nothing open --
@@ -359,47 +485,69 @@ async def create_run(
     """`scenario_json` is the redacted scenario; `scenario_exact` says whether redaction
     left it unchanged (then `--resume` can run from it) and `scenario_sha` identifies
     the exact scenario (otherwise `--resume` needs the original file to match it)."""
-    await db.execute(
-        "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
-        " status, started, group_id, label, pid, host, scenario_sha, scenario_exact)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-        (
-            run_id,
-            scenario,
-            scenario_json,
-            seed,
-            trials,
-            propagation,
-            broker,
-            time.time(),
-            group_id,
-            label,
-            os.getpid(),
-            socket.gethostname(),
-            scenario_sha,
-            int(scenario_exact),
-        ),
-    )
-    await db.commit()
+    async with writing(db):
+        await db.execute(
+            "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
+            " status, started, group_id, label, pid, host, scenario_sha, scenario_exact)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                scenario,
+                scenario_json,
+                seed,
+                trials,
+                propagation,
+                broker,
+                time.time(),
+                group_id,
+                label,
+                os.getpid(),
+                socket.gethostname(),
+                scenario_sha,
+                int(scenario_exact),
+            ),
+        )
+        await db.commit()
+
+
+#: The trials of a run with rows but no outcome stored: stopped mid-trial.
+_UNSCORED = (
+    "trial IN (SELECT trial FROM {table} WHERE run_id = ?1"
+    " EXCEPT SELECT trial FROM trials WHERE run_id = ?1)"
+)
+#: What a trial stopped mid-way left, which its run again on `--resume` would double
+#: (its first task and the results it got, next to the new ones: a different trace).
+_FORGET_UNSCORED = (
+    "DELETE FROM messages WHERE run_id = ?1 AND kind IN ('task', 'result') AND "
+    + _UNSCORED.format(table="messages"),
+    "DELETE FROM events WHERE run_id = ?1 AND " + _UNSCORED.format(table="events"),
+    "DELETE FROM labels WHERE run_id = ?1 AND " + _UNSCORED.format(table="labels"),
+)
 
 
 async def resume_run(db: aiosqlite.Connection, run_id: str) -> None:
-    """Take over an interrupted run: it is ours (this process) and running again."""
-    await db.execute(
-        "UPDATE runs SET status = 'running', finished = NULL, pid = ?, host = ? WHERE run_id = ?",
-        (os.getpid(), socket.gethostname(), run_id),
-    )
-    await db.commit()
+    """Take over an interrupted run: it is ours (this process) and running again, and
+    the trials it left unscored start afresh (they run again), as if never begun."""
+    async with writing(db):
+        await db.execute(
+            "UPDATE runs SET status = 'running', finished = NULL, pid = ?, host = ?"
+            " WHERE run_id = ?",
+            (os.getpid(), socket.gethostname(), run_id),
+        )
+        for sql in _FORGET_UNSCORED:
+            await db.execute(sql, (run_id,))
+        await db.commit()
 
 
 async def finish_run(
     db: aiosqlite.Connection, run_id: str, status: str, summary: RunSummary
 ) -> None:
-    await db.execute(
-        "UPDATE runs SET status = ?, finished = ?, summary_json = ? WHERE run_id = ?",
-        (status, time.time(), json.dumps(summary), run_id),
-    )
-    await db.commit()
+    async with writing(db):
+        await db.execute(
+            "UPDATE runs SET status = ?, finished = ?, summary_json = ? WHERE run_id = ?",
+            (status, time.time(), json.dumps(summary), run_id),
+        )
+        await db.commit()
 
 
 # -- readers (synchronous: used by the CLI and reports, never on the hot path) ------

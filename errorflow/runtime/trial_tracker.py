@@ -13,8 +13,10 @@ resend can overtake, a reviewer can send work back for another round). A trial i
 
 `TrialTracker.add(envelope)` files one message under its trial and says whether the trial
 is done now; the caller decides what "done" sets off (the runner resolves a future, the
-TUI scores locally). `close(trial)` hands a scored trial's state back and makes later
-copies of its messages inert. Pure: no clock, no I/O, no asyncio.
+TUI scores locally). Any message may be the one that completes its trial, a task the
+caller sent itself too (the results it set off can be filed before its send returns), so
+every call's answer is acted on. `close(trial)` hands a scored trial's state back and
+makes later copies of its messages inert. Pure: no clock, no I/O, no asyncio.
 
 A sender says one thing per trial, recipient, kind and round. A second message with a
 new id under the same four (a restarted agent redoing work whose first result did

@@ -44,6 +44,7 @@ from errorflow.bus.transport import InProcessBus
 from errorflow.core.redact import redact
 from errorflow.runtime import root_causes
 from errorflow.runtime.liveness import taken_by_lost
+from errorflow.runtime.parent_watch import leave_with_parent
 from errorflow.runtime.runner import (
     RunOptions,
     RunResult,
@@ -53,10 +54,13 @@ from errorflow.runtime.runner import (
     run_scenario,
 )
 from errorflow.runtime.store import (
+    StoreFailed,
     finish_run,
     load_scores,
     open_db,
     resume_run,
+    stopped_by,
+    writing,
 )
 from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import Scenario
@@ -165,6 +169,7 @@ class ShardResult:
     rejects: dict[str, int] = field(default_factory=dict)
     messages: dict[int, list[Envelope]] = field(default_factory=dict)
     error: str | None = None
+    store_failed: str | None = None  # why its store failed a write (the run's store says it)
     #: What the shard's summary holds beyond per-trial scores and fault counts (none,
     #: for a run that can be split: checked, never merged by guess).
     extra: tuple[str, ...] = ()
@@ -179,10 +184,24 @@ Report = tuple[str, str, Any]
 
 def serve(jobs: Queue[Shard | None], results: Queue[Report]) -> None:
     """A worker process: run shards until told to stop (None). Ctrl-C is the parent's
-    to handle (it stops the workers), so the terminal's SIGINT is ignored here."""
+    to handle (it stops the workers), so the terminal's SIGINT is ignored here. A parent
+    that dies (even by SIGKILL) ends the worker, which removes its shard's store first:
+    nobody is left to merge it, and `--resume` runs its trials again."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    current: list[Path] = []
+    leave_with_parent(multiprocessing.current_process().name, lambda: _forget(current))
     while (shard := jobs.get()) is not None:
+        current[:] = [shard.db_path]
         results.put(("done", shard.run_id, run_shard(shard, results.put)))
+
+
+def _forget(stores: list[Path]) -> None:
+    """Remove a dead run's shard stores, and their folder once it is empty."""
+    for path in stores:
+        for name in (path.name, *(path.name + s for s in ("-journal", "-wal", "-shm"))):
+            (path.parent / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # another worker's store is still there
+            path.parent.rmdir()
 
 
 def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
@@ -204,7 +223,9 @@ def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
     try:
         result = asyncio.run(run_scenario(shard.scenario, options))
     except Exception as exc:
-        return ShardResult(shard.index, error=redact(f"{type(exc).__name__}: {exc}")[:500])
+        store = exc.reason if isinstance(exc, StoreFailed) else None
+        error = redact(f"{type(exc).__name__}: {exc}")[:500]
+        return ShardResult(shard.index, error=error, store_failed=store)
     more = set(result.summary) - set(summarize(result.scores))
     counts = {k: dict(result.summary[k]) for k in sorted(more & FAULT_COUNTS)}  # type: ignore[literal-required]
     extra = tuple(sorted(more - FAULT_COUNTS))
@@ -273,6 +294,8 @@ class Pool:
                     for i, part in enumerate(shards_of(todo, self.size))
                 ]  # fmt: skip
                 done, summary = await self._finish(db, run_id, shards, scores, options)
+        except StoreFailed as exc:  # said of the run's store, with how much of it is there
+            raise await stopped_by(db, options.db_path, run_id, scenario.trials, exc) from None
         finally:
             await db.close()
         return result_of(scenario, run_id, broker, scores, done, summary)
@@ -293,6 +316,9 @@ class Pool:
             done = await self._gather(run_id, shards, scores, options.on_trial)
             failed = [r.error for r in done.values() if r.error is not None]
             failed += [f"its summary has {', '.join(r.extra)}" for r in done.values() if r.extra]
+            store = [r.store_failed for r in done.values() if r.store_failed]
+            if store:
+                raise StoreFailed(str(options.db_path), f"{store[0]} (a worker's store beside it)")
             if failed:
                 raise ShardFailed(f"run {run_id}: a worker's shard failed ({failed[0]})")
             status = "finished"
@@ -314,7 +340,8 @@ class Pool:
         for shard in shards:
             self.jobs.put(shard)
         done: dict[int, ShardResult] = {}
-        while len(done) < len(shards):
+        # A shard that failed ends the run now: the others are stopped, not waited for.
+        while len(done) < len(shards) and not any(r.error for r in done.values()):
             reports = await asyncio.to_thread(_take, self.results, POLL_S)
             for tag, rid, item in reports:
                 if rid != run_id:
@@ -410,10 +437,11 @@ async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
         return  # the worker never got to it
     await db.execute("ATTACH DATABASE ? AS shard", (str(shard_db),))
     try:
-        for sql in _MERGED:
-            await db.execute(sql)
-        await root_causes.copy_attached(db, "shard")
-        await db.commit()
+        async with writing(db):  # rolled back before the detach; `StoreFailed` if the store failed
+            for sql in _MERGED:
+                await db.execute(sql)
+            await root_causes.copy_attached(db, "shard")
+            await db.commit()
     finally:
         await db.execute("DETACH DATABASE shard")
 

@@ -284,6 +284,8 @@ class RunModel:
                 edge = self._edge(env.sender, env.recipient, EdgeKind.RETURNS)
                 edge.crossed(env.id, self.batch, self.events, failure=False)
             self.feed.append(item)
+            if done:  # its results came first (another topic): this task completes it
+                self._score(env.trial)
             return
         touched = bool(env.payload.get("trace", {}).get("failures")) or any(
             self._touched.get(d, False) for d in env.derived_from
