@@ -430,6 +430,22 @@ def test_baseline_amplification_is_printed(
     assert "amplification vs fault-free baseline (backend × / model ×): explicit 1.00/" in out
 
 
+def test_both_arms_say_which_faults_fired_as_one_arm_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line each
+    fault = "agents.writer.model.faults=[{kind: overloaded, p: 0.3}]"
+    db = str(tmp_path / "f.db")
+    common = ["--trials", "10", "--set", fault, "--db", db]
+    code, one, _ = run_cli(capsys, "run", "contamination", *common)
+    [line] = [x for x in one.splitlines() if x.startswith("agent faults:")]
+    code, both, _ = run_cli(capsys, "run", "contamination", "--propagation", "both", *common)
+    assert code == 0
+    assert f"explicit: {line}" in both.splitlines()
+    assert any(x.startswith("implicit: agent faults: writer.model.overloaded fired in")
+               for x in both.splitlines())  # fmt: skip
+
+
 def test_sweep_shows_cell_k_of_n_and_amplification_per_cell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

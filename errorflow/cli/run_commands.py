@@ -46,7 +46,7 @@ from errorflow.cli.signals import Terminated, interruptible
 from errorflow.cli.spend import arms_of, check_spend, print_traffic, traffic_doc
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
-from errorflow.reports.tables import paired_table, print_run, shown
+from errorflow.reports.tables import paired_table, print_fault_lines, print_run, shown
 from errorflow.runtime import broker_workers, runner, workers
 from errorflow.runtime.experiment import (
     Arm,
@@ -276,6 +276,8 @@ def _print_paired(
         services = arm.get("services")
         if services:
             out.print(service_table(services, title=f"Services ({label})"))
+    for label, arm in arms_json.items():
+        print_fault_lines(out, arm, label)
     if args.baseline:
         out.print(Text(amplification_line(arms_json)), highlight=False)
     out.print(f"wall time {wall:.2f}s")

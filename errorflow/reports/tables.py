@@ -112,6 +112,28 @@ def cost_line(data: RunJson) -> str:
     return line
 
 
+def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -> None:
+    """Which injected faults fired (and in how many trials they never did), how bus
+    faults were recovered, and the trials infrastructure faults left unmeasured; each
+    line prefixed with the arm's name in a paired run."""
+    lines: list[tuple[str, str]] = []
+    bus_faults = data.get("bus_faults")
+    if bus_faults:
+        lines.append((bus_fault_line(bus_faults), ""))
+    recovery = data.get("bus_recovery")
+    if recovery:
+        lines.append((bus_recovery_line(recovery), ""))
+    agent_faults = data.get("agent_faults")
+    if agent_faults:
+        lines.append((bus_fault_line(agent_faults, "agent faults"), ""))
+    infra = infra_line(data)
+    if infra is not None:
+        lines.append((infra, "bold red"))
+    for text, style in lines:
+        shown_text = Text(f"{arm}: {text}" if arm else text, style=style)
+        console.print(shown_text, highlight=False)
+
+
 def print_run(console: Console, data: RunJson, wall: float | None = None) -> None:
     console.print(
         f"[bold]{shown(data['scenario'])}[/]  run {shown(data['run_id'])}  "
@@ -126,18 +148,7 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     services = data.get("services")
     if services:
         console.print(service_table(services))
-    bus_faults = data.get("bus_faults")
-    if bus_faults:
-        console.print(bus_fault_line(bus_faults), highlight=False)
-    recovery = data.get("bus_recovery")
-    if recovery:
-        console.print(bus_recovery_line(recovery), highlight=False)
-    agent_faults = data.get("agent_faults")
-    if agent_faults:
-        console.print(bus_fault_line(agent_faults, "agent faults"), highlight=False)
-    infra = infra_line(data)
-    if infra is not None:
-        console.print(f"[bold red]{infra}[/]", highlight=False)
+    print_fault_lines(console, data)
     console.print(cost_line(data), highlight=False)
     m = data["metrics"]
     if m["max_depth"]:
