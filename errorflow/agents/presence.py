@@ -20,11 +20,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 
 from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.core.control import Alive, Bye, Gone, Hello, RollCall, Stop, parse_control
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
@@ -78,22 +76,8 @@ class Presence:
             )
 
     def will(self) -> tuple[str, bytes]:
-        """Our last will for a new session: a `gone`, signed now (it takes the next seq,
-        so it is a message of ours like any other, published at most once)."""
-        ep = self.endpoint
-        env = Envelope(
-            run_id=self.run_id,
-            trial=0,
-            seq=ep.seq,
-            sender=self.name,
-            recipient=topics.RUNNER,
-            kind=Kind.CONTROL,
-            trace_id=f"{self.run_id}-presence",
-            payload=Gone(agent=self.name, session=self.session).to_payload(),
-            ts=time.time(),
-        )
-        ep.seq += 1
-        return topics.control(self.run_id, self.name), env.encode(ep.key)
+        """Our last will for a new session: a `gone` to the runner."""
+        return self.endpoint.will(Gone(agent=self.name, session=self.session), topics.RUNNER)
 
     async def heartbeat(self, interval_s: float = HEARTBEAT_S) -> None:
         """Say `alive` every `interval_s` while we take part; runs until cancelled."""

@@ -335,6 +335,24 @@ class Endpoint:
             payload=action.to_payload(),
         )
 
+    def will(self, action: Control, recipient: str) -> tuple[str, bytes]:
+        """A last will for the broker to publish if this connection drops uncleanly: the
+        control `action` as our message, signed now (it takes the next seq, so it is one
+        of our messages like any other, published at most once); its topic and bytes."""
+        env = Envelope(
+            run_id=self.run_id,
+            trial=0,
+            seq=self.seq,
+            sender=self.name,
+            recipient=recipient,
+            kind=Kind.CONTROL,
+            trace_id=f"{self.run_id}-presence",
+            payload=action.to_payload(),
+            ts=time.time(),
+        )
+        self.seq += 1
+        return topics.control(self.run_id, self.name), env.encode(self.key)
+
     def check(self, topic: str, raw: bytes) -> Envelope | None:
         """Validate one incoming message; None (and a count) if it must be dropped."""
         env, _ = self._check(raw)

@@ -23,13 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from collections.abc import Callable
 
 from errorflow.agents.presence import HEARTBEAT_S, SESSION_BYTES
 from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.core.control import Alive, Gone
@@ -44,23 +42,8 @@ class RunnerPresence:
         self._beat: asyncio.Task[None] | None = None
 
     def will(self) -> tuple[str, bytes]:
-        """The runner's last will for a new session: a `gone`, signed now (it takes the
-        endpoint's next seq, so it is one of the runner's messages, published at most
-        once)."""
-        ep = self.endpoint
-        env = Envelope(
-            run_id=ep.run_id,
-            trial=0,
-            seq=ep.seq,
-            sender=topics.RUNNER,
-            recipient="all",
-            kind=Kind.CONTROL,
-            trace_id=f"{ep.run_id}-presence",
-            payload=Gone(agent=topics.RUNNER, session=self.session).to_payload(),
-            ts=time.time(),
-        )
-        ep.seq += 1
-        return topics.control(ep.run_id, topics.RUNNER), env.encode(ep.key)
+        """The runner's last will for a new session: a `gone` to everyone."""
+        return self.endpoint.will(Gone(agent=topics.RUNNER, session=self.session), "all")
 
     def start_heartbeat(self, interval_s: float = HEARTBEAT_S) -> None:
         self._beat = asyncio.create_task(self._heartbeat(interval_s), name="runner-heartbeat")
