@@ -72,5 +72,8 @@ def test_ground_truth_of_a_scenario_that_no_longer_loads_is_left_out(
     assert facts.prompts["writer"].startswith("You are a writer")
     broken = dict(run)
     broken["scenario_json"] = run["scenario_json"].replace('"seed": ', '"seed": "x", "s": ')
+    kept = scenario_facts(broken)  # type: ignore[arg-type]
+    assert kept.truth == facts.truth  # kept with the run: the scenario is not needed
+    broken["truth"] = None  # a run stored before the truth was kept
     facts = scenario_facts(broken)  # type: ignore[arg-type]
     assert facts.truth == {} and facts.note and "ground truth not computed" in facts.note

@@ -26,8 +26,9 @@ from errorflow.core.redact import redact_obj
 from errorflow.reports.who_when import record
 from errorflow.runtime.store import StoredRun, connect_ro
 from errorflow.runtime.trial_store import read_range, run_meta, stored_trials, trace_of
-from errorflow.scenario.loader import ScenarioError, load_json
+from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.roles import DEFAULT_INSTRUCTIONS, ROLE_PRESETS
+from errorflow.scenario.stored import load_stored
 from errorflow.scoring.score import Truth
 from errorflow.scoring.trial_trace import TrialTrace
 
@@ -68,8 +69,10 @@ def scenario_facts(run: StoredRun) -> ScenarioFacts:
     for name, spec in (data.get("agents") or {}).items():
         behaviour = spec.get("behaviour") or ROLE_PRESETS.get(spec.get("role", ""), "gather")
         prompts[str(name)] = str(spec.get("instructions") or DEFAULT_INSTRUCTIONS[behaviour])
+    if run["truth"] is not None:  # kept with the run: the stored scenario may lack its code
+        return ScenarioFacts(dict(run["truth"]), prompts, None)
     try:
-        truth = dict(redact_obj(Truth(load_json(run["scenario_json"], run["run_id"])).values))
+        truth = dict(redact_obj(Truth(load_stored(run["scenario_json"], run["run_id"])).values))
     except (ScenarioError, OSError, ValueError) as exc:
         return ScenarioFacts({}, prompts, f"ground truth not computed: {str(exc)[:200]}")
     return ScenarioFacts(truth, prompts, None)

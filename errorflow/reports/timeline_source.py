@@ -14,7 +14,8 @@ from pathlib import Path
 from errorflow.core.events import Event, parse_event
 from errorflow.reports.timeline import RunEvents
 from errorflow.runtime.store import StoredRun, connect_ro
-from errorflow.scenario.loader import ScenarioError, load_json
+from errorflow.scenario.problems import ScenarioError
+from errorflow.scenario.stored import load_stored
 
 #: The event kinds the timeline is built from.
 TYPES = ("tool_call", "retry", "call_refused", "breaker")
@@ -29,7 +30,7 @@ def run_events(db: Path, run: StoredRun) -> RunEvents | None:
     """The run's events and scenario facts; None when its stored scenario no longer
     loads (written by another version): no timeline then."""
     try:
-        scenario = load_json(run["scenario_json"], f"stored run {run['run_id']}")
+        scenario = load_stored(run["scenario_json"], f"stored run {run['run_id']}")
     except (ScenarioError, ValueError):
         return None
     summary = run.get("summary")

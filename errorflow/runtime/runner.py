@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -278,6 +279,7 @@ async def register(
         scenario_json=identity.public_json(scenario),
         scenario_sha=identity.sha(scenario),
         scenario_exact=identity.is_exact(scenario),
+        truth_json=json.dumps(Truth(scenario).values),
         seed=scenario.seed,
         trials=scenario.trials,
         propagation=scenario.propagation,

@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal, NamedTuple, Self, TypedDict
+from typing import Any, Literal, NamedTuple, Self, TypedDict
 
 import aiosqlite
 
@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS runs (
     seed INTEGER NOT NULL, trials INTEGER NOT NULL, propagation TEXT NOT NULL,
     broker TEXT, status TEXT NOT NULL, started REAL NOT NULL, finished REAL,
     summary_json TEXT, group_id TEXT, label TEXT, pid INTEGER, host TEXT,
-    scenario_sha TEXT, scenario_exact INTEGER
+    scenario_sha TEXT, scenario_exact INTEGER, truth_json TEXT
 );
 CREATE TABLE IF NOT EXISTS messages (
     run_id TEXT NOT NULL, id TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL,
@@ -461,6 +461,7 @@ async def _migrate(db: aiosqlite.Connection) -> None:
         ("host", "TEXT"),
         ("scenario_sha", "TEXT"),
         ("scenario_exact", "INTEGER"),
+        ("truth_json", "TEXT"),
     ):
         if column not in columns:
             await db.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
@@ -481,15 +482,18 @@ async def create_run(
     label: str | None = None,
     scenario_sha: str | None = None,
     scenario_exact: bool = True,
+    truth_json: str | None = None,
 ) -> None:
     """`scenario_json` is the redacted scenario; `scenario_exact` says whether redaction
     left it unchanged (then `--resume` can run from it) and `scenario_sha` identifies
-    the exact scenario (otherwise `--resume` needs the original file to match it)."""
+    the exact scenario (otherwise `--resume` needs the original file to match it).
+    `truth_json`: each need's true value as the scorer has it (redacted), kept because
+    the stored scenario cannot compute it again (its Python tools' paths are redacted)."""
     async with writing(db):
         await db.execute(
             "INSERT INTO runs (run_id, scenario, scenario_json, seed, trials, propagation, broker,"
-            " status, started, group_id, label, pid, host, scenario_sha, scenario_exact)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+            " status, started, group_id, label, pid, host, scenario_sha, scenario_exact,"
+            " truth_json) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 scenario,
@@ -505,6 +509,7 @@ async def create_run(
                 socket.gethostname(),
                 scenario_sha,
                 int(scenario_exact),
+                truth_json,
             ),
         )
         await db.commit()
@@ -693,6 +698,8 @@ class StoredRun(TypedDict):
     host: str | None
     scenario_sha: str | None
     scenario_exact: int | None
+    #: Each need's true value (redacted); None for a run stored before it was kept.
+    truth: dict[str, Any] | None
     counts: StoredCounts
     rejects_by_reason: dict[str, int]
 
@@ -740,6 +747,7 @@ def _stored_run(conn: sqlite3.Connection, row: sqlite3.Row) -> StoredRun:
         host=row["host"],
         scenario_sha=row["scenario_sha"],
         scenario_exact=row["scenario_exact"],
+        truth=json.loads(row["truth_json"]) if row["truth_json"] else None,
         counts=StoredCounts(
             messages=count("messages"),
             events=count("events"),

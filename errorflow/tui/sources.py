@@ -27,8 +27,8 @@ from errorflow.bus.url import BrokerURL
 from errorflow.runtime.recorder import is_run_end
 from errorflow.runtime.runner import RunOptions, configure, new_run_id, run_scenario
 from errorflow.runtime.store import connect_ro
-from errorflow.scenario.loader import load_json
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.stored import load_stored
 
 Sink = Callable[[Envelope], None]
 
@@ -211,7 +211,7 @@ def find_arm(db_path: Path, like: StoredRun, propagation: str) -> StoredRun | No
 def _stored(row: sqlite3.Row) -> StoredRun:
     return StoredRun(
         row["run_id"],
-        load_json(row["scenario_json"], f"stored run {row['run_id']}"),
+        load_stored(row["scenario_json"], f"stored run {row['run_id']}"),
         int(row["seed"]),
         int(row["trials"]),
         str(row["propagation"]),
