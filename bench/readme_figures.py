@@ -43,7 +43,7 @@ def errorflow(args: list[str], db: Path, *, json_out: bool) -> str:
         [sys.executable, "-m", "errorflow", *args, *extra, "-q", "--db", str(db)],
         capture_output=True,
         text=True,
-        env={**os.environ, "COLUMNS": "100"},
+        env={**os.environ, "COLUMNS": "120"},
         check=False,
     )
     if proc.returncode != 0:

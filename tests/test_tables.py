@@ -91,9 +91,9 @@ def test_paired_table() -> None:
     assert "│ backend calls/trial │             1.00 │             1.00 │" in out
     assert "│ mean depth          │             2.00 │             2.00 │" in out
     assert "bus_fault" not in out
-    assert (
-        "contaminated: explicit − implicit = -50% (95% CI -99% to -1%; discordant trials "
-        "0 vs 2 of 4)" in out
+    assert (  # 2 discordant trials of 4 cannot rule out no difference (Wald said it did)
+        "contaminated: explicit − implicit = -50% (95% CI -79% to +14%; discordant trials "
+        "0 vs 2 of 4; McNemar exact p = 0.5)" in out
     )
 
 
@@ -182,7 +182,7 @@ def test_paired_table_and_sweep_show_infra_faults_and_measure_without_them() -> 
     out = text(paired_table(arms, paired_outcomes(with_infra, [*IMPLICIT, Outcome.SUCCESS])))
     assert "│ infra_fault         │   1 (not scored) │                0 │" in out
     assert "│ contaminated        │  1 (25%, 5%–70%) │ 3 (75%, 30%–95%) │" in out
-    assert "0 vs 2 of 4)" in out  # the pair with an infra fault is left out
+    assert "0 vs 2 of 4;" in out  # the pair with an infra fault is left out
     data = sweep([("strategy", ["blind-retry", "classify"])], False)
     data["cells"]["classify"] = arm_json("classify", with_infra)
     out = text(sweep_tables(data))

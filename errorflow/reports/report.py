@@ -33,6 +33,7 @@ from errorflow.runtime.store import StoredRun, get_run, group_runs, load_scores,
 from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes, summary_rows
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.service_load import ServiceJson
+from errorflow.scoring.stats import p_value_text
 from errorflow.scoring.summary import (
     RATED,
     Amplification,
@@ -445,7 +446,8 @@ def document(data: ReportJson) -> list[Block]:
     if "paired" in data:
         items = [
             f"{metric}: {d['diff']:+.1%} (95 % CI {d['low']:+.1%} to {d['high']:+.1%}); "
-            f"discordant trials {d['only_a']} vs {d['only_b']} of {d['n']}"
+            f"discordant trials {d['only_a']} vs {d['only_b']} of {d['n']}; "
+            f"{p_value_text(d.get('p'))}"
             for metric, d in data["paired"].items()
         ]
         blocks += [Heading(2, "Paired difference (explicit − implicit, same trials)"), Items(items)]

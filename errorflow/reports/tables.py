@@ -19,6 +19,7 @@ from errorflow.core.display import for_terminal
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
 from errorflow.runtime.experiment import ArmJson, RefCell, SweepJson
+from errorflow.scoring.stats import p_value_text
 from errorflow.scoring.summary import (
     PairedOutcomes,
     PerTrialCosts,
@@ -184,7 +185,7 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
                 f"{for_terminal(metric)}: {for_terminal(names[0])} − "
                 f"{for_terminal(names[1])} = {d['diff']:+.0%} "
                 f"(95% CI {d['low']:+.0%} to {d['high']:+.0%}; discordant trials "
-                f"{d['only_a']} vs {d['only_b']} of {d['n']})"
+                f"{d['only_a']} vs {d['only_b']} of {d['n']}; {p_value_text(d.get('p'))})"
             )
         )
     return Group(table, *lines)
