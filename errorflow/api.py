@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import io
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from rich.console import Console
 
@@ -37,9 +37,19 @@ from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.loader import load as load_file
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
-from errorflow.scoring.summary import RunSummary
+from errorflow.scoring.score import TrialScore
+from errorflow.scoring.summary import PairedOutcomes, RunSummary, paired_outcomes
 
-__all__ = ["Result", "Scenario", "ScenarioError", "load", "override", "run", "run_async"]
+__all__ = [
+    "Paired",
+    "Result",
+    "Scenario",
+    "ScenarioError",
+    "load",
+    "override",
+    "run",
+    "run_async",
+]
 
 
 def load_scenario(source: str | Path | Mapping[str, Any]) -> Scenario:
@@ -92,6 +102,7 @@ class Result:
             row["contaminated_agents"] = sorted(
                 {lb.sender for lb in score.labels if lb.label.value == "contaminated"}
             )
+            row["labels"] = _agent_labels(score)
             out.append(row)
         return out
 
@@ -100,6 +111,70 @@ class Result:
         console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
         print_run(console, self.raw.to_json())
         return console.export_text()
+
+    def to_pandas(self) -> Any:
+        """`records()` as a pandas DataFrame, a row per trial (`pip install
+        'errorflow[pandas]'`)."""
+        return _frame(self.records())
+
+    def __repr__(self) -> str:
+        o = self.outcomes
+        return (
+            f"<Result {self.run_id}: {self.raw.propagation}, {self.raw.trials} trials, "
+            f"success {o.get('success', 0)}, contained {o.get('contained', 0)}, "
+            f"contaminated {o.get('contaminated', 0)}>"
+        )
+
+
+@dataclass
+class Paired:
+    """`run(..., propagation="both")`: the two arms on the same seeds and faults, and
+    their paired differences (success and contamination; Newcombe's interval and the
+    exact McNemar test, as `errorflow run --propagation both` prints them)."""
+
+    explicit: Result
+    implicit: Result
+
+    @property
+    def paired(self) -> PairedOutcomes:
+        def by_trial(r: Result) -> list[str]:
+            return [s.outcome.value for s in sorted(r.raw.scores, key=lambda s: s.trial)]
+
+        return paired_outcomes(by_trial(self.explicit), by_trial(self.implicit))
+
+    def records(self) -> list[dict[str, object]]:
+        """Both arms' records (their `propagation` tells them apart)."""
+        return self.explicit.records() + self.implicit.records()
+
+    def to_pandas(self) -> Any:
+        return _frame(self.records())
+
+    def __repr__(self) -> str:
+        d = self.paired["contaminated"]
+        ex, im = (r.outcomes.get("contaminated", 0) for r in (self.explicit, self.implicit))
+        return (
+            f"<Paired {self.explicit.raw.trials} trials: contaminated explicit {ex} vs "
+            f"implicit {im}, difference {d['diff']:+.0%} "
+            f"(95% CI {d['low']:+.0%} to {d['high']:+.0%})>"
+        )
+
+
+def _agent_labels(score: TrialScore) -> dict[str, str]:
+    """Each agent's worst label in the trial (contaminated > contained > clean)."""
+    rank = {"clean": 0, "contained": 1, "contaminated": 2}
+    out: dict[str, str] = {}
+    for lb in score.labels:
+        if rank[lb.label.value] >= rank.get(out.get(lb.sender, "clean"), 0):
+            out[lb.sender] = lb.label.value
+    return dict(sorted(out.items()))
+
+
+def _frame(rows: list[dict[str, object]]) -> Any:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_pandas() needs pandas: pip install 'errorflow[pandas]'") from None
+    return pd.DataFrame(rows)
 
 
 async def run_async(
@@ -129,15 +204,76 @@ async def run_async(
         return Result(await worker_processes.run(scenario, options, workers))
 
 
-def run(scenario: Scenario, **options: Any) -> Result:
-    """`run_async`, from code that is not async (a script, or a notebook cell: a
-    running event loop is left alone, the run gets a loop of its own in a thread)."""
+@overload
+def run(
+    scenario: Scenario,
+    *,
+    trials: int | None = ...,
+    seed: int | None = ...,
+    propagation: Literal["both"],
+    broker: str | None = ...,
+    db: str | Path | None = ...,
+    workers: worker_processes.WorkerCount = ...,
+) -> Paired: ...
+@overload
+def run(
+    scenario: Scenario,
+    *,
+    trials: int | None = ...,
+    seed: int | None = ...,
+    propagation: Literal["explicit", "implicit"] | None = ...,
+    broker: str | None = ...,
+    db: str | Path | None = ...,
+    workers: worker_processes.WorkerCount = ...,
+) -> Result: ...
+@overload
+def run(
+    scenario: Scenario,
+    *,
+    trials: int | None = ...,
+    seed: int | None = ...,
+    propagation: str | None = ...,
+    broker: str | None = ...,
+    db: str | Path | None = ...,
+    workers: worker_processes.WorkerCount = ...,
+) -> Result | Paired: ...
+def run(
+    scenario: Scenario,
+    *,
+    trials: int | None = None,
+    seed: int | None = None,
+    propagation: str | None = None,
+    broker: str | None = None,
+    db: str | Path | None = None,
+    workers: worker_processes.WorkerCount = 1,
+) -> Result | Paired:
+    """Run a scenario and score every trial, from code that is not async (a script, or a
+    notebook cell: a running event loop is left alone, the run gets a loop of its own in
+    a thread). `propagation`: `explicit`, `implicit` (default: the scenario's), or `both`
+    (a `Paired` result: the two arms on the same seeds). `broker`: in-process unless it
+    names one (`mqtt://host:port`, or `embedded` for the built-in broker). `db`: a SQLite
+    file to keep the runs in (default: a temporary one). `workers`: spread the trials
+    over that many processes (`"auto"`: every core), with the outcomes one process gives
+    (a script that uses them runs its work under `if __name__ == "__main__":`)."""
+    options: dict[str, Any] = {
+        "trials": trials, "seed": seed, "broker": broker, "db": db, "workers": workers
+    }  # fmt: skip
+    if propagation == "both":
+        arms = [_sync(run_async(scenario, propagation=p, **options)) for p in _ARMS]
+        return Paired(*arms)
+    return _sync(run_async(scenario, propagation=propagation, **options))
+
+
+_ARMS = ("explicit", "implicit")
+
+
+def _sync(work: Coroutine[Any, Any, Result]) -> Result:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(run_async(scenario, **options))
+        return asyncio.run(work)
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, run_async(scenario, **options)).result()
+        return pool.submit(asyncio.run, work).result()
 
 
 load = load_scenario  # the name the examples use: `api.load(...)`

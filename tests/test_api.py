@@ -3,12 +3,14 @@ chains of tool-using agents and dependent needs, run end to end in-process."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 
 from errorflow import api
+from errorflow.runtime.trial_store import load_trace
 from errorflow.scenario.loader import ScenarioError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -106,3 +108,39 @@ def test_load_takes_a_dict_and_reports_problems_like_a_file() -> None:
         api.load({**CHAIN, "trials": "many"})
     assert "trials" in str(info.value)
     assert api.override(api.load(CHAIN), {"trials": 3}).trials == 3
+
+
+def test_both_arms_in_one_call_with_their_paired_difference() -> None:
+    both = api.run(api.load("contamination"), propagation="both", trials=20)
+    assert isinstance(both, api.Paired)
+    assert both.explicit.raw.propagation == "explicit"
+    assert both.implicit.raw.propagation == "implicit"
+    d = both.paired["contaminated"]
+    assert d["n"] == 20 and d["diff"] < 0 and d["p"] < 0.001 and d["low"] <= d["diff"]
+    assert len(both.records()) == 40
+    assert repr(both).startswith("<Paired 20 trials: contaminated explicit")
+
+
+def test_records_carry_each_agents_label_and_a_short_repr() -> None:
+    result = api.run(api.load("contamination"), propagation="implicit", trials=5)
+    [row, *_] = result.records()
+    assert row["labels"] == {"researcher": "contaminated", "writer": "contaminated"}
+    assert len(repr(result)) < 200 and "contaminated 5" in repr(result)
+
+
+def test_to_pandas_gives_a_row_per_trial() -> None:
+    frame = api.run(api.load("contamination"), trials=6).to_pandas()
+    assert list(frame["trial"]) == list(range(6)) and "outcome" in frame.columns
+
+
+def test_run_has_typed_keywords_and_the_package_says_it_is_typed() -> None:
+    parameters = inspect.signature(api.run).parameters
+    assert {"trials", "seed", "propagation", "broker", "db", "workers"} <= set(parameters)
+    assert (Path(api.__file__).parent / "py.typed").is_file()
+
+
+def test_a_trace_loads_from_a_str_path(tmp_path: Path) -> None:
+    db = str(tmp_path / "nb.db")
+    result = api.run(api.load("contamination"), trials=2, db=db)
+    trace = load_trace(db, result.run_id, 0)
+    assert trace is not None

@@ -112,9 +112,9 @@ def trace_of(meta: RunMeta, rows: TrialRows) -> TrialTrace:
     )
 
 
-def load_trace(path: Path, run_id: str, trial: int) -> TrialTrace | None:
+def load_trace(path: str | Path, run_id: str, trial: int) -> TrialTrace | None:
     """One trial of a stored run, traced (None: the run has no such trial)."""
-    with connect_ro(path) as conn:
+    with connect_ro(Path(path)) as conn:
         meta = run_meta(conn, run_id)
         rows = read_range(conn, run_id, trial, trial).get(trial) if meta else None
     if meta is None or rows is None:
