@@ -220,11 +220,11 @@ async def run_scenario(scenario: Scenario, options: RunOptions | None = None) ->
         stack.push_async_callback(recording.close)  # closing twice is harmless
         db = await open_db(options.db_path)
         stack.push_async_callback(db.close)
+        runner = _Runner(scenario, run_id, bus, db, options, api_key, recording)
         if options.resume:
             await resume_run(db, run_id)
         else:
-            await register(db, run_id, scenario, bus.description, options)
-        runner = _Runner(scenario, run_id, bus, db, options, api_key, recording)
+            await register(db, run_id, scenario, bus.description, options, runner.truth)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
             runner.resume_from(load_scores(options.db_path, run_id))
@@ -268,10 +268,17 @@ async def _start_bus(stack: contextlib.AsyncExitStack, options: RunOptions) -> B
 
 
 async def register(
-    db: aiosqlite.Connection, run_id: str, scenario: Scenario, broker: str, options: RunOptions
+    db: aiosqlite.Connection,
+    run_id: str,
+    scenario: Scenario,
+    broker: str,
+    options: RunOptions,
+    truth: Truth | None = None,
 ) -> None:
     """A new run's row: the scenario as it is stored (public form, sha), where it runs
-    (`broker`: the bus's description) and its sweep group and label."""
+    (`broker`: the bus's description), its sweep group and label, and its ground truth
+    (`truth`, if the caller has it at hand: computing it may call Python tools)."""
+    truth = truth if truth is not None else Truth(scenario)
     await create_run(
         db,
         run_id=run_id,
@@ -279,7 +286,7 @@ async def register(
         scenario_json=identity.public_json(scenario),
         scenario_sha=identity.sha(scenario),
         scenario_exact=identity.is_exact(scenario),
-        truth_json=json.dumps(Truth(scenario).values),
+        truth_json=json.dumps(truth.values),
         seed=scenario.seed,
         trials=scenario.trials,
         propagation=scenario.propagation,
