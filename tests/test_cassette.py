@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from errorflow.agents.cassette import (
+    MAX_CASSETTE_BYTES,
     Cassette,
     CassetteError,
     RecordedRun,
@@ -86,3 +88,33 @@ def test_a_file_that_is_no_cassette_says_so(tmp_path: Path, content: str, said: 
         Cassette.load(path)
     with pytest.raises(CassetteError, match="cannot read"):
         Cassette.load(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("device", "is a character device"),
+        ("fifo", "is a named pipe"),  # no writer: reading would block for ever
+        ("huge", f"at most {MAX_CASSETTE_BYTES:,} bytes"),
+        ("nested", "nested too deeply"),
+        ("not utf-8", "is not JSON"),
+    ],
+)
+def test_a_cassette_path_is_a_regular_file_read_in_bounded_memory(
+    tmp_path: Path, kind: str, said: str
+) -> None:
+    path = tmp_path / "c.json"
+    if kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "huge":
+        with path.open("wb") as f:
+            f.truncate(13 << 30)
+    elif kind == "nested":
+        path.write_text("[" * 100_000)
+    else:
+        path.write_bytes(b'{"format": "\xff"}')
+    with pytest.raises(CassetteError, match=said) as info:
+        Cassette.load(path)
+    assert "\n" not in str(info.value)

@@ -343,3 +343,57 @@ def test_read_only_stores_as_a_user_without_write_access(shared_dir: Path) -> No
         )  # fmt: skip
         assert proc.returncode == 2
         assert said in _one_error_line(proc.stderr, path)
+
+
+# -- bad input is at most three short lines, whatever it is -------------------------------
+
+
+def test_a_long_or_many_lined_text_is_bounded() -> None:
+    from errorflow.cli.errors import MAX_LINE_CHARS, MAX_LINES, bounded
+
+    many = bounded("\n".join(f"problem {i}" for i in range(5000)))
+    assert many.splitlines() == ["problem 0", "problem 1", "(and 4,998 more problems)"]
+    (line,) = bounded("--set name=" + "n" * 999_000 + ": expected at most 64").splitlines()
+    assert len(line) <= MAX_LINE_CHARS + 40 and line.endswith(": expected at most 64")
+    assert "characters cut" in line and MAX_LINES == 3
+
+
+def test_an_option_quoted_in_an_error_is_shortened_and_kept_on_one_line() -> None:
+    from errorflow.cli.errors import UsageError
+
+    text = UsageError("no such run", where="--resume " + "x" * 100_000).text
+    assert text.startswith("--resume xxx") and "(100,009 characters)" in text and len(text) < 200
+    assert UsageError("bad", where="--host a\nb").text == "--host a\\nb: bad"
+
+
+def test_a_scenario_with_many_problems_is_three_lines(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: " + "n" * 999_000 + "\n")  # too long, and no agents nor task
+    assert main(["validate", str(path)]) == 2
+    lines = capfd.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(len(line) < 400 for line in lines), lines
+    assert lines[0].startswith("error: invalid scenario (3 problems; the first two below")
+    assert f"errorflow validate --all {path}" in lines[0]
+    assert "expected at most 64 characters, found 999000: 'nnnn" in lines[1]
+    assert main(["validate", "--all", str(path)]) == 2
+    assert len(capfd.readouterr().err.strip().splitlines()) == 4  # every problem
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "said"),
+    [
+        (OSError(36, "File name too long", "x" * 5000), 2, "(5,000 characters): File name too"),
+        (IsADirectoryError(21, "Is a directory", "/tmp"), 2, "/tmp: Is a directory"),
+        (OSError(28, "No space left on device"), 1, "No space left on device"),
+    ],
+)
+def test_an_os_error_is_one_line_and_bad_input_when_it_is_about_a_path(
+    error: OSError, code: int, said: str
+) -> None:
+    from errorflow.cli.errors import explain
+
+    known = explain(error)
+    assert known is not None and known[0] == code and said in known[1]
+    assert "\n" not in known[1] and len(known[1]) < 200

@@ -113,3 +113,45 @@ def test_a_path_error_names_its_path() -> None:
     with pytest.raises(OverrideError) as info:
         set_path({"a": [1]}, "a.5", 0)
     assert info.value.path == "a.5" and str(info.value).startswith("a.5: index 5 out of range")
+
+
+BOMB = (
+    "{a: &a [x, x, x, x, x, x, x, x, x], "
+    + ", ".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "}"
+)  # ~500 bytes, 9**9 strings expanded
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (BOMB, "YAML nodes"),
+        ("[" * 1000, "levels of nesting"),
+        ("9" * 5000, "at most 100 digits"),
+        ('"\\udcff"', r"U\+DCFF"),
+    ],
+    ids=["alias bomb", "nesting", "digits", "surrogate"],
+)
+def test_a_value_has_the_limits_of_a_file(text: str, said: str) -> None:
+    """Aliases are expanded and counted (shared, they would expand later, when the
+    scenario is copied and validated: gigabytes from a value of 500 bytes)."""
+    with pytest.raises(ScenarioError, match=said):
+        parse_value(text, "--set x")
+
+
+def test_text_that_is_not_yaml_is_a_string_still() -> None:
+    assert parse_value("[") == "[" and parse_value("a: b: c") == "a: b: c"
+    assert parse_value("") is None
+
+
+@pytest.mark.parametrize(
+    "index", ["-1", " 1", "1_0", "\u0661", "+1", "9" * 5000], ids=lambda i: i[:8]
+)
+def test_a_list_index_is_ascii_digits_from_0(index: str) -> None:
+    """int() takes all of these (`-1` counting from the end); a path does not."""
+    with pytest.raises(OverrideError, match=r"not a list index|out of range") as info:
+        set_path({"a": [1, 2]}, f"a.{index}", 0)
+    assert len(str(info.value).removeprefix(f"a.{index}: ")) < 200

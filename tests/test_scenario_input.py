@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,34 @@ def test_the_agent_command_checks_its_sets_too(capfd: pytest.CaptureFixture[str]
     )
     assert "--set agents.writer.policy.guards.max_steps=5000" in lines[0]
     assert "expected at most 1000 steps" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("seed=" + "9" * 5000, "expected an integer of at most 100 digits"),
+        ("world=" + "{a: " * 300, "expected at most 64 levels of nesting"),
+        ("task.prompt=2024-13-45", "cannot read '2024-13-45' as a timestamp"),
+        ("a" + ".b" * 100 + "=1", "expected a path of at most 64 fields, found 101"),
+    ],
+    ids=["digits", "nesting", "date", "path"],
+)
+def test_a_set_over_a_files_limits_is_one_short_line_naming_it(
+    spec: str, said: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.db"
+    (line,) = _cli(capfd, "run", "contamination", "--set", spec, "--db", str(db))
+    assert line.startswith(f"error: {'invalid scenario: ' * ('path' not in said)}--set ")
+    assert said in line and len(line) < 300
+    assert not db.exists()
+
+
+def test_thousands_of_bad_sets_are_three_lines_in_linear_time(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    sets = [word for i in range(3000) for word in ("--set", f"world.x{i}=1")]
+    started = time.monotonic()
+    lines = _cli(capfd, "run", "contamination", *sets)
+    assert time.monotonic() - started < 3.0
+    assert lines[0].startswith("error: invalid scenario: --set world.x0=1: unknown key 'x0'")
+    assert lines[1].startswith("--set world.x1=1: ") and lines[2] == "(and 2,998 more problems)"

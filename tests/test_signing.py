@@ -53,3 +53,32 @@ def test_bad_key_texts_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         signing.key_from_text("ab" * 8)
     monkeypatch.setenv(signing.KEY_ENV, "cd" * 32)
     assert signing.key_from_env() == bytes.fromhex("cd" * 32)
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory", "binary", "huge", "missing"])
+def test_a_key_file_is_a_small_regular_text_file_or_one_line(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "run.key"
+    said = {
+        "device": "is a character device",
+        "fifo": "is a named pipe",  # no writer: reading would block for ever
+        "directory": "is a directory",
+        "binary": "is not text",
+        "huge": f"at most {signing.MAX_KEY_FILE_BYTES:,} bytes",
+        "missing": "no such file",
+    }[kind]
+    if kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "directory":
+        path.mkdir(mode=0o700)
+    elif kind == "binary":
+        path.write_bytes(bytes(range(128, 256)))
+        path.chmod(0o600)
+    elif kind == "huge":
+        with path.open("wb") as f:
+            f.truncate(13 << 30)  # /dev/zero's worth: refused before a byte is read
+        path.chmod(0o600)
+    with pytest.raises(signing.RunKeyError, match=said) as info:
+        signing.read_key_file(path)
+    assert "\n" not in str(info.value)

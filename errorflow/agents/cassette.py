@@ -27,9 +27,14 @@ from pydantic import JsonValue
 from errorflow.agents.exchange import ExchangeRecord
 from errorflow.bus.envelope import JsonObject
 from errorflow.core.redact import redact_obj
+from errorflow.core.regular_file import FileRefused, read_regular
 
 FORMAT = "errorflow-cassette"
 VERSION = 1
+
+#: The largest cassette read (a device, a FIFO or a larger file is refused unread): far
+#: more exchanges than a run with a real model makes, in bounded memory.
+MAX_CASSETTE_BYTES = 256 * 1024 * 1024
 
 #: Slack around a run's start and end when its exchanges are picked by time (the run row
 #: is written just before the first request and finished just after the last).
@@ -102,11 +107,13 @@ class Cassette:
     @classmethod
     def load(cls, path: Path) -> Cassette:
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CassetteError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise CassetteError(f"{path} is not JSON ({exc})") from None
+            doc = json.loads(read_regular(path, MAX_CASSETTE_BYTES))
+        except FileRefused as exc:
+            raise CassetteError(f"cannot read {path}: {exc}") from None
+        except ValueError as exc:  # not UTF-8 either
+            raise CassetteError(f"{path} is not JSON ({str(exc)[:200]})") from None
+        except RecursionError:
+            raise CassetteError(f"{path} is not a cassette: JSON nested too deeply") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise CassetteError(f"{path} is not an errorflow cassette")
         if doc.get("version") != VERSION:

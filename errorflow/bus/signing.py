@@ -25,9 +25,14 @@ import secrets
 import stat
 from pathlib import Path
 
+from errorflow.core.regular_file import FileRefused, read_regular, regular_stat
+
 KEY_BYTES = 32
 SIG_HEX = 64
 KEY_ENV = "ERRORFLOW_RUN_KEY"
+#: A key file holds 64 hexadecimal characters and a newline; anything much larger is
+#: not one (and is not read whole).
+MAX_KEY_FILE_BYTES = 4096
 _MEMBER = b',"sig":"'
 _TAIL = len(_MEMBER) + SIG_HEX + 2  # ,"sig":" + hex + "}
 
@@ -100,16 +105,31 @@ def write_key_file(path: Path, key: bytes) -> None:
 
 
 def read_key_file(path: Path) -> bytes:
+    """The key in `path`: a regular file only its owner can read, holding the key as
+    text (a device, a FIFO or a file of another kind is refused unread)."""
     try:
-        mode = path.stat().st_mode
-        text = path.read_text()
-    except OSError as exc:
-        raise RunKeyError(f"cannot read the run key file {path.name}: {exc.strerror}") from None
+        mode = regular_stat(path, MAX_KEY_FILE_BYTES).st_mode
+        raw = read_regular(path, MAX_KEY_FILE_BYTES)
+    except FileRefused as exc:
+        raise RunKeyError(f"the run key file {_named(path)}: {exc}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise RunKeyError(
-            f"the run key file {path.name} is readable by others (chmod 600 {path.name})"
+            f"the run key file {_named(path)} is readable by others (chmod 600 {_named(path)})"
         )
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise RunKeyError(
+            f"the run key file {_named(path)} is not text; expected "
+            f"{KEY_BYTES * 2} hexadecimal characters"
+        ) from None
     return key_from_text(text)
+
+
+def _named(path: Path) -> str:
+    """The file's name as a message shows it (a hostile name is not repeated whole)."""
+    name = path.name or str(path)
+    return name if len(name) <= 80 else f"{name[:60]}... ({len(name)} characters)"
 
 
 def key_from_env() -> bytes | None:

@@ -22,10 +22,11 @@ import contextlib
 import logging
 
 from errorflow.bus.url import BrokerURL
-from errorflow.cli.args import nonneg_float
+from errorflow.cli.args import nonneg_float, run_id_arg
 from errorflow.cli.commands import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
+from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.run_keys import agent_key
 from errorflow.cli.run_options import scenario_args, scenario_of
@@ -110,13 +111,16 @@ def add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(agents.NAME.faults, kind crash) ends it with exit status {CRASH_EXIT} when it "
         "fires; one started again is the replacement the runner waits for.",
     )
-    a.add_argument("scenario")
+    a.add_argument("scenario", type=path_arg)
     a.add_argument("--name", required=True, help="which agent of the scenario to run")
     a.add_argument("--broker", required=True, metavar="URL", help="mqtt://HOST:PORT")
-    a.add_argument("--run", required=True, metavar="RUN_ID", help="the run to join")
+    a.add_argument(
+        "--run", required=True, type=run_id_arg, metavar="RUN_ID", help="the run to join"
+    )
     scenario_args(a, ["explicit", "implicit"], "(as given to the runner, which decides)")
     a.add_argument(
         "--key-file",
+        type=path_arg,
         metavar="PATH",
         help="the run key the runner printed (default: $ERRORFLOW_RUN_KEY)",
     )

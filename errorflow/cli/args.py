@@ -4,10 +4,12 @@ path: one line, exit code 2), clear messages for bad numbers, and the store opti
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import NoReturn
 
-from errorflow.cli.errors import UsageError
+from errorflow.cli.errors import UsageError, shown
+from errorflow.cli.paths import path_arg
 from errorflow.scenario.wording import closest
 
 
@@ -42,11 +44,27 @@ class Parser(argparse.ArgumentParser):
         return names
 
 
+#: Digits of a whole-number option: every count, seed and index fits in a signed 64-bit
+#: integer (SQLite's, the bus's JSON readers'), and Python cannot print more than 4,300.
+MAX_WHOLE_DIGITS = 18
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+#: Characters of a number option (`1e-3`, `0.25`, `3600`): more is no number meant.
+MAX_NUMBER_CHARS = 32
+#: The longest wait an option takes (`--wait`): a day, far beyond any start-up.
+MAX_WAIT_S = 86_400.0
+
+
 def whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, found {text!r}") from None
+    """A whole number written in ASCII digits (int() would also take '1_000', ' 7 ' and
+    other scripts' digits), of at most `MAX_WHOLE_DIGITS` digits."""
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a whole number, found {shown(text)}")
+    digits = len(text.lstrip("+-"))
+    if digits > MAX_WHOLE_DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at most {MAX_WHOLE_DIGITS} digits, found {digits:,}"
+        )
+    return int(text)
 
 
 def positive(text: str) -> int:
@@ -70,14 +88,55 @@ def port(text: str) -> int:
     return value
 
 
-def nonneg_float(text: str) -> float:
+def number(text: str) -> float:
+    """A finite number (float() would also take 'nan', 'inf', '1_0' and a thousand
+    digits), written in at most `MAX_NUMBER_CHARS` characters."""
     try:
-        value = float(text)
+        plain = text.isascii() and "_" not in text and len(text) <= MAX_NUMBER_CHARS
+        value = float(text) if plain else math.nan
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, found {shown(text)}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    value = number(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected 0 or more, found {text}")
     return value
+
+
+def positive_float(text: str) -> float:
+    value = number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, found {text}")
+    return value
+
+
+def wait_seconds(text: str) -> float:
+    value = positive_float(text)
+    if value > MAX_WAIT_S:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_WAIT_S:,.0f} seconds (a day), found {text}"
+        )
+    return value
+
+
+#: A run id is one MQTT topic level; a generated one is the scenario's name (at most 64
+#: characters) and 9 more.
+RUN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,80}")
+
+
+def run_id_arg(text: str) -> str:
+    """An argparse type: a run id as a topic level takes it (no `/`, `+`, `#`, spaces)."""
+    if not RUN_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            "expected 1 to 80 letters, digits, '.', '_' or '-' (one topic level), "
+            f"found {shown(text)}"
+        )
+    return text
 
 
 def db_arg(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +144,7 @@ def db_arg(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--db",
+        type=path_arg,
         default=str(DEFAULT_DB),
         help=f"SQLite file runs are stored in (default: {DEFAULT_DB})",
     )

@@ -10,6 +10,7 @@ from errorflow.cli.args import port as port_number
 from errorflow.cli.commands import summary
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError
+from errorflow.cli.paths import path_arg
 from errorflow.cli.scenario_input import load_ref
 from errorflow.runtime.broker_config import (
     OBSERVER,
@@ -123,9 +124,11 @@ def add_broker_config_command(sub: argparse._SubParsersAction[argparse.ArgumentP
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    b.add_argument("scenario", help="scenario file or bundled scenario name")
+    b.add_argument("scenario", type=path_arg, help="scenario file or bundled scenario name")
     b.add_argument("--run-id", help="the run the configuration is for (default: generated)")
-    b.add_argument("--dir", required=True, metavar="DIR", help="where to write the files")
+    b.add_argument(
+        "--dir", required=True, type=path_arg, metavar="DIR", help="where to write the files"
+    )
     b.add_argument("--host", default="127.0.0.1", help="listener address (default: 127.0.0.1)")
     b.add_argument("--port", type=port_number, default=1883, help="listener port (default: 1883)")
     b.add_argument(

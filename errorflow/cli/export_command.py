@@ -16,14 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from errorflow.agents.cassette import RecordedRun, RunWindow, cassette_document
-from errorflow.agents.exchange_store import read_records, traffic_dir_for
+from errorflow.agents.cassette import (
+    MAX_CASSETTE_BYTES,
+    RecordedRun,
+    RunWindow,
+    cassette_document,
+)
+from errorflow.agents.exchange_store import SUFFIX, read_records, traffic_dir_for
+from errorflow.bus.url import URLError, check_http_url
 from errorflow.cli import trace_exports
 from errorflow.cli.args import db_arg
 from errorflow.cli.commands import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, UsageError
+from errorflow.cli.paths import check_directory, path_arg, write_output
 from errorflow.cli.store_commands import stored_id
+from errorflow.core.regular_file import FileRefused, regular_stat
 from errorflow.runtime.store import StoredId, StoredRun, get_run, group_runs
 
 
@@ -61,8 +69,7 @@ def _recorded(run: StoredRun) -> RecordedRun:
 
 
 def export_cassette(source: ExportSource) -> str:
-    traffic = source.args.traffic
-    directory = Path(traffic) if traffic else traffic_dir_for(source.db)
+    directory = _traffic(source)
     windows = [RunWindow(_recorded(r), r["started"], r["finished"]) for r in source.runs]
     doc = cassette_document(windows, list(read_records(directory)))
     if not doc["exchanges"]:
@@ -74,17 +81,41 @@ def export_cassette(source: ExportSource) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
+def _traffic(source: ExportSource) -> Path:
+    """The traffic log to read: a directory of regular files a cassette can hold (a FIFO
+    or a device among them would hang or flood the export; each is looked at first)."""
+    given = source.args.traffic
+    directory = check_directory(given, "--traffic") if given else traffic_dir_for(source.db)
+    for entry in sorted(directory.glob(f"*{SUFFIX}")) if directory.is_dir() else ():
+        try:
+            regular_stat(entry, MAX_CASSETTE_BYTES)
+        except FileRefused as exc:
+            raise UsageError(f"{entry.name}: {exc}", where=f"--traffic {directory}") from None
+    return directory
+
+
 def _cassette_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--traffic",
+        type=path_arg,
         metavar="DIR",
         help="the traffic log to read (default: the store's, DB.traffic next to --db)",
     )
 
 
+def _otlp_url(text: str) -> str:
+    """An argparse type: an OTLP/HTTP receiver's URL, checked before any trace is built."""
+    try:
+        check_http_url(text)
+    except URLError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _otlp_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--otlp",
+        type=_otlp_url,
         metavar="URL",
         help="send every trial as an OpenTelemetry trace to this OTLP/HTTP receiver "
         "(http://HOST:4318); no --format needed",
@@ -132,7 +163,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_OK
     text = FORMATS[args.format].write(ExportSource(db, found, runs, args))
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_output(args.output, text, "-o")
         say(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -148,7 +179,9 @@ def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     e.add_argument("id", metavar="ID", help="run or group id (a unique prefix is enough)")
     e.add_argument("--format", choices=sorted(FORMATS), help="what to write")
-    e.add_argument("-o", "--output", metavar="PATH", help="write to PATH (default: stdout)")
+    e.add_argument(
+        "-o", "--output", type=path_arg, metavar="PATH", help="write to PATH (default: stdout)"
+    )
     db_arg(e)
     for fmt in FORMATS.values():
         if fmt.options is not None:

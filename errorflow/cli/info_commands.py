@@ -12,16 +12,23 @@ from rich.text import Text
 from errorflow.agents.backends import check_backends
 from errorflow.bus.envelope import json_schema
 from errorflow.cli.commands import summary
-from errorflow.cli.console import out, say
-from errorflow.cli.errors import EXIT_OK
+from errorflow.cli.console import fail, out, say
+from errorflow.cli.errors import EXIT_OK, EXIT_USAGE, bounded
+from errorflow.cli.paths import path_arg
 from errorflow.cli.scenario_input import load_ref
 from errorflow.core.display import for_terminal
 from errorflow.scenario.bundled import bundled, describe, resolve
-from errorflow.scenario.loader import warnings_for
+from errorflow.scenario.loader import ScenarioError, warnings_for
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    scenario = load_ref(args.scenario)
+    try:
+        scenario = load_ref(args.scenario)
+    except ScenarioError as exc:
+        if not args.all:
+            raise  # at most three lines, as every command says bad input
+        lines = ["invalid scenario", *(p.render(exc.file) for p in exc.problems)]
+        return fail("\n".join(bounded(line) for line in lines), EXIT_USAGE)
     check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
     for line in warnings_for(scenario, resolve(args.scenario)):
         say(f"warning: {line}")  # never wrapped: `path:line:col` is read by editors
@@ -54,7 +61,12 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 def add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v = sub.add_parser("validate", help=summary("validate"))
-    v.add_argument("scenario")
+    v.add_argument("scenario", type=path_arg)
+    v.add_argument(
+        "--all",
+        action="store_true",
+        help="say every problem, one a line (without: the first two and how many more)",
+    )
     v.set_defaults(func=cmd_validate)
 
 

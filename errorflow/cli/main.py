@@ -13,6 +13,7 @@ from typing import cast
 
 from errorflow import __version__
 from errorflow.cli.args import Parser
+from errorflow.cli.argv import check_words
 from errorflow.cli.commands import BUILDERS, named_command
 from errorflow.cli.console import fail
 from errorflow.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, explain
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             words = sys.argv[1:] if argv is None else list(argv)
+            check_words(words)  # UTF-8 and bounded, whatever the option
             args = build_parser(named_command(words)).parse_args(words)
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else 0

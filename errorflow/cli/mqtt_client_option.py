@@ -11,6 +11,7 @@ import argparse
 import os
 
 from errorflow.bus.url import CLIENT_ENV, CLIENTS, DEFAULT_CLIENT
+from errorflow.cli.errors import UsageError, shown
 
 
 def add_mqtt_client_option(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,10 @@ def add_mqtt_client_option(p: argparse.ArgumentParser) -> None:
 
 
 def apply_mqtt_client_option(args: argparse.Namespace) -> None:
+    """The option, else the environment's choice, checked before any connection."""
     chosen: str | None = getattr(args, "mqtt_client", None)
     if chosen is not None:
         os.environ[CLIENT_ENV] = chosen
+    named = os.environ.get(CLIENT_ENV)
+    if named and named not in CLIENTS:
+        raise UsageError(f"expected one of {', '.join(CLIENTS)}, found {shown(named)}", CLIENT_ENV)

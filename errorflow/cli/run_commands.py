@@ -24,9 +24,11 @@ from rich.text import Text
 
 from errorflow.bus.signing import KEY_ENV
 from errorflow.bus.url import BrokerURL
+from errorflow.cli.args import run_id_arg, wait_seconds
 from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, Interrupted, RunFailure, UsageError
+from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.resume import Source, resumable, resume_hint
@@ -307,7 +309,9 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run a scenario: start the embedded MQTT broker (or use --broker), the "
         "recorder and the agents, run the trials, print outcomes with 95% intervals.",
     )
-    r.add_argument("scenario", nargs="?", help="scenario file or bundled scenario name")
+    r.add_argument(
+        "scenario", nargs="?", type=path_arg, help="scenario file or bundled scenario name"
+    )
     scenario_options(r, ["explicit", "implicit", "both"], "to run")
     r.add_argument(
         "--baseline",
@@ -321,7 +325,7 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="finish the missing trials of an interrupted run (same seed, same settings; "
         "a unique prefix of its id is enough)",
     )
-    r.add_argument("--run-id", help="run id to use (default: generated)")
+    r.add_argument("--run-id", type=run_id_arg, help="run id to use (default: generated)")
     r.add_argument(
         "--external-agents",
         action="store_true",
@@ -330,13 +334,14 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     r.add_argument(
         "--key-file",
+        type=path_arg,
         metavar="PATH",
         help="the run key that signs the run's messages: read from PATH, or written there "
         "(owner-only) when missing (default: $ERRORFLOW_RUN_KEY, else a fresh key)",
     )
     r.add_argument(
         "--wait",
-        type=float,
+        type=wait_seconds,
         default=30.0,
         metavar="SECONDS",
         help="how long to wait for all agents (with --remote-workers: the workers) to be "

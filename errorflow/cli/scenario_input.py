@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from errorflow.cli.errors import UsageError
+from errorflow.cli.errors import UsageError, shown
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, load
+from errorflow.scenario.marked_yaml import MAX_YAML_DEPTH, ValueBudget
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import OverrideError, apply, parse_value, with_settings
 from errorflow.scenario.problems import Problem
@@ -53,13 +54,39 @@ def load_ref(ref: str) -> Scenario:
 
 
 def parse_sets(specs: Sequence[str] | None) -> list[Override]:
-    overrides = []
+    """The `--set PATH=VALUE` options, each value read as YAML within a file's limits."""
+    overrides, budget = [], ValueBudget()
     for spec in specs or []:
         path, sep, value = spec.partition("=")
         if not sep or not path:
-            raise UsageError(f"expected PATH=VALUE, found {spec!r}", where="--set")
-        overrides.append(Override(f"--set {spec}", path, parse_value(value)))
+            raise UsageError(f"expected PATH=VALUE, found {shown(spec)}", where="--set")
+        option = f"--set {spec}"
+        checked = checked_path(path, option)
+        overrides.append(Override(option, checked, read(value, option, budget)))
     return overrides
+
+
+def read(text: str, option: str, budget: ValueBudget) -> object:
+    """A value of `option` as YAML reads it; a value over a file's limits (an alias bomb,
+    nesting, integer digits, characters) or over what the command line's values may hold
+    together (`budget`) is a UsageError naming the option."""
+    try:
+        return parse_value(text, option, budget)
+    except ScenarioError as exc:
+        first = exc.problems[0]
+        where = _shown(option)
+        raise UsageError(first.message, where, path=first.path, heading=INVALID) from None
+
+
+def checked_path(path: str, option: str) -> str:
+    """A dotted field path no deeper than a file may nest."""
+    fields = path.count(".") + 1
+    if fields > MAX_YAML_DEPTH:
+        raise UsageError(
+            f"expected a path of at most {MAX_YAML_DEPTH} fields, found {fields:,}",
+            where=_shown(option),
+        )
+    return path
 
 
 def scenario_from(
@@ -98,33 +125,47 @@ def check(scenario: Scenario, sets: Sequence[Override], settings: RunSettings) -
 
 def _blame(problems: list[Problem], sets: Sequence[Override], settings: RunSettings) -> UsageError:
     """Every problem, one a line, each charged to the option that caused it."""
-    lines = [_charge(p, sets, settings) for p in problems]
+    charge = _Charges(sets, settings)
+    lines = [charge(p) for p in problems]
     where, path, message = lines[0]
     rest = [Problem(p, None, None, m).render(w) for w, p, m in lines[1:]]
     return UsageError("\n".join([message, *rest]), where=where, path=path, heading=INVALID)
 
 
-def _charge(
-    problem: Problem, sets: Sequence[Override], settings: RunSettings
-) -> tuple[str, str, str]:
-    """(the option at fault, the field path left to say, the message) of one problem."""
-    path = problem.path
-    if path in settings.given():
-        return f"--{path} {settings.given()[path]}", "", problem.message
-    where = " ".join(_shown(o.option) for o in sets) or "the run settings"  # several at once
-    for o in reversed(sets):  # the last override of a field is the one that counts
-        if path == o.path or _within(path, o.path) or _within(o.path, path):
-            return _shown(o.option), "" if path == o.path else path, problem.message
-    return where, path, problem.message
+class _Charges:
+    """Which option a problem is charged to: the setting of its field, else the last
+    override of the field, of a field it is inside or of one inside it (looked up by
+    path, so thousands of `--set`s and problems take no quadratic time)."""
+
+    def __init__(self, sets: Sequence[Override], settings: RunSettings) -> None:
+        self.sets, self.given = sets, settings.given()
+        self.at: dict[str, int] = {}  # a field's path: the last override of it
+        self.below: dict[str, int] = {}  # a field's path: the last override inside it
+        for i, o in enumerate(sets):
+            self.at[o.path] = i
+            parts = o.path.split(".")
+            for cut in range(1, len(parts)):
+                self.below[".".join(parts[:cut])] = i
+        # A problem of several at once (a reference between two fields) names them all.
+        self.everywhere = " ".join(_shown(o.option) for o in sets) or "the run settings"
+
+    def __call__(self, problem: Problem) -> tuple[str, str, str]:
+        """(the option at fault, the field path left to say, the message)."""
+        path = problem.path
+        if path in self.given:
+            return f"--{path} {self.given[path]}", "", problem.message
+        parts = path.split(".")
+        found = [self.at.get(".".join(parts[:cut]), -1) for cut in range(1, len(parts) + 1)]
+        last = max([*found, self.below.get(path, -1)])
+        if last < 0:
+            return self.everywhere, path, problem.message
+        o = self.sets[last]
+        return _shown(o.option), "" if path == o.path else path, problem.message
 
 
 def _shown(option: str, limit: int = 80) -> str:
     """An option as a problem names it: a value of 70 KB is not repeated in full."""
     return option if len(option) <= limit else option[: limit - 3] + "..."
-
-
-def _within(inner: str, outer: str) -> bool:
-    return inner.startswith(outer + ".")
 
 
 def check_axis(scenario: Scenario, where: str, values: Mapping[str, Mapping[str, object]]) -> None:

@@ -6,14 +6,16 @@ may go, the response cache, replaying a recorded session, and what goes on the w
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from errorflow.agents.cassette import Cassette, CassetteError
 from errorflow.agents.exchange_store import traffic_dir_for
 from errorflow.agents.rate_limit import RateLimits
 from errorflow.agents.serving import DEFAULT_REQUEST_TIMEOUT_S, MAX_REQUEST_TIMEOUT_S, Serving
-from errorflow.cli.args import positive
-from errorflow.cli.errors import UsageError
+from errorflow.cli.args import positive, positive_float
+from errorflow.cli.errors import UsageError, shown
+from errorflow.cli.paths import check_directory, path_arg
 from errorflow.reports.prices import Price, PriceError, parse_price
 
 #: Ask before a real run expected to cost more than this (US dollars).
@@ -23,14 +25,7 @@ DEFAULT_MAX_CALLS = 1000
 REPLAY = "replay:"
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, found {text}")
-    return value
+_positive_float = positive_float  # finite: `--rpm inf` or `--max-cost nan` is no limit
 
 
 def _request_timeout(text: str) -> float:
@@ -42,9 +37,22 @@ def _request_timeout(text: str) -> float:
     return value
 
 
+def _price(text: str) -> str:
+    """An argparse type: MODEL=IN/OUT with finite prices, checked whether or not the
+    command comes to need them."""
+    try:
+        _, price = parse_price(text)
+    except PriceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not math.isfinite(price.input_per_mtok + price.output_per_mtok):
+        raise argparse.ArgumentTypeError(f"expected finite prices, found {shown(text)}")
+    return text
+
+
 def _backend(text: str) -> str:
     if not text.startswith(REPLAY) or not text[len(REPLAY) :]:
-        raise argparse.ArgumentTypeError(f"expected replay:FILE, found {text!r}")
+        raise argparse.ArgumentTypeError(f"expected replay:FILE, found {shown(text)}")
+    path_arg(text[len(REPLAY) :])
     return text
 
 
@@ -58,6 +66,7 @@ def _spend_options(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--price",
+        type=_price,
         action="append",
         metavar="MODEL=IN/OUT",
         help="what a model costs, US dollars per million input/output tokens, e.g. "
@@ -84,6 +93,7 @@ def _spend_options(sp: argparse.ArgumentParser) -> None:
 def _serving_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--cache",
+        type=path_arg,
         metavar="DIR",
         help="response cache: a request made before (same model, prompt, parameters, "
         "scenario, seed, trial) is answered from DIR with no call; new replies are added",
@@ -152,6 +162,8 @@ def serving_of(args: argparse.Namespace) -> Serving:
         except CassetteError as exc:
             raise UsageError(str(exc), where="--backend") from None
     cache = getattr(args, "cache", None)
+    if cache:
+        check_directory(cache, "--cache")
     return Serving(
         limits=RateLimits(
             concurrency=getattr(args, "max_concurrency", None),

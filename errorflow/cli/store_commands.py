@@ -20,6 +20,7 @@ from errorflow.cli.columns import columns
 from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, UsageError, db_option, id_problem
+from errorflow.cli.paths import path_arg, write_output
 from errorflow.cli.resume import resume_command
 from errorflow.core.display import for_terminal
 from errorflow.reports.report import ReportError, render
@@ -59,7 +60,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ReportError as exc:
         raise UsageError(str(exc), where=args.id) from None
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_output(args.output, text, "-o")
         say(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -218,7 +219,7 @@ def add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     rp.add_argument("id", help="run id or group id (a unique prefix is enough)")
     rp.add_argument("--format", choices=["md", "json", "csv", "html"], default="md")
-    rp.add_argument("-o", "--output", help="write to this file instead of stdout")
+    rp.add_argument("-o", "--output", type=path_arg, help="write to this file instead of stdout")
     db_arg(rp)
     rp.set_defaults(func=cmd_report)
 

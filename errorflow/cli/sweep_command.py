@@ -9,13 +9,16 @@ import json
 import time
 from collections.abc import Mapping
 
+from pydantic import ValidationError
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from errorflow.cli.commands import summary
 from errorflow.cli.console import out
-from errorflow.cli.errors import EXIT_OK, UsageError
+from errorflow.cli.errors import EXIT_OK, UsageError, clipped
+from errorflow.cli.errors import shown as quoted
+from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
@@ -27,14 +30,16 @@ from errorflow.cli.run_options import (
     scenario_options,
     workers_option,
 )
-from errorflow.cli.scenario_input import check_axis
+from errorflow.cli.scenario_input import check_axis, checked_path, read
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
 from errorflow.reports.sweep_measure_table import measure_table
 from errorflow.reports.tables import measured_trials, shown, sweep_tables
 from errorflow.runtime.experiment import Arm, ArmJson, SweepJson, run_arms, sweep_arms
+from errorflow.scenario.explain import problems_from
+from errorflow.scenario.marked_yaml import ValueBudget
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.overrides import parse_value, with_settings
-from errorflow.scenario.sweep_model import MAX_SWEEP_AXES, SweepMeasures
+from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.sweep_model import MAX_SWEEP_AXES, SweepAxis, SweepMeasures
 
 #: One axis of a sweep: its name and, by value label, the overrides of that value.
 Axis = tuple[str, Mapping[str, Mapping[str, object]]]
@@ -94,11 +99,17 @@ def _axes(args: argparse.Namespace, scenario: Scenario) -> list[Axis]:
     """The axes `--vary` gives, or else the scenario's `sweep:` block; every value is
     checked against the scenario (with its `--set` overrides) before anything runs."""
     axes: list[Axis] = []
+    budget = ValueBudget()
     for spec in args.vary or []:
         path, sep, values = spec.partition("=")
         if not sep or not values or not path:
-            raise UsageError(f"expected PATH=V1,V2,..., found {spec!r}", where="--vary")
-        axes.append((path, {v: {path: parse_value(v)} for v in values.split(",")}))
+            raise UsageError(f"expected PATH=V1,V2,..., found {quoted(spec)}", where="--vary")
+        option = f"--vary {spec}"
+        labels = values.split(",")
+        _as_an_axis(labels, option)
+        axes.append(
+            (checked_path(path, option), {v: {path: read(v, option, budget)} for v in labels})
+        )
     where = "--vary"
     if not axes:
         if scenario.sweep is None:
@@ -112,6 +123,15 @@ def _axes(args: argparse.Namespace, scenario: Scenario) -> list[Axis]:
     for name, values in axes:
         check_axis(scenario, f"{where} {name}", values)
     return axes
+
+
+def _as_an_axis(labels: list[str], option: str) -> None:
+    """As many values as an axis of a `sweep:` block may have (its model's limit)."""
+    try:
+        SweepAxis.model_validate({"name": "vary", "values": {v: {} for v in labels}})
+    except ValidationError as exc:
+        problem = problems_from(exc, {"values": labels}, {}, SweepAxis)[0]
+        raise UsageError(problem.message, where=clipped(option), path=problem.path) from None
 
 
 def _measures(args: argparse.Namespace, scenario: Scenario) -> SweepMeasures | None:
@@ -167,7 +187,7 @@ def add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "and print the matrix, with the measures the sweep: block declares (drop, "
         "recovered, error amplification).",
     )
-    w.add_argument("scenario")
+    w.add_argument("scenario", type=path_arg)
     w.add_argument(
         "--vary",
         action="append",

@@ -13,9 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from errorflow.cli.args import db_arg, nonneg_float, port
+from errorflow.cli.args import db_arg, nonneg_float, port, run_id_arg
 from errorflow.cli.commands import summary
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
+from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, free_port, writable_db
 from errorflow.cli.run_keys import observer_key
 from errorflow.cli.run_options import scenario_args
@@ -47,9 +48,11 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description="Start SCENARIO and watch it live; or --attach RUN_ID --broker URL to "
         "watch a run another process drives; or --replay RUN_ID to play a stored run back.",
     )
-    t.add_argument("scenario", nargs="?", help="scenario file or bundled scenario name")
+    t.add_argument(
+        "scenario", nargs="?", type=path_arg, help="scenario file or bundled scenario name"
+    )
     _run_args(t)
-    t.add_argument("--attach", metavar="RUN_ID", help="watch this run on --broker")
+    t.add_argument("--attach", type=run_id_arg, metavar="RUN_ID", help="watch this run on --broker")
     t.add_argument(
         "--replay",
         metavar="RUN_ID",
@@ -57,6 +60,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     t.add_argument(
         "--key-file",
+        type=path_arg,
         metavar="PATH",
         help="--attach: the run key, to verify what is shown (default: $ERRORFLOW_RUN_KEY)",
     )
@@ -68,7 +72,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description="Serve `errorflow tui SCENARIO` in a browser through textual-serve. "
         "Every browser tab starts its own run.",
     )
-    s.add_argument("scenario", help="scenario file or bundled scenario name")
+    s.add_argument("scenario", type=path_arg, help="scenario file or bundled scenario name")
     _run_args(s)
     s.add_argument("--port", type=port, default=8000, help="port (default: 8000)")
     s.set_defaults(func=cmd_serve)

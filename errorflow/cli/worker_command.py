@@ -21,9 +21,11 @@ import socket
 import aiomqtt
 
 from errorflow.bus.signing import KEY_ENV
+from errorflow.cli.args import run_id_arg
 from errorflow.cli.commands import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
+from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.run_keys import agent_key
 from errorflow.cli.signals import interruptible
@@ -49,7 +51,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         )
     key = agent_key(args.key_file)
     name = args.name or default_name()
-    if not WORKER_NAME.match(name):
+    if not WORKER_NAME.fullmatch(name):  # `$` alone would let a trailing newline by
         raise UsageError("expected 1-64 letters, digits, '.', '_' or '-'", where="--name")
     run_id = None if args.run == ANY else args.run
     try:
@@ -73,6 +75,7 @@ def add_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     w.add_argument("--broker", required=True, metavar="URL", help="mqtt://HOST:PORT or mqtts://...")
     w.add_argument(
         "--run",
+        type=run_id_arg,
         default=ANY,
         metavar="RUN_ID|any",
         help="serve this run and leave when it is over, or `any` run under the key, until "
@@ -80,6 +83,7 @@ def add_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     w.add_argument(
         "--key-file",
+        type=path_arg,
         metavar="PATH",
         help="the run key the runner was given (default: $ERRORFLOW_RUN_KEY)",
     )

@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from errorflow.scenario.problems import LIMITS_HINT, Marks, NodePath, Problem, problem_at
-from errorflow.scenario.wording import closest, found, num, quoted_options
+from errorflow.scenario.wording import closest, found, num, quoted_options, short
 
 #: Fields whose upper bound is a documented limit (the rest are ranges of meaning).
 _LIMITED = frozenset({"trials", "max_in_flight", "first_n", "max_tokens", "max_steps"})
@@ -71,8 +71,8 @@ def _unknown_key(e: _Error) -> str | None:
     known = list(parent.model_fields) if parent else []
     close = closest(e.path[-1], known)
     if close:
-        return f"unknown key {e.path[-1]!r}; did you mean {close!r}?"
-    return f"unknown key {e.path[-1]!r}; expected one of the keys: {', '.join(known)}"
+        return f"unknown key {short(e.path[-1])}; did you mean {close!r}?"
+    return f"unknown key {short(e.path[-1])}; expected one of the keys: {', '.join(known)}"
 
 
 def _missing(e: _Error) -> str:
@@ -137,10 +137,13 @@ def _empty_string(e: _Error) -> str:
 
 
 def _long_string(e: _Error) -> str:
-    n = len(e.value) if isinstance(e.value, str) else "more"
+    """The limit and the length, and the start of the value (a name of a megabyte is
+    recognised by its start, never repeated)."""
+    if not isinstance(e.value, str):
+        return f"{e.prefix}expected at most {e.ctx.get('max_length')} characters ({LIMITS_HINT})"
     return (
-        f"{e.prefix}expected at most {e.ctx.get('max_length')} characters, found {n} "
-        f"({LIMITS_HINT})"
+        f"{e.prefix}expected at most {e.ctx.get('max_length')} characters, found "
+        f"{len(e.value)}: {short(e.value)} ({LIMITS_HINT})"
     )
 
 

@@ -15,8 +15,9 @@ passes, and every problem of a pass is reported at once:
 2. the checks the model cannot make, `SECOND_PASS`: the policy blocks, the simulated
    model's profile and params, need arguments against the tool kind's schema and the
    size limits documented in scenarios/FORMAT.md ("Limits") (errorflow.scenario.checks),
-   strict types inside the free blocks (errorflow.scenario.coercions), and whether the
-   roll call that carries the scenario fits on the bus (errorflow.scenario.bus_fit);
+   strict types inside the free blocks (errorflow.scenario.coercions), URLs
+   (errorflow.scenario.url_checks), and whether the roll call that carries the scenario
+   fits on the bus (errorflow.scenario.bus_fit);
 3. each value of the `sweep:` block, applied alone, must give a valid scenario (for a
    scenario as written; an override or a setting leaves the block as it was checked).
 
@@ -56,6 +57,7 @@ from errorflow.scenario.problems import (
 from errorflow.scenario.python_ref import resolve_tool_paths
 from errorflow.scenario.references import modelling_warnings
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
+from errorflow.scenario.url_checks import url_problems
 from errorflow.scenario.wording import found
 
 __all__ = [
@@ -81,7 +83,7 @@ def _semantic(policies: PolicyProblems) -> Check:
 #: The second pass after errorflow.scenario.checks (which also reports the policy
 #: blocks' problems held back from the first): add a check here and every source of
 #: a scenario runs it.
-SECOND_PASS: tuple[Check, ...] = (coercion_problems, bus_problems)
+SECOND_PASS: tuple[Check, ...] = (coercion_problems, url_problems, bus_problems)
 
 
 def load(path: str | Path) -> Scenario:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-import yaml
-
 from errorflow.scenario.loader import validate_data
+from errorflow.scenario.marked_yaml import NotYAML, ValueBudget, read_value
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.paths import OverrideError, set_path
 from errorflow.scenario.problems import Problem, ScenarioError
@@ -70,12 +69,15 @@ def apply(scenario: Scenario, overrides: Mapping[str, object]) -> Scenario:
     return validated(data, f"override {shown}" if len(shown) <= 120 else OVERRIDES)
 
 
-def parse_value(text: str) -> object:
-    """A value as YAML reads it: `3` is an int, `0.5` a float, `[a, b]` a list."""
+def parse_value(text: str, source: str = "<value>", budget: ValueBudget | None = None) -> object:
+    """A value as YAML reads it: `3` is an int, `0.5` a float, `[a, b]` a list; text that
+    is not YAML is itself. The limits of a scenario file hold (size, nesting, alias
+    expansion, integer digits, characters), and `budget` bounds the nodes of all the
+    values of one command line: a value over a limit raises ScenarioError naming
+    `source` (an alias bomb of 500 bytes is refused, not expanded)."""
     try:
-        value: object = yaml.safe_load(text)
-        return value
-    except yaml.YAMLError:
+        return read_value(text, source, budget)
+    except NotYAML:
         return text
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from errorflow.scenario.wording import short
+
 
 class OverrideError(ValueError):
     """A path that cannot be set; `path` is the override's path as written."""
@@ -46,14 +48,17 @@ def _child(node: Any, part: str, path: str) -> Any:
         return node.get(part)
     if isinstance(node, list):
         return node[_index(part, node, path)]
-    raise OverrideError(f"{path}: {part!r} is inside a {type(node).__name__}, not a mapping", path)
+    raise OverrideError(
+        f"{path}: {short(part)} is inside a {type(node).__name__}, not a mapping", path
+    )
 
 
 def _index(part: str, node: list[Any], path: str) -> int:
-    try:
-        index = int(part)
-    except ValueError:
-        raise OverrideError(f"{path}: {part!r} is not a list index", path) from None
-    if not -len(node) <= index < len(node):
+    """A list index as a path writes it: ASCII digits, counted from 0 (int() would also
+    take `-1`, counting from the end, ` 1`, `1_0` and other scripts' digits)."""
+    if not (part.isascii() and part.isdigit()):
+        raise OverrideError(f"{path}: {short(part)} is not a list index (0, 1, ...)", path)
+    if len(part) > len(str(len(node))) or int(part) >= len(node):
+        index = part if len(part) <= 20 else short(part)
         raise OverrideError(f"{path}: index {index} out of range (list of {len(node)})", path)
-    return index
+    return int(part)

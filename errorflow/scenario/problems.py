@@ -26,8 +26,18 @@ class Problem:
 
     def render(self, file: str) -> str:
         where = file if self.line is None else f"{file}:{self.line}:{self.column}"
-        field = f" {self.path}:" if self.path else ""
+        field = f" {_clipped(self.path)}:" if self.path else ""
         return f"{where}:{field} {self.message}"
+
+
+#: A field path longer than this (a key of a megabyte) is shown by its start and length.
+MAX_SHOWN_PATH = 200
+
+
+def _clipped(path: str) -> str:
+    if len(path) <= MAX_SHOWN_PATH:
+        return path
+    return f"{path[:60]}... ({len(path):,} characters)"
 
 
 class ScenarioError(Exception):
