@@ -155,3 +155,10 @@ def test_a_list_index_is_ascii_digits_from_0(index: str) -> None:
     with pytest.raises(OverrideError, match=r"not a list index|out of range") as info:
         set_path({"a": [1, 2]}, f"a.{index}", 0)
     assert len(str(info.value).removeprefix(f"a.{index}: ")) < 200
+
+
+@pytest.mark.parametrize("block", ["bus", "discussion", "arrivals"])
+def test_a_block_set_to_null_is_its_default(block: str) -> None:
+    """FORMAT.md gives these blocks' default as none: null says the same."""
+    base = scenario("contamination")
+    assert apply(base, {block: None}).model_dump() == base.model_dump()

@@ -185,6 +185,13 @@ class Scenario(Extended):
     sweep: SweepSpec | None = None
     reference: Reference | None = None
 
+    @field_validator("arrivals", "discussion", "bus", mode="before")
+    @classmethod
+    def _none_is_the_default(cls, value: object) -> object:
+        """`bus: null` (or `--set bus=null`) means what leaving it out means: FORMAT.md
+        gives these blocks' default as none."""
+        return {} if value is None else value
+
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         """Cross-references, each reported at the path that names it (so the loader can
