@@ -446,6 +446,33 @@ def test_both_arms_say_which_faults_fired_as_one_arm_does(
     assert "implicit: agent faults: writer.model.overloaded fired in" in both
 
 
+def test_no_faults_runs_the_same_system_fault_free(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "n.db")
+    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "6", "--no-faults",
+                           "--json", "-q", "--db", db)  # fmt: skip
+    assert code == 0 and json.loads(out)["outcomes"]["success"] == 6
+    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "6", "--json", "-q",
+                           "--db", db)  # fmt: skip
+    assert json.loads(out)["outcomes"]["success"] == 0  # the 401 is back
+
+
+def test_baseline_prints_the_fault_free_outcomes_beside_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "b.db")
+    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "4", "--baseline",
+                           "--db", db)  # fmt: skip
+    flat = " ".join(out.split())
+    assert code == 0 and "fault-free baseline: success 4, contained 0, contaminated 0 of 4" in flat
+    code, out, _ = run_cli(capsys, "run", "contamination", "--trials", "4", "--baseline",
+                           "--propagation", "both", "--db", db)  # fmt: skip
+    flat = " ".join(out.split())
+    assert "explicit: fault-free baseline: success 4" in flat
+    assert "implicit: fault-free baseline: success 4" in flat
+
+
 def test_sweep_shows_cell_k_of_n_and_amplification_per_cell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

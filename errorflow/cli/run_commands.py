@@ -48,7 +48,13 @@ from errorflow.cli.signals import Terminated, interruptible
 from errorflow.cli.spend import arms_of, check_spend, print_traffic, traffic_doc
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
-from errorflow.reports.tables import paired_table, print_fault_lines, print_run, shown
+from errorflow.reports.tables import (
+    baseline_line,
+    paired_table,
+    print_fault_lines,
+    print_run,
+    shown,
+)
 from errorflow.runtime import broker_workers, runner, workers
 from errorflow.runtime.experiment import (
     Arm,
@@ -281,6 +287,10 @@ def _print_paired(
     for label, arm in arms_json.items():
         print_fault_lines(out, arm, label)
     if args.baseline:
+        for label, arm in arms_json.items():
+            base = arm.get("baseline_outcomes")
+            if base:
+                out.print(Text(baseline_line(base, label)), highlight=False)
         out.print(Text(amplification_line(arms_json)), highlight=False)
     out.print(f"wall time {wall:.2f}s")
 
@@ -316,8 +326,8 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument(
         "--baseline",
         action="store_true",
-        help="also run the scenario with every fault removed (same seeds) and report "
-        "backend-call and model-call amplification against it",
+        help="also run the scenario with every fault removed (same seeds) and print its "
+        "outcomes and the backend-call and model-call amplification against it",
     )
     r.add_argument(
         "--resume",

@@ -21,6 +21,7 @@ from errorflow.runtime.runner import RunOptions
 from errorflow.runtime.workers import AUTO, LARGE_RUN, WorkerCount, WorkersRefused, refusal
 from errorflow.runtime.workers import count_for as workers_for
 from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import without_faults
 
 
 def settings_of(args: argparse.Namespace) -> RunSettings:
@@ -31,8 +32,12 @@ def settings_of(args: argparse.Namespace) -> RunSettings:
 
 
 def scenario_of(args: argparse.Namespace) -> Scenario:
-    """The scenario file, its `--set` overrides, then the run settings, checked."""
-    return scenario_from(args.scenario, parse_sets(getattr(args, "set", None)), settings_of(args))
+    """The scenario file, its `--set` overrides, then the run settings, checked; with
+    `--no-faults`, every injected fault removed."""
+    scenario = scenario_from(
+        args.scenario, parse_sets(getattr(args, "set", None)), settings_of(args)
+    )
+    return without_faults(scenario) if getattr(args, "no_faults", False) else scenario
 
 
 def run_options(
@@ -109,6 +114,12 @@ def scenario_args(sp: argparse.ArgumentParser, propagation: list[str], what: str
         metavar="PATH=VALUE",
         help="override one scenario field (dotted path, YAML value), e.g. "
         "--set agents.writer.model.profile=frontier; repeatable",
+    )
+    sp.add_argument(
+        "--no-faults",
+        action="store_true",
+        help="remove every injected fault (tools, agents, models, the bus) after the "
+        "overrides: the fault-free run of the same system and seeds",
     )
 
 

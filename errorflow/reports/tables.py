@@ -7,7 +7,7 @@ counted and never rated (the rates are over the trials that measured something).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from rich.console import Console, Group, RenderableType
@@ -135,6 +135,16 @@ def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -
         console.print(shown_text, highlight=False)
 
 
+def baseline_line(outcomes: Mapping[str, int], arm: str | None = None) -> str:
+    """`fault-free baseline: success 20, contained 0, contaminated 0 of 20` (the trials a
+    run measured without any injected fault: what its faults cost)."""
+    always = ("success", "contained", "contaminated")
+    shown_ = {k: v for k, v in outcomes.items() if k in always or v}
+    cells = ", ".join(f"{k} {v}" for k, v in shown_.items())
+    head = f"{arm}: " if arm else ""
+    return f"{head}fault-free baseline: {cells} of {sum(outcomes.values())}"
+
+
 def print_run(console: Console, data: RunJson, wall: float | None = None) -> None:
     console.print(
         f"[bold]{shown(data['scenario'])}[/]  run {shown(data['run_id'])}  "
@@ -150,6 +160,9 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     if services:
         console.print(service_table(services))
     print_fault_lines(console, data)
+    baseline = data.get("baseline_outcomes")
+    if isinstance(baseline, dict):
+        console.print(Text(baseline_line(baseline)), highlight=False)
     console.print(cost_line(data), highlight=False)
     m = data["metrics"]
     if m["max_depth"]:

@@ -28,6 +28,7 @@ from errorflow.scenario.overrides import apply, without_faults
 from errorflow.scenario.sweep_model import SweepMeasures
 from errorflow.scoring.summary import (
     Amplification,
+    OutcomeCounts,
     PairedOutcomes,
     PerTrialCosts,
     RunJson,
@@ -42,6 +43,7 @@ class ArmJson(RunJson):
 
     label: str
     baseline_per_trial: PerTrialCosts | None
+    baseline_outcomes: NotRequired[OutcomeCounts | None]
 
 
 class AxisJson(TypedDict):
@@ -94,6 +96,8 @@ class ArmResult:
     #: Infra-fault trials of the fault-free baseline this arm ran (its costs leave them
     #: out; a baseline shared with an earlier arm counts there).
     baseline_infra_faults: int = 0
+    #: The fault-free baseline's outcomes (with `baseline`).
+    baseline_outcomes: OutcomeCounts | None = None
 
     @property
     def amplification(self) -> Amplification:
@@ -104,6 +108,7 @@ class ArmResult:
             **self.result.to_json(),
             "label": self.label,
             "baseline_per_trial": self.baseline,
+            "baseline_outcomes": self.baseline_outcomes,
             "amplification": self.amplification,
         }
 
@@ -178,7 +183,7 @@ async def run_arms(
     are spread over (errorflow.runtime.workers), kept for every run."""
     group_id = group_id or f"{arms[0].scenario.name}-{uuid.uuid4().hex[:6]}"
     results: list[ArmResult] = []
-    cache: dict[str, PerTrialCosts] = {}
+    cache: dict[str, tuple[PerTrialCosts, OutcomeCounts]] = {}
     async with contextlib.AsyncExitStack() as stack:
         pool = stack.enter_context(Workers(workers))
         # The embedded broker only if some run is not split (split ones need none).
@@ -204,7 +209,7 @@ async def run_arms(
                 run_id=cell_run_id(group_id, arm.label),
             )
             result = await run(arm.scenario, run_options)
-            base, base_infra = None, 0
+            base, base_infra, base_outcomes = None, 0, None
             if baseline:
                 clean = without_faults(arm.scenario)
                 key = clean.model_dump_json()
@@ -219,10 +224,10 @@ async def run_arms(
                             run_id=cell_run_id(group_id, arm.label, "-baseline"),
                         ),
                     )
-                    cache[key] = base_run.summary["metrics"]["per_trial"]
+                    cache[key] = (base_run.summary["metrics"]["per_trial"], base_run.outcomes)
                     base_infra = base_run.infra_faults  # counted once, by the arm that ran it
-                base = cache[key]
-            results.append(ArmResult(arm.label, result, base, base_infra))
+                base, base_outcomes = cache[key]
+            results.append(ArmResult(arm.label, result, base, base_infra, base_outcomes))
     return ExperimentResult(group_id, results)
 
 
