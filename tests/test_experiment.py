@@ -126,7 +126,13 @@ def test_sweep_json_is_the_document_sweep_prints() -> None:
     assert doc["axes"] == [{"name": "strategy", "values": list(s.sweep.axes[0].values)}]
     assert doc["axes"][0]["values"][0] == "blind-retry"
     arm = doc["cells"]["blind-retry"]
-    assert list(arm) == [*run.to_json(), "label", "baseline_per_trial", "amplification"]
+    assert list(arm) == [
+        *run.to_json(),
+        "label",
+        "baseline_per_trial",
+        "baseline_outcomes",
+        "amplification",
+    ]
     assert arm["amplification"] == {"backend_calls": 1.5, "model_calls": 1.0}
     assert doc["reference"] == s.reference.model_dump()
     assert json.loads(json.dumps(doc)) == doc
