@@ -42,6 +42,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from _util import cpu_count, mosquitto, parse_args, quiet_logs, row, scenario, stop_process
+from bench_scale_out import trial_window
 from paho.mqtt.enums import CallbackAPIVersion
 
 from errorflow.bus import signing, topics
@@ -114,13 +115,7 @@ def outcomes(db: Path, run_id: str) -> tuple[Counter[str], Counter[str], int, fl
             "m.trial = t.trial AND m.kind = 'result' AND m.recipient = 'runner')",
             (run_id,),
         ).fetchone()
-        first, last = conn.execute(
-            "SELECT min(CASE WHEN sender = 'runner' AND kind = 'task' THEN received END), "
-            "max(CASE WHEN recipient = 'runner' AND kind = 'result' THEN received END) "
-            "FROM messages WHERE run_id = ?",
-            (run_id,),
-        ).fetchone()
-        window = float(last - first) if first is not None and last is not None else 0.0
+        window, _, _ = trial_window(db, run_id)
         (rejects,) = conn.execute(
             "SELECT count(*) FROM rejects WHERE run_id = ?", (run_id,)
         ).fetchone()

@@ -16,14 +16,14 @@ import stat
 from pathlib import Path
 
 #: Non-blocking, so a FIFO opens at once (then is refused); never our terminal.
-_OPEN_FLAGS = (
+OPEN_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_NOCTTY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
 
-_KINDS = (
+SPECIAL_KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISCHR, "a character device"),
@@ -54,7 +54,7 @@ def read_regular(path: Path, cap: int) -> bytes:
     """The bytes of the regular file at `path`, at most `cap` of them."""
     regular_stat(path, cap)
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, OPEN_FLAGS)
     except OSError as exc:
         raise FileRefused(f"cannot be read: {_reason(exc)}") from None
     with open(fd, "rb", closefd=True) as handle:
@@ -69,7 +69,7 @@ def read_regular(path: Path, cap: int) -> bytes:
 
 
 def _refuse(info: os.stat_result, cap: int) -> None:
-    for test, kind in _KINDS:
+    for test, kind in SPECIAL_KINDS:
         if test(info.st_mode):
             raise FileRefused(f"is {kind}; expected a regular file")
     if not stat.S_ISREG(info.st_mode):

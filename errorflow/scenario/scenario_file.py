@@ -14,28 +14,12 @@ import os
 import stat
 from pathlib import Path
 
+from errorflow.core.regular_file import OPEN_FLAGS, SPECIAL_KINDS
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.problems import LIMITS_HINT, ScenarioError, file_error
 
 #: Files larger than this are refused before parsing (documented limit).
 MAX_SCENARIO_BYTES = 1_000_000
-
-#: Non-blocking, so a FIFO opens at once (then is refused); never our terminal.
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
 
 def read_text(path: Path, file: str) -> str:
     """The text of the scenario file at `path`; every problem raises ScenarioError."""
@@ -55,7 +39,7 @@ def read_text(path: Path, file: str) -> str:
 def _read_bytes(path: Path, file: str) -> bytes:
     try:
         _refuse_special(os.stat(path).st_mode, file)  # a socket cannot even be opened
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, OPEN_FLAGS)
     except FileNotFoundError:
         raise file_error(file, _not_found()) from None
     except OSError as exc:
@@ -75,7 +59,7 @@ def _read_bytes(path: Path, file: str) -> bytes:
 
 
 def _refuse_special(mode: int, file: str) -> None:
-    for test, kind in _KINDS:
+    for test, kind in SPECIAL_KINDS:
         if test(mode):
             what = "scenario file (YAML)" if kind == "a directory" else "regular file (YAML)"
             raise file_error(file, f"is {kind}; expected a {what}")
