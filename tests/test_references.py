@@ -167,3 +167,74 @@ def test_validate_prints_warnings_at_their_line_and_still_passes(tmp_path: Path)
     assert f"warning: {path}:11:3: tools.spare: tool 'spare' is defined but no agent holds it" in (
         " ".join(done.stderr.split())
     )
+
+
+# -- silent faults ------------------------------------------------------------------------
+
+SOURCED = """\
+name: sourced
+world:
+  metrics: {rev: 100, cost: 40}
+  tables:
+    acc:
+      rows:
+        - {id: A-1, owner: Dana}
+        - {id: A-2, owner: Sam}
+tools:
+  cache: {kind: metric_store, faults: [{kind: stale, p: 0.3}]}
+  origin: {kind: metric_store}
+  index: {kind: lookup, table: acc, args: {id: {}, field: {}}, select: field}
+  crm: {kind: lookup, table: acc, args: {id: {}, field: {}}, select: field}
+agents:
+  analyst: {role: researcher, tools: [cache, index], sends_to: [reviewer]}
+  reviewer: {role: reviewer, tools: [origin, crm]}
+task:
+  prompt: p
+  needs:
+    - {id: rev, tool: cache, arg: name, wording: revenue, value: rev}
+    - {id: owner, tool: index, wording: owner, args: {id: A-1, field: owner}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("fault", "path", "message"),
+    [
+        ("{kind: transient, drift: 0.2}", "drift", "drift applies only to kind 'stale'"),
+        ("{kind: stale, value: 90, drop: 2}", "drop", "not both"),
+        ("{kind: stale, drift: 0}", "drift", "leaves the answer right"),
+        ("{kind: corrupt, mode: truncated_json}", "mode", "expected one of: unit, digits"),
+        ("{kind: timeout, mode: digits}", "mode", "applies only to kind 'corrupt'"),
+    ],
+)
+def test_a_silent_faults_fields_must_fit_its_kind(fault: str, path: str, message: str) -> None:
+    [(where, _, msg)] = problems(SOURCED.replace("{kind: stale, p: 0.3}", fault))
+    assert where == f"tools.cache.faults.0.{path}" and message in msg
+
+
+def test_wrong_entity_needs_another_entity_to_answer_for() -> None:
+    one_metric = SOURCED.replace("{rev: 100, cost: 40}", "{rev: 100}").replace(
+        "{kind: stale, p: 0.3}", "{kind: wrong_entity}"
+    )
+    [(where, _, msg)] = problems(one_metric)
+    assert where == "tools.cache.faults.0.kind" and "fewer than two metrics" in msg
+    python = """\
+name: py
+tools:
+  stock:
+    kind: python
+    function: errorflow.examples.inventory:stock_level
+    args: {sku: {}, warehouse: {}}
+    faults: [{kind: wrong_entity}]
+agents: {r: {role: researcher, tools: [stock]}}
+task:
+  prompt: p
+  needs: [{id: s, tool: stock, wording: w, args: {sku: SKU-1001, warehouse: north}}]
+"""
+    [(where, _, msg)] = problems(python)
+    assert where == "tools.stock.faults.0.kind" and "a second need, or an enum" in msg
+    load_text(python.replace("warehouse: {}", "warehouse: {enum: [north, south]}"))
+    load_text(python.replace("    args: {sku: {}, warehouse: {}}\n", ""))  # a Literal hint
+    sink = SOURCED.replace(
+        "origin: {kind: metric_store}", "origin: {kind: report_sink, faults: [{kind: corrupt}]}"
+    )
+    assert any("cannot apply to a report_sink" in m for _, _, m in problems(sink))

@@ -3,6 +3,7 @@ validation, hidden identifiers, the report sink's side effect, ground truth."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 from types import MappingProxyType
@@ -334,3 +335,187 @@ def test_truth() -> None:
     assert truth(sc.world, sc.tools, papers) == ["p1"]
     docs = need.model_copy(update={"tool": "fetch", "value": ["d1", "zz"]})
     assert truth(sc.world, sc.tools, docs) == {"d1": "one", "zz": None}
+
+
+# -- silent wrong answers -----------------------------------------------------------------
+
+SILENT_WORLD = """
+name: silent
+seed: 5
+world:
+  metrics: {{fin.rev.2024: 1234, fin.cost.2024: 99, usr.count.2024: 5120}}
+  papers:
+    - {{id: p1, title: Attention Is All You Need, topic: transformer attention}}
+    - {{id: p2, title: LSTM, topic: recurrent nets}}
+    - {{id: p3, title: Transformers again, topic: transformer attention}}
+  documents: {{d1: one doc, d2: two doc, d3: three doc}}
+  tables:
+    acc:
+      rows:
+        - {{id: A-1, region: north, revenue: 1200}}
+        - {{id: A-2, region: south, revenue: 3400}}
+        - {{id: A-3, region: south, revenue: 560}}
+tools:
+  metrics: {{kind: metric_store, faults: [{fault}]}}
+  papers: {{kind: paper_search, faults: [{fault}]}}
+  docs: {{kind: batch_fetch, faults: [{fault}]}}
+  account: {{kind: lookup, table: acc, args: {{id: {{type: string}}}}, faults: [{fault}]}}
+  revenues:
+    kind: lookup
+    table: acc
+    args: {{id: {{type: array}}}}
+    returns: [revenue]
+    faults: [{fault}]
+  by_region: {{kind: search, table: acc, args: {{region: {{type: string}}}}, faults: [{fault}]}}
+  stock:
+    kind: python
+    function: errorflow.examples.inventory:stock_level
+    faults: [{fault}]
+agents:
+  r: {{role: researcher, tools: [metrics, papers, docs, account, revenues, by_region, stock]}}
+task:
+  prompt: p
+  needs: [{{id: rev, tool: metrics, wording: revenue, value: fin.rev.2024}}]
+"""
+SILENT_CALLS: dict[str, dict[str, Any]] = {
+    "metrics": {"name": "fin.rev.2024"},
+    "papers": {"query": "transformer"},
+    "docs": {"ids": ["d1", "d2"]},
+    "account": {"id": "A-1"},
+    "revenues": {"id": ["A-1", "A-2"]},
+    "by_region": {"region": "south"},
+    "stock": {"sku": "SKU-1001", "warehouse": "north"},
+}
+
+
+def silent_client(fault: str, trial: int = 0) -> ToolClient:
+    return ToolClient(load_text(SILENT_WORLD.format(fault=fault)), trial, "r")
+
+
+def answer(client: ToolClient, tool: str) -> Any:
+    args = client.validate(tool, SILENT_CALLS[tool])
+    return asyncio.run(client.ainvoke(tool, args, timeout_s=9, idempotency_key=None))
+
+
+def test_fault_free_answers_of_the_silent_world() -> None:
+    c = ToolClient(load_text(SILENT_WORLD.format(fault="")), 0, "r")
+    got = {t: answer(c, t).value for t in SILENT_CALLS}
+    assert got == {
+        "metrics": 1234,
+        "papers": ["p1", "p3"],
+        "docs": {"d1": "one doc", "d2": "two doc"},
+        "account": {"id": "A-1", "region": "north", "revenue": 1200},
+        "revenues": {"A-1": 1200, "A-2": 3400},
+        "by_region": ["A-2", "A-3"],
+        "stock": {"ok": True, "sku": "SKU-1001", "warehouse": "north", "units": 1200},
+    }
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (
+            "{kind: stale}",  # 10 % lower, one element missing, text as it was
+            {
+                "metrics": 1111,
+                "papers": ["p1"],
+                "docs": {"d1": "one doc", "d2": "two doc"},
+                "account": {"id": "A-1", "region": "north", "revenue": 1080},
+                "revenues": {"A-1": 1080, "A-2": 3060},
+                "by_region": ["A-2"],
+                "stock": {"ok": True, "sku": "SKU-1001", "warehouse": "north", "units": 1080},
+            },
+        ),
+        (
+            "{kind: stale, drift: 0.5, drop: 5}",  # a list keeps one element: never empty
+            {"metrics": 1851, "papers": ["p1"], "revenues": {"A-1": 1800, "A-2": 5100}},
+        ),
+        ("{kind: stale, value: 1000}", {"metrics": 1000, "papers": 1000}),
+        (
+            "{kind: corrupt}",  # numbers ×1000, the rest cut in half
+            {
+                "metrics": 1234000,
+                "papers": ["p1"],
+                "docs": {"d1": "one", "d2": "two"},
+                "account": {"id": "A", "region": "no", "revenue": 1200000},
+                "stock": {"ok": True, "sku": "SKU-", "warehouse": "no", "units": 1200000},
+            },
+        ),
+        ("{kind: corrupt, mode: unit}", {"metrics": 1234000, "papers": ["p1", "p3"]}),
+        ("{kind: corrupt, mode: truncate}", {"metrics": 1234, "by_region": ["A-2"]}),
+    ],
+)
+def test_stale_and_corrupt_answers_succeed_wrong(fault: str, expected: dict[str, Any]) -> None:
+    c = silent_client(fault)
+    for tool, value in expected.items():
+        result = answer(c, tool)
+        assert result.value == value, tool
+        assert not result.empty and result.business_error is None and not result.item_errors
+
+
+def test_corrupt_digits_swaps_two_adjacent_different_digits() -> None:
+    c = silent_client("{kind: corrupt, mode: digits}")
+    assert answer(c, "metrics").value in (2134, 1324, 1243)
+    assert answer(c, "papers").value == ["p1", "p3"]  # no two adjacent digits: as it was
+    revenues = answer(c, "revenues").value
+    assert revenues != {"A-1": 1200, "A-2": 3400} and sorted(revenues) == ["A-1", "A-2"]
+
+
+def test_wrong_entity_answers_for_another_entity() -> None:
+    answers = {t: answer(silent_client("{kind: wrong_entity}"), t).value for t in SILENT_CALLS}
+    assert answers["metrics"] in (99, 5120)
+    assert answers["papers"] == ["p2"]  # the other topic's hits
+    docs = answers["docs"]  # other documents, filed under the ids asked for
+    assert list(docs) == ["d1", "d2"] and docs != {"d1": "one doc", "d2": "two doc"}
+    assert answers["account"]["id"] in ("A-2", "A-3")  # another record of the table
+    assert answers["revenues"] != {"A-1": 1200, "A-2": 3400}
+    assert list(answers["revenues"]) == ["A-1", "A-2"]
+    assert answers["by_region"] == ["A-1"]  # the other region's hits
+    assert answers["stock"]["warehouse"] == "south"  # the other value of a Literal hint
+
+
+def test_which_entity_is_drawn_from_the_faults_own_stream() -> None:
+    picks = {
+        trial: [answer(silent_client("{kind: wrong_entity}", trial), "account").value["id"]]
+        for trial in range(12)
+    }
+    assert set(map(tuple, picks.values())) == {("A-2",), ("A-3",)}  # both drawn, per trial
+    again = [answer(silent_client("{kind: wrong_entity}", 3), "account").value["id"]]
+    assert again == picks[3]
+
+
+@pytest.mark.parametrize("kind", ["stale", "wrong_entity", "corrupt"])
+def test_each_silent_kind_fires_at_its_rate_and_is_named_by_its_place(kind: str) -> None:
+    sc = world(f"  metrics:\n    kind: metric_store\n    faults: [{{kind: {kind}, p: 0.3}}]")
+    c = ToolClient(sc, 0, "a")
+    args = c.validate("metrics", {"name": "fin.rev.2024"})
+    n = 2000
+    wrong = sum(
+        c.invoke("metrics", args, timeout_s=9, idempotency_key=None).value != 1234 for _ in range(n)
+    )
+    assert abs(wrong - n * 0.3) <= 3 * (n * 0.3 * 0.7) ** 0.5
+    assert c.fired == ["tools.metrics.faults[0]"] * wrong
+
+
+def test_a_silent_fault_appended_after_older_ones_keeps_their_draws() -> None:
+    older = "  metrics:\n    kind: metric_store\n    faults: [{kind: transient, p: 0.3}]"
+    newer = older.replace("p: 0.3}]", "p: 0.3}, {kind: stale, p: 0.5}, {kind: corrupt}]")
+    assert hits(ToolClient(world(older), 2, "a")) == hits(ToolClient(world(newer), 2, "a"))
+
+
+def test_fired_faults_are_named_by_their_place_in_the_tools_faults() -> None:
+    spec = (
+        "  metrics:\n    kind: metric_store\n    faults: [{kind: malformed_call, first_n: 1},"
+        " {kind: bad_args}, {kind: transient, first_n: 1}, {kind: stale}]"
+    )
+    c = ToolClient(world(spec), 0, "a")
+    assert c.mangle("metrics", {"name": "fin.rev.2024"}) != {"name": "fin.rev.2024"}
+    args = c.validate("metrics", {"name": "fin.rev.2024"})
+    with pytest.raises(ConnectTimeout):
+        c.invoke("metrics", args, timeout_s=9, idempotency_key=None)
+    c.invoke("metrics", args, timeout_s=9, idempotency_key=None)
+    assert c.fired == [
+        "tools.metrics.faults[0]",
+        "tools.metrics.faults[2]",
+        "tools.metrics.faults[3]",
+    ]

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from errorflow.agents import records
+from errorflow.agents import silent_faults as silent
 from errorflow.agents.python_tool import business_error
 from errorflow.agents.services import Admission, ServiceRegistry
 from errorflow.agents.tool_catalog import ToolCatalog
@@ -32,6 +33,7 @@ from errorflow.core.tool_errors import (
     ConnectTimeout,
     HTTPStatusError,
     SchemaViolation,
+    ToolException,
     UnknownTool,
     UnknownValue,
 )
@@ -42,8 +44,10 @@ from errorflow.scenario.catalog import (
     SendReportArgs,
     ToolArgs,
 )
+from errorflow.scenario.fault_model import SILENT_KINDS
 from errorflow.scenario.model import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
 from errorflow.scenario.run_time import arrival
+from errorflow.scenario.tool_args import enum_options
 
 # -- outcomes --------------------------------------------------------------------
 
@@ -111,12 +115,16 @@ class FaultPlan:
         """`rng` may be None for a tool without faults (nothing ever draws from it)."""
         self._faults = faults
         self._rngs: list[random.Random] = []
+        self._base = 0
         if faults:
             if rng is None:
                 raise ValueError("a fault plan with faults needs its random stream")
-            base = rng.getrandbits(64)
-            self._rngs = [random.Random(f"{base}:{i}") for i in range(len(faults))]
+            self._base = rng.getrandbits(64)
+            self._rngs = [random.Random(f"{self._base}:{i}") for i in range(len(faults))]
+        self._picks: dict[int, random.Random] = {}
         self.calls = 0
+        #: The position (in this plan's faults) of the fault that fired on the last call.
+        self.fired: int | None = None
 
     def next(self, kinds: frozenset[str] | None = None) -> FaultSpec | None:
         """Advance the call counter and return the first fault that fires (among
@@ -124,7 +132,8 @@ class FaultPlan:
         index = self.calls
         self.calls += 1
         fired: FaultSpec | None = None
-        for fault, rng in zip(self._faults, self._rngs, strict=True):
+        self.fired = None
+        for position, (fault, rng) in enumerate(zip(self._faults, self._rngs, strict=True)):
             draw = rng.random()
             if kinds is not None and fault.kind not in kinds:
                 continue
@@ -135,8 +144,18 @@ class FaultPlan:
             else:
                 hit = True
             if hit and fired is None:
-                fired = fault
+                fired, self.fired = fault, position
         return fired
+
+    def pick(self) -> random.Random:
+        """The stream of the choices the last fault that fired makes (which other
+        entity, which digits): a stream of its own, so what it picks never moves the
+        draws that decide whether a fault fires."""
+        assert self.fired is not None
+        rng = self._picks.get(self.fired)
+        if rng is None:
+            rng = self._picks[self.fired] = random.Random(f"{self._base}:{self.fired}:pick")
+        return rng
 
 
 CALL_FAULTS = frozenset(
@@ -149,6 +168,7 @@ CALL_FAULTS = frozenset(
         "business_rule",
         "empty",
         "partial",
+        *SILENT_KINDS,
     }
 )
 
@@ -174,6 +194,11 @@ class ToolClient:
         self.seed = scenario.seed
         self._plans: dict[str, FaultPlan] = {}
         self._malform: dict[str, FaultPlan] = {}
+        # Where each plan's faults are in the tool's `faults` list, to name them.
+        self._places: dict[tuple[str, str], list[int]] = {}
+        #: The place in the scenario of every injected fault that fired, in call order
+        #: (`tools.kpi.faults[0]`); the tool gate reads what a call added.
+        self.fired: list[str] = []
         # Degraded-service draws, one stream for this agent's view of the services.
         self._rng_service: random.Random | None = None  # drawn only by a service's calls
         # Per-item draws (partial faults), one stream per tool, made when first drawn
@@ -191,6 +216,14 @@ class ToolClient:
             bad = [f for f in spec.faults if f.kind == "malformed_call"]
             rng = stream(scenario.seed, trial, agent, name, "mal") if bad else None
             self._malform[name] = FaultPlan(bad, rng)
+            for plan, kinds in (("call", CALL_FAULTS), ("mal", {"malformed_call"})):
+                places = [i for i, f in enumerate(spec.faults) if f.kind in kinds]
+                self._places[name, plan] = places
+
+    def _note(self, tool: str, plan: str, position: int | None) -> None:
+        """Record that the fault at `position` of a plan fired, by its scenario place."""
+        if position is not None:
+            self.fired.append(f"tools.{tool}.faults[{self._places[tool, plan][position]}]")
 
     def _items_rng(self, tool: str) -> random.Random:
         rng = self._rng_items.get(tool)
@@ -203,8 +236,9 @@ class ToolClient:
     def mangle(self, tool: str, args: Mapping[str, object]) -> dict[str, object] | str:
         plan = self._malform.get(tool)
         fault = plan.next() if plan else None
-        if fault is None:
+        if fault is None or plan is None:
             return dict(args)
+        self._note(tool, "mal", plan.fired)
         # Drop or retype a field the schema requires (an optional one would not fail).
         required = [n for n, f in self.catalog.models[tool].model_fields.items() if f.is_required()]
         first = next((k for k in args if k in required), next(iter(args), None))
@@ -255,6 +289,8 @@ class ToolClient:
             return before
         fault, latency = before
         value, item_errors = self._serve(tool, args, fault)
+        if fault is not None and fault.kind in SILENT_KINDS:
+            value = self._silent(tool, args, fault, value)
         if spec.kind == "report_sink":
             value = self._send(args, idempotency_key)
         empty = value in ([], {}, None) and spec.kind != "report_sink"
@@ -279,11 +315,10 @@ class ToolClient:
         before = self._before(tool, args, timeout_s, idempotency_key, now)
         if isinstance(before, ToolResult):
             return before
-        _, latency = before
-        call = self._python_calls[tool] = self._python_calls.get(tool, -1) + 1
-        context = ToolContext.of(self.seed, self.trial, self.agent, tool, call)
-        raw = await self.catalog.python[tool].call(args, timeout_s, context)
-        value = to_jsonable_python(raw, fallback=str)
+        fault, latency = before
+        value = await self._python(tool, args, timeout_s)
+        if fault is not None and fault.kind in SILENT_KINDS:
+            value = await self._python_silent(tool, args, fault, value, timeout_s)
         refused = business_error(spec.business_failure, value) if spec.business_failure else None
         return ToolResult(value, latency, business_error=refused, empty=value in ([], {}, None, ""))
 
@@ -303,6 +338,7 @@ class ToolClient:
             # Deduplicated on the key: the retried send is not sent twice.
             return ToolResult(self._sent[idempotency_key], spec.latency_s)
         fault = self._plans[tool].next()
+        self._note(tool, "call", self._plans[tool].fired)
         latency = spec.latency_s
         if fault is not None and fault.kind == "timeout":
             if fault.duration_s is not None and fault.duration_s < timeout_s:
@@ -331,6 +367,59 @@ class ToolClient:
             )
             latency = self._raise_for_service(admission, tool, timeout_s)
         return fault, latency
+
+    # -- silent wrong answers (errorflow.agents.silent_faults) -----------------------
+    def _silent(self, tool: str, args: ToolArgs, fault: FaultSpec, value: Any) -> Any:
+        """The right answer made wrong by a silent fault that fired on this call."""
+        rng = self._plans[tool].pick()
+        if fault.kind != "wrong_entity":
+            return (
+                silent.stale(value, fault)
+                if fault.kind == "stale"
+                else silent.corrupt(value, fault, rng)
+            )
+        for call in silent.other_calls(self._scenario, tool, args.model_dump(), rng):
+            try:
+                other, _ = self._serve(tool, self.validate(tool, call), None)
+            except ToolException:
+                continue
+            if other not in (None, [], {}, "") and other != value:
+                return silent.relabelled(other, value) if self._is_batch(tool, args) else other
+        return value
+
+    async def _python_silent(
+        self, tool: str, args: ToolArgs, fault: FaultSpec, value: Any, timeout_s: float
+    ) -> Any:
+        """`_silent` for a Python tool: another entity's answer is its code's answer."""
+        rng = self._plans[tool].pick()
+        if fault.kind != "wrong_entity":
+            return (
+                silent.stale(value, fault)
+                if fault.kind == "stale"
+                else silent.corrupt(value, fault, rng)
+            )
+        options = enum_options(self.catalog.models[tool])
+        for call in silent.other_calls(self._scenario, tool, args.model_dump(), rng, options):
+            try:
+                other = await self._python(tool, self.validate(tool, call), timeout_s)
+            except Exception:  # another entity's call failing is no answer to give
+                continue
+            if other not in (None, [], {}, "") and other != value:
+                return other
+        return value
+
+    async def _python(self, tool: str, args: ToolArgs, timeout_s: float) -> Any:
+        call = self._python_calls[tool] = self._python_calls.get(tool, -1) + 1
+        context = ToolContext.of(self.seed, self.trial, self.agent, tool, call)
+        raw = await self.catalog.python[tool].call(args, timeout_s, context)
+        return to_jsonable_python(raw, fallback=str)
+
+    def _is_batch(self, tool: str, args: ToolArgs) -> bool:
+        """Whether the answer is per item (keyed by the items asked for)."""
+        if isinstance(args, FetchManyArgs):
+            return True
+        listed = any(isinstance(v, list) for v in args.model_dump().values())
+        return listed and self.tools[tool].kind == "lookup"
 
     def _raise_for_service(self, admission: Admission, tool: str, timeout_s: float) -> float:
         """The service's answer as a client library raises it; the latency when it took

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from errorflow.scenario.discussion_checks import defence_problems, discussion_problems
 from errorflow.scenario.reference_problem import Loc, Reference, unknown
 from errorflow.scenario.roles import GATHERS
+from errorflow.scenario.silent_checks import silent_fault_problems
 
 __all__ = ["Loc", "Reference", "all_problems", "key_columns", "modelling_warnings", "unknown"]
 
@@ -156,6 +157,7 @@ def fault_problems(s: Scenario) -> Iterator[Reference]:
                     f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
                     fault.item_p,
                 )
+            yield from silent_fault_problems(s, tname, i, fault)
 
 
 # -- needs ------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ before the tool runs, and the loader checks every need's arguments against them.
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Mapping
 
 from errorflow.scenario.arg_schema import ArgSpec, args_model, schema_of
@@ -68,3 +70,16 @@ def tool_description(spec: ToolSpec) -> str:
 
 def tool_schema(model: type[ToolArgs]) -> dict[str, object]:
     return schema_of(model)
+
+
+def enum_options(model: type[ToolArgs]) -> dict[str, list[object]]:
+    """Each argument that takes one of a fixed set of values (a declared `enum`, or a
+    `Literal` type hint), with those values."""
+    out: dict[str, list[object]] = {}
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        if typing.get_origin(ann) in (typing.Union, types.UnionType):
+            ann = next((a for a in typing.get_args(ann) if a is not type(None)), ann)
+        if typing.get_origin(ann) is typing.Literal:
+            out[name] = list(typing.get_args(ann))
+    return out
