@@ -3,7 +3,10 @@ touched (a fault that did not fire is not evidence)."""
 
 from __future__ import annotations
 
-from errorflow.core.events import AgentCrashed, ModelCall, ModelFaultFired
+import pytest
+
+from errorflow import api
+from errorflow.core.events import AgentCrashed, ModelCall, ModelFaultFired, ToolCallEvent
 from errorflow.scenario.overrides import apply
 from errorflow.scoring.fault_firing import (
     ConfiguredFault,
@@ -22,7 +25,7 @@ def fired(path: str = OVERLOAD) -> ModelFaultFired:
     return ModelFaultFired(agent="writer", fault=path, kind="overloaded", call=0, attempt=1)
 
 
-def test_the_configured_faults_are_the_model_faults_and_the_announced_agent_faults() -> None:
+def test_the_configured_faults_are_tool_and_model_faults_and_the_announced_agent_faults() -> None:
     s = apply(
         scenario("contamination"),
         {
@@ -31,11 +34,14 @@ def test_the_configured_faults_are_the_model_faults_and_the_announced_agent_faul
         },
     )
     assert configured_faults(s) == [
+        ConfiguredFault("tools.search_papers.faults[0]", "permission"),
         ConfiguredFault(CRASH, "crash", trial=3),
         ConfiguredFault(OVERLOAD, "overloaded"),
         ConfiguredFault("agents.writer.model.faults[1]", "timeout"),
     ]
-    assert configured_faults(s, agent_kinds=()) == configured_faults(s)[1:]
+    assert configured_faults(s, agent_kinds=()) == [
+        f for f in configured_faults(s) if f.path != CRASH
+    ]
 
 
 def test_fired_faults_are_counted_from_typed_events_and_stored_payloads() -> None:
@@ -52,3 +58,74 @@ def test_trials_where_a_configured_fault_never_fired_are_named() -> None:
     assert trial_firing(faults, 1, [fired()]).never == (CRASH,)
     by_trial: dict[int, list[object]] = {0: [fired()], 1: [], 2: [fired(), fired()]}
     assert unfired_trials(faults, by_trial) == {OVERLOAD: [1], CRASH: [1]}
+
+
+STALE = "tools.kpi.faults[1]"
+
+
+def tool_call(*faults: str) -> ToolCallEvent:
+    return ToolCallEvent(
+        agent="a", tool="kpi", call_id="x#0", args={}, ok=True, attempts=1, faults=list(faults)
+    )
+
+
+def test_tool_faults_are_counted_from_the_tool_call_that_they_struck() -> None:
+    events = [tool_call(STALE), tool_call().to_payload(), tool_call("tools.kpi.faults[0]", STALE)]
+    assert fired_faults(events) == {STALE: 2, "tools.kpi.faults[0]": 1}
+    assert fired_faults([tool_call(STALE).to_payload()]) == {STALE: 1}
+    assert "faults" not in tool_call().to_payload()  # most calls: the wire as it was
+
+
+SILENT = {
+    "name": "silent",
+    "seed": 6,
+    "trials": 200,
+    "world": {"metrics": {"m.a": 10, "m.b": 20, "m.c": 30}},
+    "tools": {"kpi": {"kind": "metric_store", "faults": []}},
+    "agents": {
+        "a": {"role": "researcher", "tools": ["kpi"], "sends_to": ["b"]},
+        "b": {"role": "writer"},
+    },
+    "task": {
+        "prompt": "a",
+        "needs": [{"id": "a", "tool": "kpi", "arg": "name", "wording": "a", "value": "m.a"}],
+    },
+}
+
+
+def _silent_run(*faults: dict[str, object], propagation: str = "explicit") -> api.Result:
+    data = {**SILENT, "propagation": propagation}
+    data["tools"] = {"kpi": {"kind": "metric_store", "faults": list(faults)}}
+    return api.run(api.load_scenario(data))
+
+
+@pytest.mark.parametrize("kind", ["stale", "wrong_entity", "corrupt"])
+def test_each_silent_kind_is_reported_fired_or_never_at_its_rate(kind: str) -> None:
+    res = _silent_run({"kind": "transient", "first_n": 0}, {"kind": kind, "p": 0.3})
+    counts = res.raw.summary["tool_faults"]
+    never_fires, silent = counts["tools.kpi.faults[0]"], counts[STALE]
+    assert never_fires == {"fired": 0, "never": 200, "times": 0, "kind": "transient"}
+    assert silent["kind"] == kind and silent["fired"] + silent["never"] == 200
+    assert silent["times"] == silent["fired"]  # one call a trial
+    assert abs(silent["fired"] - 60) <= 3 * (200 * 0.3 * 0.7) ** 0.5
+    assert res.raw.to_json()["tool_faults"] == counts
+    line = " ".join(res.report().split())  # the run's "faults fired" line, unwrapped
+    assert "tool faults: tools.kpi.faults[0] transient fired in 0 of 200 trials (0 calls)," in line
+    assert f"{STALE} {kind} fired in {silent['fired']} of 200 trials" in line
+
+
+def test_a_silent_fault_contaminates_whatever_the_propagation() -> None:
+    explicit = _silent_run({"kind": "stale", "p": 0.3})
+    implicit = _silent_run({"kind": "stale", "p": 0.3}, propagation="implicit")
+    fired = explicit.raw.summary["tool_faults"][STALE.replace("[1]", "[0]")]["fired"]
+    for res in (explicit, implicit):
+        # the model is never told: every struck trial ends contaminated, none contained
+        assert res.outcomes["contaminated"] >= fired - 12 and res.outcomes["contained"] <= 12
+    assert abs(explicit.outcomes["contaminated"] - implicit.outcomes["contaminated"]) <= 12
+
+
+def test_a_bad_args_fault_fires_per_trial_and_is_counted_from_the_scenario() -> None:
+    res = _silent_run({"kind": "bad_args", "p": 0.5})
+    counts = res.raw.summary["tool_faults"]["tools.kpi.faults[0]"]
+    assert counts["kind"] == "bad_args" and counts["fired"] + counts["never"] == 200
+    assert abs(counts["fired"] - 100) <= 3 * (200 * 0.25) ** 0.5

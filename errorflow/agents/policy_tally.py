@@ -36,6 +36,9 @@ class PolicyTally:
         #: Injected model faults that fired, by kind (not decisions: they go with the
         #: message's `trace.faults`, so a run counts the trials each fired in).
         self.model_faults: Counter[str] = Counter()
+        #: Injected tool faults that fired, by their place in the scenario (they go
+        #: with the result's `trace.tool_faults` for the same reason).
+        self.tool_faults: Counter[str] = Counter()
 
     def add(self, event: AgentEvent) -> None:
         c = self.counts
@@ -53,8 +56,10 @@ class PolicyTally:
         elif isinstance(event, ModelError) and event.retry:
             c["model_retries"] += 1
             self.backoff_s += event.delay_s
-        elif isinstance(event, ToolCallEvent) and event.code in REFUSALS:
-            c[REFUSALS[event.code]] += 1
+        elif isinstance(event, ToolCallEvent):
+            if event.code in REFUSALS:
+                c[REFUSALS[event.code]] += 1
+            self.tool_faults.update(event.faults)
         elif isinstance(event, CallRefused):
             c[f"{event.by}_rejected"] += 1
         elif isinstance(event, ModelFaultFired):

@@ -38,9 +38,12 @@ class ResultPayload:
     policy: dict[str, float] = field(default_factory=dict)
     #: Run time at which the agent finished (runs whose state lives across trials).
     ended_at: float | None = None
+    #: Injected tool faults that fired on the agent's calls, by their place in the
+    #: scenario; sent with the costs, once (errorflow.runtime.tool_fault_tally).
+    tool_faults: dict[str, int] = field(default_factory=dict)
 
     def without_costs(self) -> ResultPayload:
-        return replace(self, costs=None, policy={})
+        return replace(self, costs=None, policy={}, tool_faults={})
 
     def to_wire(self) -> JsonObject:
         costs: dict[str, JsonValue] = {}
@@ -49,6 +52,8 @@ class ResultPayload:
         trace: JsonObject = {"costs": costs, "failures": [code.value for code in self.failures]}
         if self.policy:
             trace["policy"] = dict(self.policy)
+        if self.tool_faults:
+            trace["tool_faults"] = dict(self.tool_faults)
         wire: JsonObject = {
             "role": self.role,
             "round": self.round,

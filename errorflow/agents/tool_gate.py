@@ -102,12 +102,14 @@ class ToolGate:
         self.breakers, self.guard, self.implicit, self.emit = breakers, guard, implicit, emit
         self.trace: list[TraceEntry] = []
         self._loop = AttemptLoop(clock=clock, rng=rng, budget=budget)
+        self._fired_from = 0  # where the current call's fired faults start in the client's
 
     @property
     def retries(self) -> int:
         return self._loop.retries
 
     async def call(self, call: ToolCall) -> GateOutcome:
+        self._fired_from = len(self.client.fired)
         args_map = call.arguments if isinstance(call.arguments, dict) else {"_raw": call.arguments}
         blocked = self._guard(call, args_map)
         if blocked is not None:
@@ -198,6 +200,7 @@ class ToolGate:
                 ok=True,
                 code=soft.code if soft else None,
                 attempts=attempts,
+                faults=self.client.fired[self._fired_from :],
             )
         )
         # Implicitly, an empty or partial result is just a result to the model; the
@@ -221,6 +224,7 @@ class ToolGate:
                 attempts=attempts,
                 http_status=failure.http_status,
                 error=redact(failure.raw)[:300],
+                faults=self.client.fired[self._fired_from :],
             )
         )
         if self.implicit:

@@ -50,6 +50,15 @@ class ToolCallEvent(_Event):
     error: str | None = None
     #: Run time (simulated seconds) at which it happened, stamped by the agent.
     at: float | None = None
+    #: The injected faults that fired on the call's attempts, by their place in the
+    #: scenario (`tools.kpi.faults[0]`), in order; a silent one leaves `ok` true.
+    faults: list[str] = Field(default_factory=list)
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = super().to_payload()
+        if not self.faults:  # most calls: the wire stays as it was
+            del payload["faults"]
+        return payload
 
 
 class GuardBlock(_Event):

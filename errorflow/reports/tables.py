@@ -127,6 +127,9 @@ def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -
     agent_faults = data.get("agent_faults")
     if agent_faults:
         lines.append((bus_fault_line(agent_faults, "agent faults"), ""))
+    tool_faults = data.get("tool_faults")
+    if tool_faults:
+        lines.append((bus_fault_line(tool_faults, "tool faults", "calls"), ""))
     infra = infra_line(data)
     if infra is not None:
         lines.append((infra, "bold red"))

@@ -77,6 +77,7 @@ from errorflow.runtime.store import (
     resume_run,
     stopped_by,
 )
+from errorflow.runtime.tool_fault_tally import ToolFaultTally
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario import identity
 from errorflow.scenario.bus_fault_model import bus_plan
@@ -182,6 +183,8 @@ class RunResult:
             doc["bus_faults"] = self.summary["bus_faults"]
         if "agent_faults" in self.summary:
             doc["agent_faults"] = self.summary["agent_faults"]
+        if "tool_faults" in self.summary:
+            doc["tool_faults"] = self.summary["tool_faults"]
         if "bus_recovery" in self.summary:
             doc["bus_recovery"] = self.summary["bus_recovery"]
         return doc
@@ -321,6 +324,7 @@ class _Runner:
         self.tracker = TrialTracker(scenario.terminal_agents())
         self.bus_faults = BusFaultTally(bus_plan(scenario), self.tracker)
         self.agent_faults = AgentFaultTally(scenario)
+        self.tool_faults = ToolFaultTally(scenario)
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         # Without kept messages the labels are in the store only, and the scores are
         # kept by column (a few bytes a trial: memory stays flat over long runs).
@@ -668,6 +672,7 @@ class _Runner:
         state = self.tracker.close(trial)
         self.bus_faults.finish(trial, state)
         self.agent_faults.finish(trial, state.messages)
+        self.tool_faults.finish(trial, state.messages)
         messages = state.messages
         self.done.pop(trial, None)
         self.recorder.add_trial(
@@ -808,6 +813,9 @@ class _Runner:
         agent_faults = self.agent_faults.counts()
         if agent_faults is not None:
             summary["agent_faults"] = agent_faults
+        tool_faults = self.tool_faults.counts()
+        if tool_faults is not None:
+            summary["tool_faults"] = tool_faults
         if self.services.services:
             summary["services"] = service_load(self.services, scores, arrival_times(self.scenario))
         return summary

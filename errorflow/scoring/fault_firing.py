@@ -4,7 +4,9 @@ A fault that did not fire is not evidence: a trial where a configured fault neve
 measured the fault-free path for it, and a summary must say so rather than count the
 trial as surviving the fault. Every event that announces a fired fault names the
 fault's place in the scenario in its `fault` field (`model_fault`: a model call's
-attempt, `agent_crashed`: a crash), so counting needs only the trial's events. Pure.
+attempt, `agent_crashed`: a crash), or, for the tool faults that fired on a call's
+attempts, in the `faults` list of its `tool_call` (a silent wrong answer among them),
+so counting needs only the trial's events. Pure.
 """
 
 from __future__ import annotations
@@ -34,8 +36,15 @@ class ConfiguredFault:
 def configured_faults(
     scenario: Scenario, agent_kinds: Collection[str] = ANNOUNCED_AGENT_KINDS
 ) -> list[ConfiguredFault]:
-    """The scenario's model faults and the agent faults of `agent_kinds`, in file order."""
-    out: list[ConfiguredFault] = []
+    """The scenario's tool faults, model faults and the agent faults of `agent_kinds`,
+    in file order. (A `bad_args` fault fires per trial, not per call: no event
+    announces it; errorflow.runtime.tool_fault_tally counts it from the scenario.)"""
+    out: list[ConfiguredFault] = [
+        ConfiguredFault(f"tools.{name}.faults[{i}]", fault.kind)
+        for name, tool in scenario.tools.items()
+        for i, fault in enumerate(tool.faults)
+        if fault.kind != "bad_args"
+    ]
     for name, agent in scenario.agents.items():
         for i, mf in enumerate(agent.model.faults):
             out.append(ConfiguredFault(f"agents.{name}.model.faults[{i}]", mf.kind))
@@ -50,12 +59,14 @@ def configured_faults(
 
 def fired_faults(events: Iterable[object]) -> Counter[str]:
     """How many times each fault fired, by path, from events (typed ones, or payloads
-    as stored: a mapping with a `fault` string)."""
+    as stored: a mapping with a `fault` string, or a `faults` list of them)."""
     fired: Counter[str] = Counter()
     for event in events:
-        path = event.get("fault") if isinstance(event, Mapping) else getattr(event, "fault", None)
-        if isinstance(path, str) and path:
-            fired[path] += 1
+        for name in ("fault", "faults"):
+            value = event.get(name) if isinstance(event, Mapping) else getattr(event, name, None)
+            for path in value if isinstance(value, list) else [value]:
+                if isinstance(path, str) and path:
+                    fired[path] += 1
     return fired
 
 

@@ -65,6 +65,13 @@ class BusFaultCount(TypedDict):
     times: int  # sends it struck, over every trial
 
 
+class ToolFaultCount(BusFaultCount):
+    """One configured tool fault (by its place, `tools.kpi.faults[0]`) over a run's
+    trials; `times` counts the calls it struck."""
+
+    kind: str
+
+
 class BusRecovery(TypedDict):
     """The trials a bus fault struck: recovered by acks and resends, or lost."""
 
@@ -81,6 +88,7 @@ class RunSummary(TypedDict):
     bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
     bus_recovery: NotRequired[BusRecovery]
     agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
+    tool_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
 
 
 class Amplification(TypedDict):
@@ -113,6 +121,7 @@ class RunJson(TypedDict):
     bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
     bus_recovery: NotRequired[BusRecovery]
     agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
+    tool_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
 
 
 def summarize(scores: Iterable[TrialScore]) -> RunSummary:
@@ -179,13 +188,20 @@ def bus_recovery_line(r: BusRecovery) -> str:
     )
 
 
-def bus_fault_line(counts: Mapping[str, BusFaultCount], what: str = "bus faults") -> str:
-    """`bus faults: drop fired in 37 of 200 trials (41 sends), never in 163; ...`"""
+def bus_fault_line(
+    counts: Mapping[str, BusFaultCount], what: str = "bus faults", unit: str = "sends"
+) -> str:
+    """`bus faults: drop fired in 37 of 200 trials (41 sends), never in 163; ...` (a
+    tool fault's kind follows its place: `tools.kpi.faults[0] stale fired in ...`)."""
     cells = []
-    for kind, c in counts.items():
+    for name, c in counts.items():
         n = c["fired"] + c["never"]
-        sends = f"{c['times']} sends"
-        cells.append(f"{kind} fired in {c['fired']} of {n} trials ({sends}), never in {c['never']}")
+        kind = c.get("kind")
+        label = f"{name} {kind}" if isinstance(kind, str) else name
+        times = f"{c['times']} {unit}"
+        cells.append(
+            f"{label} fired in {c['fired']} of {n} trials ({times}), never in {c['never']}"
+        )
     return f"{what}: " + "; ".join(cells)
 
 
