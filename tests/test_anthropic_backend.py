@@ -866,6 +866,16 @@ def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> N
     ) in text
 
 
+def test_a_need_with_a_second_source_names_both_tools() -> None:
+    from errorflow.agents.anthropic_backend import render_task
+
+    need = NeedView("revenue", "kpi_cache", "name", "Q3 revenue", "rev.q3", sources=("kpi_origin",))
+    text = render_task(TaskTurn("Brief the team.", [need]))
+    assert '- key "revenue": Q3 revenue (tool kpi_cache or kpi_origin, argument name = rev.q3)' in (
+        text
+    )
+
+
 # ------------------------------------------------------------------ what goes on the wire
 
 

@@ -169,7 +169,7 @@ def test_validate_prints_warnings_at_their_line_and_still_passes(tmp_path: Path)
     )
 
 
-# -- silent faults ------------------------------------------------------------------------
+# -- silent faults and second sources ------------------------------------------------------
 
 SOURCED = """\
 name: sourced
@@ -191,9 +191,53 @@ agents:
 task:
   prompt: p
   needs:
-    - {id: rev, tool: cache, arg: name, wording: revenue, value: rev}
-    - {id: owner, tool: index, wording: owner, args: {id: A-1, field: owner}}
+    - {id: rev, tool: cache, sources: [origin], arg: name, wording: revenue, value: rev}
+    - {id: owner, tool: index, sources: [crm], wording: owner, args: {id: A-1, field: owner}}
 """
+
+
+def test_a_checker_holding_only_the_second_sources_is_not_warned_about() -> None:
+    s = load_text(SOURCED)
+    assert s.task.needs[0].tools == ["cache", "origin"]
+    assert modelling_warnings(s) == []
+    without = load_text(SOURCED.replace("sources: [origin], ", "").replace("sources: [crm], ", ""))
+    assert [loc for loc, _ in modelling_warnings(without)] == [
+        ("agents", "reviewer", "tools", 0),
+        ("agents", "reviewer", "tools", 1),
+        ("agents", "reviewer", "tools"),  # and it holds no tool for the claims it checks
+    ]
+
+
+def test_an_inspector_or_challenger_on_a_second_source_is_not_warned_about() -> None:
+    inspector = SOURCED.replace(
+        "reviewer: {role: reviewer, tools: [origin, crm]}",
+        "reviewer: {role: writer, inspector: {tools: [origin, crm]}}",
+    )
+    assert modelling_warnings(load_text(inspector)) == []
+    challenger = SOURCED.replace("role: reviewer,", "role: researcher, challenge: 1.0,")
+    assert modelling_warnings(load_text(challenger)) == []
+
+
+@pytest.mark.parametrize(
+    ("mistake", "path", "message"),
+    [
+        ("sources: [origin]", "task.needs.0.sources.0", "unknown tool 'orign'"),
+        ("sources: [origin]", "task.needs.0.sources.0", "is the need's tool"),
+        ("sources: [origin]", "task.needs.0.sources.1", "is named twice"),
+        ("sources: [crm]", "task.needs.1.sources.0", "cannot serve need 'owner'"),
+    ],
+)
+def test_a_second_source_must_be_another_tool_taking_the_needs_arguments(
+    mistake: str, path: str, message: str
+) -> None:
+    wrong = {
+        "unknown tool 'orign'": "sources: [orign]",
+        "is the need's tool": "sources: [cache]",
+        "is named twice": "sources: [origin, origin]",
+        "cannot serve need 'owner'": "sources: [origin]",  # a metric store takes `name`
+    }[message]
+    [(where, _, msg)] = problems(SOURCED.replace(mistake, wrong))
+    assert where == path and message in msg
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,11 @@ from errorflow.agents.model import (
     AssistantTurn,
     Claim,
     FinalAnswer,
+    Inspection,
     ModelRequest,
     NeedView,
     ObservationTurn,
+    Stance,
     TaskTurn,
     ToolCall,
     ToolDef,
@@ -255,3 +257,67 @@ def test_reviewer_marks_what_it_cannot_check_as_uncertain() -> None:
     assert answer is not None
     assert answer.claims == [Claim("cost", 3, False)]
     assert answer.flags == ["cost: could not be verified"]
+
+
+# -- checking with a second source ------------------------------------------------------------
+
+SOURCED = replace(KNOWN, tool="kpi_cache", sources=("kpi_origin",))
+ORIGIN = [ToolDef("kpi_origin", "", {})]
+
+
+def checked_with_origin(stance: Stance, behaviour_: str, turns: list[Any]) -> FinalAnswer:
+    """Run a checking agent that holds only the second source: its first response calls
+    that source for the need; the second, given the source's answer (7), is final."""
+    m = model()
+    request = ModelRequest("checker", "x", "sys", turns, ORIGIN, behaviour_, stance)
+    first = asyncio.run(m.complete(request))
+    assert [(c.name, c.arguments) for c in first.calls] == [
+        ("kpi_origin", {"name": "fin.rev.2024"})
+    ]
+    call = first.calls[0]
+    later = [
+        *turns,
+        AssistantTurn([call]),
+        ObservationTurn(call.id, "kpi_origin", {"ok": True, "result": 7}),
+    ]
+    final = asyncio.run(m.complete(replace(request, turns=later))).final
+    assert final is not None
+    return final
+
+
+def test_a_reviewer_checks_a_claim_with_a_second_source() -> None:
+    turns = [TaskTurn("t", [SOURCED]), upstream("ok", [Claim("revenue", 6, True)])]
+    answer = checked_with_origin(Stance(), "check", turns)
+    assert answer.revise == ["revenue"]  # the cache said 6, the system of record 7
+
+
+def test_an_inspector_corrects_a_claim_from_a_second_source() -> None:
+    turns = [TaskTurn("t", [SOURCED]), upstream("ok", [Claim("revenue", 6, True)])]
+    answer = checked_with_origin(Stance(inspect=Inspection()), "check", turns)
+    assert answer.claims == [Claim("revenue", 7, True)]
+    assert answer.flags == ["revenue: corrected by inspection"]
+
+
+def test_a_challenger_rechecks_a_claim_with_a_second_source() -> None:
+    turns = [TaskTurn("t", [SOURCED]), upstream("ok", [Claim("revenue", 6, True)])]
+    answer = checked_with_origin(Stance(challenge=1.0), "synthesise", turns)
+    assert [(c.key, c.value) for c in answer.claims] == [("revenue", 7)]
+
+
+def test_a_challenger_in_a_discussion_rechecks_with_a_second_source() -> None:
+    mine = UpstreamTurn("checker", "ok", 1.0, [], FinalAnswer(claims=[Claim("revenue", 5, True)]))
+    peer = UpstreamTurn("peer", "ok", 1.0, [], FinalAnswer(claims=[Claim("revenue", 6, True)]))
+    turns = [TaskTurn("t", [SOURCED]), mine, peer]
+    answer = checked_with_origin(Stance(challenge=1.0, deliberate=True), "gather", turns)
+    assert [(c.key, c.value) for c in answer.claims] == [("revenue", 7)]
+
+
+def test_without_a_second_source_a_checker_cannot_check_the_claim() -> None:
+    turns = [
+        TaskTurn("t", [replace(SOURCED, sources=())]),
+        upstream("ok", [Claim("revenue", 6, True)]),
+    ]
+    request = ModelRequest("checker", "x", "sys", turns, ORIGIN, "check")
+    answer = asyncio.run(model().complete(request))
+    assert answer.calls == [] and answer.final is not None
+    assert answer.final.claims == [Claim("revenue", 6, False)]

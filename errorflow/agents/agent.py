@@ -338,7 +338,7 @@ class Agent:
             own = {
                 c.key: c.value
                 for c in final.claims
-                if _tool_of(self.scenario, c.key) in out.succeeded_tools
+                if any(t in out.succeeded_tools for t in _tools_of(self.scenario, c.key))
             }
             self._memory[trial] = Memory(task, list(inputs), final, own)
         await self._publish_result(
@@ -604,6 +604,7 @@ class Agent:
             fixed={k: v for k, v in args.items() if k != primary and not isinstance(v, FromNeed)},  # type: ignore[misc]
             depends={k: (v.from_, v.field) for k, v in need.depends_on().items()},
             shape=self._shapes().get(need.id),
+            sources=tuple(need.sources),
         )
 
     def _shapes(self) -> dict[str, str | None]:
@@ -783,7 +784,8 @@ def spent(budget: Budget, model: ModelGate, tool_retries: int, seconds: float = 
     )
 
 
-def _tool_of(scenario: Scenario, key: str) -> str | None:
-    """The tool that serves a claim's need (`need` or `need.item`)."""
+def _tools_of(scenario: Scenario, key: str) -> list[str]:
+    """The tools that serve a claim's need (`need` or `need.item`): its tool and its
+    second sources."""
     need = next((n for n in scenario.task.needs if n.id == key.split(".", 1)[0]), None)
-    return need.tool if need is not None else None
+    return need.tools if need is not None else []

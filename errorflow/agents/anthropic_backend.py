@@ -291,7 +291,8 @@ def render_task(turn: TaskTurn) -> str:
         ]
         if given:
             plural = "s" if len(given) > 1 else ""
-            line += f" (tool {need.tool}, argument{plural} {', '.join(given)})"
+            tools = " or ".join((need.tool, *need.sources))  # a second source checks a claim
+            line += f" (tool {tools}, argument{plural} {', '.join(given)})"
         lines.append(line)
     return "\n".join(lines)
 

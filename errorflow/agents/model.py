@@ -85,6 +85,9 @@ class NeedView:
     #: `boolean`, `list`, `object`), as a model knows from the wording what it asks for;
     #: an invented answer has this shape. None: unknown.
     shape: str | None = None
+    #: Other tools that serve the same fact with the same arguments: an agent that
+    #: checks a claim may check it with one of them.
+    sources: tuple[str, ...] = ()
 
 
 def shape_of(value: object) -> str | None:

@@ -157,13 +157,15 @@ def open_tools(needs: Sequence[NeedView], own: Sequence[NeedView], final: FinalA
     without a certain claim, or any need the answer marks unresolved."""
     certain = {c.key for c in final.claims if c.certain}
     return {
-        n.tool
+        tool
         for n in own
         if n.id not in certain and not any(k.startswith(n.id + ".") for k in certain)
+        for tool in (n.tool, *n.sources)
     } | {
-        n.tool
+        tool
         for n in needs
         if n.id in final.unresolved or any(u.startswith(n.id + ".") for u in final.unresolved)
+        for tool in (n.tool, *n.sources)
     }
 
 

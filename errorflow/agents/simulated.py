@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
@@ -365,7 +365,12 @@ class SimulatedModel:
         answered = {
             c.key for u in upstream for c in u.answer.claims if c.certain and _substantial(c)
         }
-        gaps = [n for n in needs if n.tool in fetch and not any(_key_of(k, n) for k in answered)]
+        gaps = [
+            view
+            for n in needs
+            if (view := _served_by(n, fetch)) is not None
+            and not any(_key_of(k, n) for k in answered)
+        ]
         gaps += self._challenges(request, needs, fetch, gaps, answered)
         if not gaps:
             return []
@@ -423,15 +428,16 @@ class SimulatedModel:
         if p <= 0:
             return []
         if self._challenged is None:
+            gap_ids = {g.id for g in gaps}
             self._challenged = {
                 n.id
                 for n in needs
-                if n.tool in fetch
-                and n not in gaps
+                if _served_by(n, fetch) is not None
+                and n.id not in gap_ids
                 and any(_key_of(k, n) for k in answered)
                 and self.rng.random() < p
             }
-        return [n for n in needs if n.id in self._challenged]
+        return [_served_by(n, fetch) or n for n in needs if n.id in self._challenged]
 
     # -- discussion ---------------------------------------------------------------
     def _deliberate(self, request: ModelRequest) -> ModelResponse:
@@ -484,7 +490,7 @@ class SimulatedModel:
                 k
                 for k in sorted(disputed)
                 if k in need_of
-                and need_of[k].tool in tools
+                and _served_by(need_of[k], tools) is not None
                 and self.rng.random() < request.stance.challenge
             }
         observed = self._observed(request, task, {need_of[k].id for k in self._challenged})
@@ -515,7 +521,7 @@ class SimulatedModel:
                 c.key
                 for c in message.answer.claims
                 if c.key in need_of
-                and need_of[c.key].tool in tools
+                and _served_by(need_of[c.key], tools) is not None
                 and self.rng.random() < brief.check
             }
         observed = self._observed(request, task, {need_of[k].id for k in self._sampled})
@@ -540,8 +546,10 @@ class SimulatedModel:
     def _observed(
         self, request: ModelRequest, task: TaskTurn, needs: set[str]
     ) -> dict[str, _Obs | None] | ModelResponse:
-        """What the tools say for the needs `needs` names, or the calls still to make."""
-        chosen = [n for n in task.needs if n.id in needs]
+        """What the tools say for the needs `needs` names, or the calls still to make
+        (each with the agent's tool for it: the need's own, or a second source)."""
+        tools = {t.name for t in request.tools}
+        chosen = [_served_by(n, tools) or n for n in task.needs if n.id in needs]
         states = self._need_states(TaskTurn(task.prompt, chosen), request.turns)
         self._learn(_upstream(request.turns), states)  # dependent needs' arguments
         calls = self._calls(states)
@@ -560,7 +568,9 @@ class SimulatedModel:
         report = [c for u in upstream for c in u.answer.claims]
         tools = {t.name for t in request.tools}
         checkable = [
-            n for n in task.needs if n.tool in tools and any(_key_of(c.key, n) for c in report)
+            view
+            for n in task.needs
+            if (view := _served_by(n, tools)) is not None and any(_key_of(c.key, n) for c in report)
         ]
         states = self._need_states(TaskTurn(task.prompt, checkable), request.turns)
         self._learn(upstream, states)  # a dependent need's argument: what it was told or found
@@ -742,6 +752,16 @@ def _resolved(st: _NeedState) -> _Obs | None:
         if obs is not None and obs.content.get("code") == "partial_success":
             return obs.content
     return None
+
+
+def _served_by(need: NeedView, tools: Collection[str]) -> NeedView | None:
+    """The need as an agent holding `tools` fetches it: with its own tool, else with
+    the first second source it holds (so a claim is checked against another source
+    than the one that produced it); None when it holds neither."""
+    if need.tool in tools:
+        return need
+    source = next((t for t in need.sources if t in tools), None)
+    return replace(need, tool=source) if source is not None else None
 
 
 def _key_of(key: str, need: NeedView) -> bool:

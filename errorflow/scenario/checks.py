@@ -37,7 +37,7 @@ from errorflow.scenario.model import (
 from errorflow.scenario.problems import LIMITS_HINT, Marks, NodePath, Problem, problem_at
 from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour, profile_with
 from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
-from errorflow.scenario.source_checks import python_entity_problems
+from errorflow.scenario.source_checks import python_entity_problems, source_problems
 from errorflow.scenario.tool_args import tool_args_model
 from errorflow.scenario.wording import closest, found, unknown_name
 
@@ -105,6 +105,7 @@ def semantic_problems(s: Scenario, policies: PolicyProblems, marks: Marks) -> li
     models, python = _tool_models(s, marks)
     problems.extend(python)
     problems.extend(_need_problems(s, marks, models))
+    problems.extend(source_problems(s, marks, models))
     problems.extend(python_entity_problems(s, marks, models))
     return problems
 

@@ -5,7 +5,9 @@ form gives every argument (`args`), and an argument may come from what another n
 found (`{from: NEED, field: COLUMN}`): a dependent need. An upstream failure then
 becomes a wrong or missing argument downstream, which is what the scorer follows.
 `expect` states the correct answer; without it the answer is what the tool returns,
-fault-free, for the right arguments.
+fault-free, for the right arguments. `sources` names other tools that serve the same
+fact with the same arguments: an agent that checks a claim may check it with any of
+them, so a claim that came from one tool is verified with another.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class NeedSpec(Extended):
     a `bad_args` fault that identifier is not given to the model, which must guess it
     from the wording."""
 
-    added_fields = frozenset({"args", "expect"})
+    added_fields = frozenset({"args", "expect", "sources"})
 
     id: Ident
     tool: Ident
@@ -42,6 +44,14 @@ class NeedSpec(Extended):
     value: str | list[str] | None = None
     args: dict[Ident, NeedArg] | None = Field(default=None, min_length=1, max_length=32)
     expect: JsonValue = None
+    #: Other tools serving the same fact with the same arguments (a second source for
+    #: checking agents); the ground truth is still `tool`'s.
+    sources: list[Ident] = Field(default_factory=list, max_length=8)
+
+    @property
+    def tools(self) -> list[str]:
+        """Every tool that serves the need: `tool`, then `sources`."""
+        return [self.tool, *self.sources]
 
     @model_validator(mode="after")
     def _one_form(self) -> NeedSpec:

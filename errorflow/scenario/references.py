@@ -178,6 +178,8 @@ def need_problems(s: Scenario) -> Iterator[Reference]:
             yield Reference((*at, "tool"), msg, need.tool)
         else:
             yield from _holder_problems(s, at, need.tool)
+        for j, source in enumerate(need.sources):
+            yield from _source_problems(s, (*at, "sources", j), need.tools[: j + 1], source)
         for arg, dep in need.depends_on().items():
             loc = (*at, "args", arg, "from")
             if dep.from_ == need.id:
@@ -206,6 +208,16 @@ def _holder_problems(s: Scenario, at: Loc, tool: str) -> Iterator[Reference]:
         "role researcher (or behaviour gather / synthesise)",
         tool,
     )
+
+
+def _source_problems(s: Scenario, at: Loc, before: list[str], source: str) -> Iterator[Reference]:
+    """A second source is a tool of the scenario, other than the need's tool and the
+    sources before it (its arguments are checked with the tools' argument models)."""
+    if source not in s.tools:
+        yield Reference(at, unknown("tool", source, s.tools) + " (define it under tools:)", source)
+    elif source in before:
+        what = "the need's tool" if source == before[0] else "named twice"
+        yield Reference(at, f"source {source!r} is {what}; a source is another tool", source)
 
 
 def _dependency_problems(s: Scenario) -> Iterator[Reference]:
@@ -298,17 +310,20 @@ def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
     held = {t for a in s.agents.values() for t in a.tools}
     held |= {t for a in s.agents.values() if a.inspector for t in a.inspector.tools}
     needed = {n.tool for n in s.task.needs}
+    # A second source is called by an agent that checks claims (or fills gaps) with it.
+    checked = needed | {t for n in s.task.needs for t in n.sources}
     for name in s.tools:
         if name not in held:
             warnings.append((("tools", name), f"tool {name!r} is defined but no agent holds it"))
     for agent_name, agent in s.agents.items():
         for i, tool in enumerate(agent.tools):
-            why = _never_called(s, agent.does, tool, needed)
+            verifies = agent.does in ("check", "synthesise") or agent.challenge > 0
+            why = _never_called(s, agent.does, tool, checked if verifies else needed)
             if why is not None:
                 loc: Loc = ("agents", agent_name, "tools", i)
                 warnings.append((loc, f"{agent_name!r} never calls {tool!r}: {why}"))
         for i, tool in enumerate(agent.inspector.tools if agent.inspector else []):
-            if tool in s.tools and tool not in needed:
+            if tool in s.tools and tool not in checked:
                 loc = ("agents", agent_name, "inspector", "tools", i)
                 msg = (
                     f"{agent_name!r}'s inspector never calls {tool!r}: no need of the task uses it"
@@ -355,7 +370,9 @@ def _unchecked(s: Scenario, checker: str) -> list[tuple[Loc, str]]:
         for t in s.agents[a].tools
     }
     mine = set(s.agents[checker].tools)
-    missing = [n.id for n in s.task.needs if n.tool in fetched_upstream and n.tool not in mine]
+    missing = [
+        n.id for n in s.task.needs if n.tool in fetched_upstream and not mine.intersection(n.tools)
+    ]
     if not missing:
         return []
     return [
