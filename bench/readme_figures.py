@@ -194,6 +194,28 @@ def runaway(text: str) -> str:
     return "; ".join(parts)
 
 
+def silent_wrong(text: str) -> str:
+    """Per defence: contamination in each propagation mode, and the cost (explicit)."""
+    doc = _sweep(text)
+    cells = doc["cells"]
+    defences = list(doc["axes"][0]["values"])
+    contaminated = ", ".join(
+        f"{d} {cells[d + '/explicit']['outcomes']['contaminated']}/"
+        f"{cells[d + '/implicit']['outcomes']['contaminated']}"
+        for d in defences
+    )
+    costs = ", ".join("{:.2f}/{:.2f}".format(*_calls(cells[d + "/explicit"])) for d in defences)
+    first = cells[defences[0] + "/explicit"]
+    fired = ", ".join(
+        f"{c['kind']} fired in {c['fired']} ({c['times']} calls)"
+        for c in first.get("tool_faults", {}).values()
+    )
+    return (
+        f"{first['trials']} trials a cell: contaminated explicit/implicit: {contaminated}; "
+        f"backend/model calls per trial (explicit) {costs}; {fired} of {first['trials']} trials"
+    )
+
+
 #: Each row of "Bundled scenarios": its command (as the README gives it) and its figures.
 ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "contamination": (["run", "contamination", "--propagation", "both"], paired),
@@ -208,6 +230,7 @@ ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "outage": (["sweep", "outage"], outage),
     "retry-storm": (["sweep", "retry-storm"], load_sweep),
     "runaway-loop": (["sweep", "runaway-loop"], runaway),
+    "silent-wrong": (["sweep", "silent-wrong"], silent_wrong),
 }
 
 

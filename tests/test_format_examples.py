@@ -34,6 +34,10 @@ def test_the_reference_has_complete_examples_of_the_new_blocks() -> None:
         "{from:",
         "select:",
         "business_failure:",
+        "kind: stale",
+        "kind: wrong_entity",
+        "kind: corrupt",
+        "sources:",
     ):
         assert field in text, field
 

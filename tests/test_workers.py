@@ -164,6 +164,16 @@ def test_agent_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:
     assert [r["outcome"] for r in two.records()] == [r["outcome"] for r in one.records()]
 
 
+def test_tool_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:
+    silent = api.load("silent-wrong")
+    one = api.run(silent, trials=30, db=tmp_path / "one.db")
+    two = api.run(silent, trials=30, db=tmp_path / "two.db", workers=2)
+    assert two.summary == one.summary
+    stale = two.summary["tool_faults"]["tools.kpi_cache.faults[0]"]
+    assert stale["kind"] == "stale" and stale["fired"] + stale["never"] == 30
+    assert stale["fired"] > 0
+
+
 def same_cli_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
 ) -> list[dict[str, Any]]:
