@@ -32,9 +32,9 @@ from typing import Any
 import yaml
 from _util import BENCH_DIR, mosquitto, parse_args, quiet_logs, row, temp_db
 
-from errorflow.bus.topics import matches
 from errorflow.bus.transport import Bus, InProcessBus
 from errorflow.bus.url import BrokerURL
+from errorflow.protocol.topics import matches
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import validate_data
 from errorflow.scenario.model import Scenario

@@ -24,9 +24,9 @@ import time
 
 from _util import cpu_count, mosquitto, parse_args, quiet_logs, scenario, temp_db
 
-from errorflow.bus import signing
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
+from errorflow.protocol import signing
 from errorflow.runtime import broker_workers, workers
 from errorflow.runtime.runner import RunOptions, RunResult
 

@@ -48,13 +48,19 @@ from _util import broker, no_delay, parse_args, row, run, verdict
 from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
 from gmqtt.storage import PersistentStorage  # type: ignore[import-untyped]
 
-from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind, Status, WireError, decode
 from errorflow.bus.gmqtt_transport import GmqttConnection
 from errorflow.bus.mqtt import MqttConnection
 from errorflow.bus.url import BrokerURL
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol import signing, topics
+from errorflow.protocol.envelope import (
+    Envelope,
+    Kind,
+    Status,
+    WireError,
+    decode,
+)
 
 TARGET = 1.15
 RUN_ID = "bench-bus"
@@ -76,14 +82,24 @@ PAYLOAD: dict[str, Any] = {
     },
     "stopped": "unrecoverable:permission_denied",
     "trace": {
-        "costs": {"backend_calls": 1, "model_calls": 1, "input_tokens": 448,
-                  "output_tokens": 40, "retries": 0, "sim_seconds": 0.05},
+        "costs": {
+            "backend_calls": 1,
+            "model_calls": 1,
+            "input_tokens": 448,
+            "output_tokens": 40,
+            "retries": 0,
+            "sim_seconds": 0.05,
+        },
         "failures": ["permission_denied"],
     },
 }
 ERRORS = [
-    WireError(code=ErrorCode("permission_denied"), tool="search_papers",
-              message="search_papers: permission_denied", origin="researcher")
+    WireError(
+        code=ErrorCode("permission_denied"),
+        tool="search_papers",
+        message="search_papers: permission_denied",
+        origin="researcher",
+    )
 ]
 
 
@@ -109,10 +125,17 @@ SAMPLE = build(10**6).encode()  # the raw path sends bytes of this size
 
 
 def _client(url: BrokerURL, cid: str) -> aiomqtt.Client:
-    return aiomqtt.Client(url.host, url.port, identifier=cid,
-                          username=url.username, password=url.password,
-                          protocol=aiomqtt.ProtocolVersion.V311, keepalive=15, timeout=10,
-                          clean_session=True)
+    return aiomqtt.Client(
+        url.host,
+        url.port,
+        identifier=cid,
+        username=url.username,
+        password=url.password,
+        protocol=aiomqtt.ProtocolVersion.V311,
+        keepalive=15,
+        timeout=10,
+        clean_session=True,
+    )
 
 
 async def _publish_all(n: int, window: int, send: Any) -> None:
@@ -308,9 +331,15 @@ async def acked_round(url: BrokerURL, n: int, window: int, client: str = "aiomqt
 
         async def send(i: int) -> None:
             await sender.send(
-                kind=Kind.RESULT, recipient="writer", trial=i // 10,
-                trace_id=f"{RUN_ID}-t{i // 10}", derived_from=[uuid.uuid4().hex],
-                status=Status.FAILED, confidence=0.4, errors=ERRORS, payload=PAYLOAD,
+                kind=Kind.RESULT,
+                recipient="writer",
+                trial=i // 10,
+                trace_id=f"{RUN_ID}-t{i // 10}",
+                derived_from=[uuid.uuid4().hex],
+                status=Status.FAILED,
+                confidence=0.4,
+                errors=ERRORS,
+                payload=PAYLOAD,
             )
 
         await _publish_all(n, window, send)
@@ -349,8 +378,12 @@ def cpu_costs(n: int = 5000) -> dict[str, float]:
         signing.sign(KEY, b)
         signing.verify(KEY, b)
     t4 = time.perf_counter()
-    return {"build+encode+sign": (t1 - t0) / n * 1e6, "decode": (t2 - t1) / n * 1e6,
-            "check (decode+verify)": (t3 - t2) / n * 1e6, "sign+verify": (t4 - t3) / n * 1e6}
+    return {
+        "build+encode+sign": (t1 - t0) / n * 1e6,
+        "decode": (t2 - t1) / n * 1e6,
+        "check (decode+verify)": (t3 - t2) / n * 1e6,
+        "sign+verify": (t4 - t3) / n * 1e6,
+    }
 
 
 #: A round that takes longer is stuck: every task's stack is printed, then it fails.
@@ -378,16 +411,14 @@ async def bench_broker(kind: str, n: int, rounds: int, client: str) -> dict[str,
             for r in range(rounds):
                 # Rotate the order so drift in machine load does not favour one path.
                 order = ["raw", "ef", "transport", "acked", "unsigned"]
-                order = order[r % 5:] + order[:r % 5]
+                order = order[r % 5 :] + order[: r % 5]
                 times: dict[str, float] = {}
                 for path in order:
                     what = f"{kind} {client} {shape} {path} round {r + 1}"
                     if path == "raw":
                         times[path] = await _watched(what, raw(url, count, window))
                     elif path == "acked":
-                        times[path] = await _watched(
-                            what, acked_round(url, count, window, client)
-                        )
+                        times[path] = await _watched(what, acked_round(url, count, window, client))
                     else:
                         times[path] = await _watched(
                             what,
@@ -422,43 +453,64 @@ async def bench_broker(kind: str, n: int, rounds: int, client: str) -> dict[str,
 async def main() -> None:
     args = parse_args(__doc__)
     n, rounds = (2000, 3) if args.quick else (6000, 5)
-    print(f"bus overhead: {len(SAMPLE)}-byte envelopes, QoS 1, {rounds} alternating rounds, "
-          f"n={n} (32 in flight) and n={n // 4} (1 in flight)")
+    print(
+        f"bus overhead: {len(SAMPLE)}-byte envelopes, QoS 1, {rounds} alternating rounds, "
+        f"n={n} (32 in flight) and n={n // 4} (1 in flight)"
+    )
     costs = cpu_costs()
-    print("envelope CPU per message (no I/O): "
-          + ", ".join(f"{k} {v:.1f} us" for k, v in costs.items()))
+    print(
+        "envelope CPU per message (no I/O): "
+        + ", ".join(f"{k} {v:.1f} us" for k, v in costs.items())
+    )
     results = {}
     for kind in ("embedded", "mosquitto"):
         for client in ("aiomqtt", "gmqtt"):
             results[f"{kind} {client}"] = await bench_broker(kind, n, rounds, client)
             print(f"  {kind} {client}: done", flush=True)
     print()
-    print(row("broker client / load", "raw msg/s   errorflow msg/s   errorflow/raw (median; rounds)"
-              "   transport-only/raw   signed/unsigned   acked/raw"))
+    print(
+        row(
+            "broker client / load",
+            "raw msg/s   errorflow msg/s   errorflow/raw (median; rounds)"
+            "   transport-only/raw   signed/unsigned   acked/raw",
+        )
+    )
     worst: dict[str, float] = {}  # by client
     for kind, shapes in results.items():
         client = kind.split()[1]
         for shape, r in shapes.items():
             worst[client] = max(worst.get(client, 0.0), r["ratio"])
             rounds_txt = " ".join(f"{x:.2f}" for x in r["ratios"])
-            print(row(f"{kind} / {shape}",
-                      f"{r['raw_msgs_s']:9.0f}   {r['ef_msgs_s']:15.0f}   "
-                      f"{r['ratio']:.2f}x ({rounds_txt})   {r['transport_ratio']:.2f}x"
-                      f"   {r['signed_ratio']:.2f}x   {r['acked_ratio']:.2f}x"))
+            print(
+                row(
+                    f"{kind} / {shape}",
+                    f"{r['raw_msgs_s']:9.0f}   {r['ef_msgs_s']:15.0f}   "
+                    f"{r['ratio']:.2f}x ({rounds_txt})   {r['transport_ratio']:.2f}x"
+                    f"   {r['signed_ratio']:.2f}x   {r['acked_ratio']:.2f}x",
+                )
+            )
     print()
-    print("transport-only: errorflow's connection with ready bytes and no Envelope work;"
-          " the rest of the gap is building, encoding, decoding and validating envelopes.")
-    print("signed/unsigned: the same envelope path with and without the run key (HMAC-SHA256"
-          " signing and verifying): what signing itself costs.")
-    print("acked: Endpoint.send/receive with end-to-end acks (an ack message per message);"
-          " not judged against the target.")
+    print(
+        "transport-only: errorflow's connection with ready bytes and no Envelope work;"
+        " the rest of the gap is building, encoding, decoding and validating envelopes."
+    )
+    print(
+        "signed/unsigned: the same envelope path with and without the run key (HMAC-SHA256"
+        " signing and verifying): what signing itself costs."
+    )
+    print(
+        "acked: Endpoint.send/receive with end-to-end acks (an ack message per message);"
+        " not judged against the target."
+    )
     resent = sum(r for r, _ in ACKED_RESENDS)
     sent = sum(m for _, m in ACKED_RESENDS)
     print(f"acked rounds resent {resent} of {sent} messages (acks later than the 2 s timeout)")
     for client, ratio in worst.items():
         default = " (the default client)" if client == "aiomqtt" else ""
-        print(f"target errorflow/raw <= {TARGET:.2f}x, {client}{default}: worst {ratio:.2f}x"
-              f" -> {verdict(ratio <= TARGET)}")
+        print(
+            f"target errorflow/raw <= {TARGET:.2f}x, {client}{default}: worst {ratio:.2f}x"
+            f" -> {verdict(ratio <= TARGET)}"
+        )
 
 
 if __name__ == "__main__":

@@ -122,50 +122,70 @@ def main() -> None:
     limits: list[float] = []
     with mosquitto() as url:
         for r in range(rounds):
-            order = configs[r % len(configs):] + configs[: r % len(configs)]
+            order = configs[r % len(configs) :] + configs[: r % len(configs)]
             for config in order:
                 figures[config].append(once(config, trials, dataclasses.replace(url)))
-                print(f"  round {r + 1} {'/'.join(config)}: "
-                      f"{figures[config][-1]['env_s']:.0f} envelopes/s, "
-                      f"{figures[config][-1]['envelopes']} stored, "
-                      f"{figures[config][-1]['lost']} lost", flush=True)
+                print(
+                    f"  round {r + 1} {'/'.join(config)}: "
+                    f"{figures[config][-1]['env_s']:.0f} envelopes/s, "
+                    f"{figures[config][-1]['envelopes']} stored, "
+                    f"{figures[config][-1]['lost']} lost",
+                    flush=True,
+                )
             size = int(figures[configs[-1]][-1]["size"])
             limits.append(c_clients(url, 20_000, size))
             print(f"  round {r + 1} C clients: {limits[-1]:.0f} msg/s ({size} B)", flush=True)
     limit = statistics.median(limits)
     medians = {c: statistics.median(f["env_s"] for f in runs) for c, runs in figures.items()}
     base, ceiling = medians[configs[0]], medians.get(IN_PROCESS)
-    print(f"\nend to end, contamination, {trials} trials, --propagation explicit, "
-          f"{rounds} round(s), medians; C clients on the same Mosquitto: {limit:.0f} msg/s")
-    print(row("broker / embedded mode / client",
-              f"envelopes/s   ÷ {'/'.join(configs[0]):21s}   ÷ C clients   ÷ in-process"
-              "   envelopes/trial"))
+    print(
+        f"\nend to end, contamination, {trials} trials, --propagation explicit, "
+        f"{rounds} round(s), medians; C clients on the same Mosquitto: {limit:.0f} msg/s"
+    )
+    print(
+        row(
+            "broker / embedded mode / client",
+            f"envelopes/s   ÷ {'/'.join(configs[0]):21s}   ÷ C clients   ÷ in-process"
+            "   envelopes/trial",
+        )
+    )
     reference = figures[configs[0]][0]["outcomes"]
     same = True
     for config, runs in figures.items():
         med = medians[config]
         same = same and all(f["outcomes"] == reference for f in runs)
         of_ceiling = f"{med / ceiling:12.2f}" if ceiling else f"{'-':>12s}"
-        print(row(" / ".join(config), f"{med:11.0f}   {med / base:23.2f}   "
-                  f"{med / limit:11.2f}   {of_ceiling}   {runs[0]['per_trial']:15.1f}"))
+        print(
+            row(
+                " / ".join(config),
+                f"{med:11.0f}   {med / base:23.2f}   "
+                f"{med / limit:11.2f}   {of_ceiling}   {runs[0]['per_trial']:15.1f}",
+            )
+        )
     if ceiling:
-        print(f"\nwithout a bus (in-process) the run stores {ceiling:.0f} envelopes/s, "
-              f"{ceiling / limit:.2f} of the C clients: a broker path can close at most that "
-              "much of the gap; the rest is the run's own CPU per envelope")
+        print(
+            f"\nwithout a bus (in-process) the run stores {ceiling:.0f} envelopes/s, "
+            f"{ceiling / limit:.2f} of the C clients: a broker path can close at most that "
+            "much of the gap; the rest is the run's own CPU per envelope"
+        )
         for config in (c for c in configs if c[0] == "mosquitto"):
             # The run is CPU-bound in one process (the broker on another core), so what a
             # broker path adds per envelope is its time less the in-process time: the bus
             # alone, were the simulation, recorder and scoring free, allows 1/that.
             bus_us = 1e6 / medians[config] - 1e6 / ceiling
             if bus_us > 0:
-                print(f"{' / '.join(config)}: the bus path adds {bus_us:.0f} µs per envelope;"
-                      f" alone it allows {1e6 / bus_us:.0f} envelopes/s, "
-                      f"{1e6 / bus_us / limit:.2f} of the C clients")
+                print(
+                    f"{' / '.join(config)}: the bus path adds {bus_us:.0f} µs per envelope;"
+                    f" alone it allows {1e6 / bus_us:.0f} envelopes/s, "
+                    f"{1e6 / bus_us / limit:.2f} of the C clients"
+                )
     print(f"\nper-trial outcomes identical across every configuration and round: {same}")
     stored = {f["envelopes"] for runs in figures.values() for f in runs}
     lost = sum(f["lost"] for runs in figures.values() for f in runs)
-    print(f"envelopes stored, every configuration and round: {sorted(stored)} (the count"
-          " varies with start-up hellos and re-acks; see _util.unrecorded)")
+    print(
+        f"envelopes stored, every configuration and round: {sorted(stored)} (the count"
+        " varies with start-up hellos and re-acks; see _util.unrecorded)"
+    )
     print(f"envelopes published and not stored (gaps in a sender's seqs), all runs: {lost}")
 
 

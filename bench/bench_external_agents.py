@@ -45,8 +45,8 @@ from _util import cpu_count, mosquitto, parse_args, quiet_logs, row, scenario, s
 from bench_scale_out import trial_window
 from paho.mqtt.enums import CallbackAPIVersion
 
-from errorflow.bus import signing, topics
 from errorflow.bus.url import BrokerURL
+from errorflow.protocol import signing, topics
 
 CLI = [sys.executable, "-m", "errorflow"]
 AGENT_EXIT_S = 30.0  # agents leave on the runner's stop

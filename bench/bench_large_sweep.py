@@ -70,14 +70,12 @@ async def child(config: str, trials: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         if transport == "in-process":
             result = await run_scenario(
-                s, RunOptions(bus=InProcessBus(), db_path=db, on_trial=on_trial,
-                                  keep_messages=keep)
+                s, RunOptions(bus=InProcessBus(), db_path=db, on_trial=on_trial, keep_messages=keep)
             )
         else:
             async with broker(transport) as url:
                 t0 = time.perf_counter()  # broker start-up is not the sweep's
-                options = RunOptions(broker=url, db_path=db, on_trial=on_trial,
-                                     keep_messages=keep)
+                options = RunOptions(broker=url, db_path=db, on_trial=on_trial, keep_messages=keep)
                 result = await run_scenario(s, options)
         wall = time.perf_counter() - t0
         counts = count_recorded(db)
@@ -112,10 +110,17 @@ def growth(samples: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def main() -> None:
-    args = parse_args(__doc__, [("--child", {"help": "internal: run one configuration"}),
-                                ("--trials", {"type": int, "help": "trials (default 10,000)"}),
-                                ("--keep-messages", {"action": "store_true", "help":
-                                                     "also in-process, keep_messages=True"})])
+    args = parse_args(
+        __doc__,
+        [
+            ("--child", {"help": "internal: run one configuration"}),
+            ("--trials", {"type": int, "help": "trials (default 10,000)"}),
+            (
+                "--keep-messages",
+                {"action": "store_true", "help": "also in-process, keep_messages=True"},
+            ),
+        ],
+    )
     trials = args.trials or (1500 if args.quick else 10_000)
     if args.child:
         print(json.dumps(run(child(args.child, trials))))
@@ -126,9 +131,18 @@ def main() -> None:
         configs.append("in-process+keep_messages")
     for transport in configs:
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--child", transport,
-             "--trials", str(trials)],
-            capture_output=True, text=True, timeout=900, check=False,
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--child",
+                transport,
+                "--trials",
+                str(trials),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
         )
         if proc.returncode != 0:
             print(f"{transport}: child failed\n{proc.stderr[-3000:]}")
@@ -136,21 +150,33 @@ def main() -> None:
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     print(f"large sweep: contamination, {trials} trials, recorded to SQLite (WAL)")
     print()
-    print(row("configuration", "wall s   trials/s   peak RSS MB   RSS@25% MB   growth MB/1k trials"
-              "   stored trials/msgs/events   db MB", width=30))
+    print(
+        row(
+            "configuration",
+            "wall s   trials/s   peak RSS MB   RSS@25% MB   growth MB/1k trials"
+            "   stored trials/msgs/events   db MB",
+            width=30,
+        )
+    )
     for r in results:
         per_k, q = growth([tuple(s) for s in r["samples"]])  # type: ignore[misc]
-        print(row(r["transport"],
-                  f"{r['wall']:6.1f}   {r['trials'] / r['wall']:8.1f}   {r['peak_mb']:11.0f}   "
-                  f"{q:10.0f}   {per_k:19.2f}   "
-                  f"{r['stored_trials']}/{r['messages']}/{r['events']}   {r['db_mb']:.0f}",
-                  width=30))
+        print(
+            row(
+                r["transport"],
+                f"{r['wall']:6.1f}   {r['trials'] / r['wall']:8.1f}   {r['peak_mb']:11.0f}   "
+                f"{q:10.0f}   {per_k:19.2f}   "
+                f"{r['stored_trials']}/{r['messages']}/{r['events']}   {r['db_mb']:.0f}",
+                width=30,
+            )
+        )
     print()
     for r in results:
         every = max(len(r["samples"]) // 6, 1)
         curve = ", ".join(f"{n}:{mb:.0f}" for n, mb in r["samples"][::every])
-        print(f"{r['transport']} RSS by trials done (trials:MB): {curve}, "
-              f"{r['samples'][-1][0]}:{r['samples'][-1][1]:.0f}; outcomes {r['outcomes']}")
+        print(
+            f"{r['transport']} RSS by trials done (trials:MB): {curve}, "
+            f"{r['samples'][-1][0]}:{r['samples'][-1][1]:.0f}; outcomes {r['outcomes']}"
+        )
     print()
     # Same seed everywhere: every configuration must store the same trials and events
     # (the most any configuration stored; messages differ by the roll calls).
@@ -160,18 +186,21 @@ def main() -> None:
         want = (trials, messages, events)
         got = (r["stored_trials"], r["messages"], r["events"])
         if got[0] < want[0] or got[1] < want[1] - 1 or got[2] < want[2]:
-            print(f"RECORDING LOSS {r['transport']}: stored trials/msgs/events {got}, "
-                  f"expected {want}")
+            print(
+                f"RECORDING LOSS {r['transport']}: stored trials/msgs/events {got}, expected {want}"
+            )
     scale = 10_000 / trials
     for r in results:
         wall10k = r["wall"] * scale
         note = "" if scale == 1 else f" (extrapolated from {trials} trials)"
         ok_wall = wall10k <= WALL_TARGET_S
         ok_mem = r["peak_mb"] <= MEM_TARGET_MB
-        print(f"{r['transport']}: 10,000 trials in {wall10k:.1f} s{note} "
-              f"(target <= {WALL_TARGET_S:.0f} s: {wall10k / WALL_TARGET_S:.2f} of budget, "
-              f"{verdict(ok_wall)}); peak {r['peak_mb']:.0f} MB "
-              f"({r['peak_mb'] / MEM_TARGET_MB:.2f} of {MEM_TARGET_MB:.0f} MB, {verdict(ok_mem)})")
+        print(
+            f"{r['transport']}: 10,000 trials in {wall10k:.1f} s{note} "
+            f"(target <= {WALL_TARGET_S:.0f} s: {wall10k / WALL_TARGET_S:.2f} of budget, "
+            f"{verdict(ok_wall)}); peak {r['peak_mb']:.0f} MB "
+            f"({r['peak_mb'] / MEM_TARGET_MB:.2f} of {MEM_TARGET_MB:.0f} MB, {verdict(ok_mem)})"
+        )
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ from typing import Any
 
 from _util import parse_args, row, run, scenario, temp_db, verdict
 
-from errorflow.bus import signing
-from errorflow.bus.envelope import new_id
 from errorflow.bus.transport import InProcessBus
+from errorflow.protocol import signing
+from errorflow.protocol.envelope import new_id
 from errorflow.runtime.recorder import BATCH, Recorder
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.runtime.store import open_db
+from errorflow.store.database import open_db
 
 KEY = signing.new_key()
 
@@ -45,8 +45,10 @@ async def sample_traffic(db_path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(topic, envelope dict) of a recorded 100-trial contamination run, in order."""
     import sqlite3
 
-    await run_scenario(scenario("contamination", trials=100),
-                       RunOptions(bus=InProcessBus(), db_path=db_path, keep_messages=False))
+    await run_scenario(
+        scenario("contamination", trials=100),
+        RunOptions(bus=InProcessBus(), db_path=db_path, keep_messages=False),
+    )
     conn = sqlite3.connect(db_path)
     rows = conn.execute(
         "SELECT topic, envelope, received FROM messages UNION ALL "
@@ -64,8 +66,13 @@ def restamp(
     out = []
     for i in range(n):
         topic, env = sample[i % len(sample)]
-        d = dict(env, run_id=run_id, id=new_id(), seq=seqs[env["sender"]],
-                 trial=i // len(sample) * 1000 + env["trial"])
+        d = dict(
+            env,
+            run_id=run_id,
+            id=new_id(),
+            seq=seqs[env["sender"]],
+            trial=i // len(sample) * 1000 + env["trial"],
+        )
         d.pop("sig", None)  # signed again below, as its sender would
         seqs[env["sender"]] += 1
         parts = topic.split("/")
@@ -107,9 +114,13 @@ async def one_pass(
         t_flush += time.perf_counter() - f0
         total = time.perf_counter() - t0
         assert not rec.rejects, rec.rejects
-        stored = (await db.execute_fetchall(
-            "SELECT (SELECT count(*) FROM messages WHERE run_id = ?) + "
-            "(SELECT count(*) FROM events WHERE run_id = ?)", (run_id, run_id)))[0][0]
+        stored = (
+            await db.execute_fetchall(
+                "SELECT (SELECT count(*) FROM messages WHERE run_id = ?) + "
+                "(SELECT count(*) FROM events WHERE run_id = ?)",
+                (run_id, run_id),
+            )
+        )[0][0]
         assert stored == len(traffic), (stored, len(traffic))
         return {"total": total, "handle": t_handle, "flush": t_flush}
     finally:
@@ -123,19 +134,26 @@ async def main() -> None:
         sample = await sample_traffic(db_path.with_name("sample.db"))
         n_events = sum(1 for t, _ in sample if "/events/" in t)
         size = statistics.mean(len(json.dumps(e, separators=(",", ":"))) for _, e in sample)
-        print(f"recorder: {n} envelopes per pass ({n_events / len(sample):.0%} events, "
-              f"mean {size:.0f} B), batch {BATCH}, WAL, {rounds} rounds each")
+        print(
+            f"recorder: {n} envelopes per pass ({n_events / len(sample):.0%} events, "
+            f"mean {size:.0f} B), batch {BATCH}, WAL, {rounds} rounds each"
+        )
         variants = {CURRENT: False, "overlapped flush": True}  # label: overlapped flush
         results: dict[str, list[dict[str, float]]] = {k: [] for k in variants}
         for r in range(rounds):
-            order = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
+            order = list(variants)[r % len(variants) :] + list(variants)[: r % len(variants)]
             for label in order:
                 run_id = f"bench-rec-{uuid.uuid4().hex[:6]}"
                 traffic = restamp(sample, n, run_id)
                 results[label].append(await one_pass(db_path, traffic, run_id, variants[label]))
         print()
-        print(row("variant", "envelopes/s   handle us/env   flush wait us/env   (median of rounds)",
-                  width=38))
+        print(
+            row(
+                "variant",
+                "envelopes/s   handle us/env   flush wait us/env   (median of rounds)",
+                width=38,
+            )
+        )
         med = {}
         for label, runs in results.items():
             rate = statistics.median(n / x["total"] for x in runs)
@@ -147,8 +165,10 @@ async def main() -> None:
         for label in list(variants)[1:]:
             print(f"{label} / current: {med[label] / med[CURRENT]:.2f}x")
         cur = med[CURRENT]
-        print(f"target >= {TARGET}/s: current {cur:.0f}/s ({cur / TARGET:.2f} of target) -> "
-              f"{verdict(cur >= TARGET)}")
+        print(
+            f"target >= {TARGET}/s: current {cur:.0f}/s ({cur / TARGET:.2f} of target) -> "
+            f"{verdict(cur >= TARGET)}"
+        )
 
 
 if __name__ == "__main__":

@@ -30,13 +30,13 @@ from pathlib import Path
 
 from _util import parse_args, row, scenario, temp_db
 
-from errorflow.bus import signing
-from errorflow.bus.envelope import Envelope
 from errorflow.bus.redaction import redacted
 from errorflow.bus.transport import InProcessBus
 from errorflow.core.redact import redact, redact_obj
+from errorflow.protocol import signing
+from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.runtime.store import _stored
+from errorflow.store.database import _stored
 
 KEY = signing.new_key()
 SCENARIOS = ("contamination", "support-pipeline", "order-desk", "analytics-pipeline")

@@ -48,8 +48,9 @@ async def sweep(url: BrokerURL | None, db: Path, trials: int | None, cells: int)
     s = scenario("strategy-matrix", **({"trials": trials} if trials else {}))
     assert s.sweep is not None
     arms = sweep_arms(s, [(a.name, a.values) for a in s.sweep.axes])[:cells]
-    options = RunOptions(broker=url, bus=InProcessBus() if url is None else None, db_path=db,
-                         keep_messages=False)
+    options = RunOptions(
+        broker=url, bus=InProcessBus() if url is None else None, db_path=db, keep_messages=False
+    )
     t0 = time.perf_counter()
     result = await run_arms(arms, options, baseline=False)
     wall = time.perf_counter() - t0
@@ -65,8 +66,9 @@ async def sweep(url: BrokerURL | None, db: Path, trials: int | None, cells: int)
     missing_trials = {}
     conn = sqlite3.connect(db)
     for a in result.arms:
-        stored = conn.execute("SELECT count(*) FROM trials WHERE run_id = ?",
-                              (a.result.run_id,)).fetchone()[0]
+        stored = conn.execute(
+            "SELECT count(*) FROM trials WHERE run_id = ?", (a.result.run_id,)
+        ).fetchone()[0]
         if stored < len(a.result.scores):
             missing_trials[a.label] = len(a.result.scores) - stored
     conn.close()
@@ -127,8 +129,13 @@ async def main() -> None:
                     rows.append((transport, shape, res, raw))
     print("strategy-matrix sweep (simulated model, recorded to SQLite, no baselines)")
     print()
-    print(row("transport / shape", "trials/s   wall s   msgs/trial   raw msg/s   limit trials/s"
-              "   fraction of limit", width=36))
+    print(
+        row(
+            "transport / shape",
+            "trials/s   wall s   msgs/trial   raw msg/s   limit trials/s   fraction of limit",
+            width=36,
+        )
+    )
     worst = None
     for transport, shape, res, raw in rows:
         if raw is None:
@@ -140,9 +147,14 @@ async def main() -> None:
             limit_txt, frac_txt = f"{limit:14.1f}", f"{frac:.2f}"
         raw_txt = f"{raw:9.0f}" if raw else "        -"
         bad = f"  bus_fault {res['bus_faults']}" if res["bus_faults"] else ""
-        print(row(f"{transport} / {shape}",
-                  f"{res['trials_s']:8.1f}   {res['wall']:6.2f}   {res['msgs_per_trial']:10.1f}   "
-                  f"{raw_txt}   {limit_txt}   {frac_txt}{bad}", width=36))
+        print(
+            row(
+                f"{transport} / {shape}",
+                f"{res['trials_s']:8.1f}   {res['wall']:6.2f}   {res['msgs_per_trial']:10.1f}   "
+                f"{raw_txt}   {limit_txt}   {frac_txt}{bad}",
+                width=36,
+            )
+        )
     inproc = {shape: res for t, shape, res, _ in rows if t == "in-process"}
     print()
     # Same seeds, so every transport must record exactly what the in-process run did.
@@ -150,21 +162,29 @@ async def main() -> None:
         ref = inproc[shape]["per_cell"]
         short = {c: ref[c] - n for c, n in res["per_cell"].items() if n < ref[c]}
         if short:
-            print(f"RECORDING LOSS {transport} / {shape}: {sum(short.values())} of "
-                  f"{inproc[shape]['published']} messages+events missing from the store "
-                  f"(per cell: {short})")
+            print(
+                f"RECORDING LOSS {transport} / {shape}: {sum(short.values())} of "
+                f"{inproc[shape]['published']} messages+events missing from the store "
+                f"(per cell: {short})"
+            )
         if res["missing_trials"]:
-            print(f"RECORDING LOSS {transport} / {shape}: scored trials missing from the "
-                  f"trials table (per cell: {res['missing_trials']})")
+            print(
+                f"RECORDING LOSS {transport} / {shape}: scored trials missing from the "
+                f"trials table (per cell: {res['missing_trials']})"
+            )
         longer = {c: n - ref[c] for c, n in res["per_cell"].items() if n > ref[c]}
         if longer:
-            print(f"note {transport} / {shape}: more messages+events than in-process "
-                  f"(per cell: {longer})")
+            print(
+                f"note {transport} / {shape}: more messages+events than in-process "
+                f"(per cell: {longer})"
+            )
     print()
     for transport, shape, res, _ in rows:
         if transport != "in-process":
-            print(f"{transport} / {shape}: {res['trials_s'] / inproc[shape]['trials_s']:.2f} "
-                  "of the in-process bus's trials/s")
+            print(
+                f"{transport} / {shape}: {res['trials_s'] / inproc[shape]['trials_s']:.2f} "
+                "of the in-process bus's trials/s"
+            )
     for line in UNHANDLED:
         print(f"UNHANDLED ERROR in {line}")
     if worst is not None:

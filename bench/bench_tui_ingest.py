@@ -30,15 +30,20 @@ from pathlib import Path
 
 from _util import parse_args, quiet_logs, row, temp_db, verdict
 
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, configure, run_scenario
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load
 from errorflow.scenario.model import Scenario
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.session import Session
-from errorflow.tui.sources import BusHolder, Sink, Source, stored_envelopes
+from errorflow.tui.sources import (
+    BusHolder,
+    Sink,
+    Source,
+    stored_envelopes,
+)
 
 TARGET_RATE = 2_000
 TARGET_P95_S = 0.150
@@ -137,9 +142,7 @@ class Result:
     drained_after_s: float | None
 
 
-async def measure(
-    s: Scenario, envs: list[Envelope], rate: float, size: tuple[int, int]
-) -> Result:
+async def measure(s: Scenario, envs: list[Envelope], rate: float, size: tuple[int, int]) -> Result:
     latencies: list[float] = []
     batches = 0
 
@@ -182,8 +185,12 @@ def report(r: Result) -> bool:
     print(f"\n rate {r.rate:,.0f}/s at {w}x{h}: {r.sent:,} events")
     ratio = f"({r.achieved / r.rate:.2f}× target)"
     print(row("achieved input rate", f"{r.achieved:,.0f}/s", ratio))
-    print(row("latency p50 / p95 / p99 / max",
-              f"{p50 * 1e3:.1f} / {p95 * 1e3:.1f} / {p99 * 1e3:.1f} / {max(lat) * 1e3:.1f} ms"))
+    print(
+        row(
+            "latency p50 / p95 / p99 / max",
+            f"{p50 * 1e3:.1f} / {p95 * 1e3:.1f} / {p99 * 1e3:.1f} / {max(lat) * 1e3:.1f} ms",
+        )
+    )
     print(row("p95 / tick", f"{p95 / TICK_S:.2f}× ({TICK_S * 1e3:.0f} ms tick)"))
     print(row("batches rendered", f"{r.batches}", f"mean {len(lat) / max(1, r.batches):.0f} ev"))
     print(row("tick time / wall time", f"{r.tick_share:.1%}"))

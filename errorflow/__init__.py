@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Envelope": "errorflow.bus.envelope",
-    "Kind": "errorflow.bus.envelope",
-    "Status": "errorflow.bus.envelope",
-    "WireError": "errorflow.bus.envelope",
+    "Envelope": "errorflow.protocol.envelope",
+    "Kind": "errorflow.protocol.envelope",
+    "Status": "errorflow.protocol.envelope",
+    "WireError": "errorflow.protocol.envelope",
     "RunOptions": "errorflow.runtime.runner",
     "RunResult": "errorflow.runtime.runner",
     "run_scenario": "errorflow.runtime.runner",
@@ -46,8 +46,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from errorflow.bus.envelope import Envelope, Kind, Status, WireError
     from errorflow.core.tool_context import ToolContext
+    from errorflow.protocol.envelope import (
+        Envelope,
+        Kind,
+        Status,
+        WireError,
+    )
     from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
     from errorflow.scenario.loader import ScenarioError, load_scenario
     from errorflow.scenario.model import Scenario

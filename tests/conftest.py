@@ -128,9 +128,7 @@ def external_port() -> int | None:
 @pytest.fixture(scope="session")
 def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mosquitto]:
     port = external_port()
-    broker = (
-        ExternalMosquitto(port) if port else Mosquitto(tmp_path_factory.mktemp("mosquitto"))
-    )
+    broker = ExternalMosquitto(port) if port else Mosquitto(tmp_path_factory.mktemp("mosquitto"))
     broker.start()
     yield broker
     broker.stop()

@@ -10,7 +10,7 @@ answers as a plain tool-using agent would, so whole runs go through the real SDK
   writes a confident made-up value instead (a model's sampling: two runs differ unless
   their replies are cached or replayed).
 
-Usage is counted as errorflow's estimator counts (errorflow/agents/token_estimate.py),
+Usage is counted as errorflow's estimator counts (errorflow/models/token_estimate.py),
 and a prompt cache is played: the first request with a given cached prefix (tools and
 system marked `cache_control`) writes it, later ones read it.
 """
@@ -24,7 +24,7 @@ import re
 import threading
 from typing import Any
 
-from errorflow.agents.token_estimate import TOOL_PROMPT_TOKENS, output_tokens, tokens_of
+from errorflow.models.token_estimate import TOOL_PROMPT_TOKENS, output_tokens, tokens_of
 from tests.fake_anthropic import Received, Reply, message, tool_use
 
 NEED = re.compile(r'^- key "([^"]+)": .*?\(tool (\S+), argument (\w+) = (.+)\)$')

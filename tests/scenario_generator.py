@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from errorflow import api
-from errorflow.bus.envelope import Kind
+from errorflow.protocol.envelope import Kind
 from errorflow.scoring.score import Label, Truth
 
 TOOLS_FILE = Path(__file__).resolve().parent / "own_systems" / "gen_tools.py"

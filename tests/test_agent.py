@@ -10,9 +10,9 @@ import pytest
 from errorflow.agents import agent as agent_module
 from errorflow.agents.agent import Agent
 from errorflow.agents.inputs import Ready
-from errorflow.agents.model import TaskTurn
-from errorflow.bus.envelope import Status
 from errorflow.bus.transport import InProcessBus
+from errorflow.models.backend import TaskTurn
+from errorflow.protocol.envelope import Status
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import load_text
 

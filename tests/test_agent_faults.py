@@ -13,8 +13,8 @@ import pytest
 
 from errorflow import api
 from errorflow.agents.agent_faults import AgentFaults, apply_copy, wrong_value
-from errorflow.agents.model import Claim, FinalAnswer
 from errorflow.cli.main import main
+from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.agent_fault_model import (
     CorruptFault,
     DropFault,

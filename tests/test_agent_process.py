@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus import signing
+from errorflow.protocol import signing
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
 from tests import processes

@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from errorflow.agents.answers import answer_from_wire, answer_to_wire, claim_to_wire
-from errorflow.agents.model import Claim, FinalAnswer
+from errorflow.protocol.claims import (
+    Claim,
+    FinalAnswer,
+    answer_from_wire,
+    answer_to_wire,
+    claim_to_wire,
+)
 
 FULL = FinalAnswer(
     claims=[Claim("revenue", 5.5, True), Claim("papers", ["p1", "p2"], False)],

@@ -23,7 +23,8 @@ from fake_anthropic import (
 )
 from fake_time import FakeTime
 
-from errorflow.agents.anthropic_backend import (
+from errorflow.core.taxonomy import ErrorCode, is_retryable
+from errorflow.models.anthropic_backend import (
     API_KEY_ENV,
     SUBMIT_TOOL,
     AnthropicBackend,
@@ -35,10 +36,8 @@ from errorflow.agents.anthropic_backend import (
     render_messages,
     render_tools,
 )
-from errorflow.agents.model import (
+from errorflow.models.backend import (
     AssistantTurn,
-    Claim,
-    FinalAnswer,
     InfrastructureError,
     ModelCallError,
     ModelRequest,
@@ -49,9 +48,9 @@ from errorflow.agents.model import (
     ToolDef,
     UpstreamTurn,
 )
-from errorflow.agents.model_usage import CachedUsage
-from errorflow.agents.rate_limit import RateLimiter
-from errorflow.core.taxonomy import ErrorCode, is_retryable
+from errorflow.models.model_usage import CachedUsage
+from errorflow.models.rate_limit import RateLimiter
+from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.model import ModelSpec
 
 KEY = "sk-ant-test-SECRETKEY123456"
@@ -579,7 +578,7 @@ def test_parse_retry_after() -> None:
 
 
 def test_submit_answer_carries_a_reviewers_revise_list() -> None:
-    from errorflow.agents.anthropic_backend import SUBMIT_SCHEMA, parse_submit
+    from errorflow.models.anthropic_backend import SUBMIT_SCHEMA, parse_submit
 
     assert "revise" in SUBMIT_SCHEMA["properties"]
     answer = parse_submit({"claims": [], "abstained": False, "revise": ["papers", 3]})
@@ -848,7 +847,7 @@ async def test_check_passes_a_proxy_refusing_the_lookup_route_if_messages_work()
 
 
 def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> None:
-    from errorflow.agents.anthropic_backend import render_task
+    from errorflow.models.anthropic_backend import render_task
 
     need = NeedView(
         "kb",
@@ -867,7 +866,7 @@ def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> N
 
 
 def test_a_need_with_a_second_source_names_both_tools() -> None:
-    from errorflow.agents.anthropic_backend import render_task
+    from errorflow.models.anthropic_backend import render_task
 
     need = NeedView("revenue", "kpi_cache", "name", "Q3 revenue", "rev.q3", sources=("kpi_origin",))
     text = render_task(TaskTurn("Brief the team.", [need]))

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.agents.serving import (
+from errorflow.bus.url import BrokerURL
+from errorflow.cli.main import main
+from errorflow.models.serving import (
     DEFAULT_REQUEST_TIMEOUT_S,
     MAX_REQUEST_TIMEOUT_S,
     Serving,
     serving,
 )
-from errorflow.bus.url import BrokerURL
-from errorflow.cli.main import main
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.overrides import apply
 from errorflow.scoring.score import Outcome

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from errorflow import api
-from errorflow.runtime.trial_store import load_trace
 from errorflow.scenario.loader import ScenarioError
+from errorflow.store.trial_store import load_trace
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -42,7 +42,7 @@ def test_import_rules_hold() -> None:
 @pytest.mark.parametrize(
     ("module", "line"),
     [
-        ("policies/retry.py", "import errorflow.bus.envelope"),  # policies above bus
+        ("policies/retry.py", "import errorflow.bus.endpoint"),  # policies beside the bus
         ("bus/endpoint.py", "import errorflow.agents.agent"),  # bus importing agents
         ("scoring/stats.py", "import errorflow.tui.palette"),  # the TUI from below
         ("policies/breaker.py", "import asyncio"),  # I/O in a pure policy
@@ -61,7 +61,8 @@ def test_import_rules_catch_a_broken_rule(tmp_path: Path, module: str, line: str
 
 def test_pure_policies_load_no_drivers() -> None:
     code = (
-        "import errorflow.policies.retry, errorflow.policies.breaker, errorflow.core.events, sys; "
+        "import errorflow.policies.retry, errorflow.policies.breaker, "
+        "errorflow.protocol.events, sys; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         f"{sorted(DRIVERS)!r}))"
     )

@@ -17,7 +17,6 @@ from errorflow.agents.attempts import (
     RetryTerms,
     spend,
 )
-from errorflow.core.events import AgentEvent, BreakerChange
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.breaker import BreakerBank, BreakerState
@@ -25,6 +24,7 @@ from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import BreakerConfig, BudgetConfig, RetryConfig
 from errorflow.policies.retry import RetryDecision
+from errorflow.protocol.events import AgentEvent, BreakerChange
 
 TRANSIENT = Failure(ErrorCode.TRANSIENT, "t", "HTTP 503", 503)
 FORBIDDEN = Failure(ErrorCode.PERMISSION_DENIED, "t", "HTTP 403", 403)

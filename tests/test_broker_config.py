@@ -21,14 +21,14 @@ import aiomqtt
 import pytest
 from aiomqtt.exceptions import MqttConnectError
 
-from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Kind
 from errorflow.bus.mqtt import MqttBus, MqttConnection
 from errorflow.bus.url import PASSWORD_ENV, USER_ENV, BrokerURL
 from errorflow.cli import main as cli_main
-from errorflow.core.control import Stop
-from errorflow.core.events import TrialOutcomeEvent
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import Stop
+from errorflow.protocol.envelope import Kind
+from errorflow.protocol.events import TrialOutcomeEvent
 from errorflow.runtime.broker_config import (
     BrokerConfigError,
     BrokerFiles,

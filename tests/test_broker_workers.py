@@ -17,10 +17,10 @@ import aiomqtt
 import pytest
 from cryptography.exceptions import InvalidTag
 
-from errorflow.bus import signing
-from errorflow.bus.envelope import MAX_MESSAGE_BYTES
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.main import main
+from errorflow.protocol import signing
+from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
 from errorflow.runtime import broker_workers, work_wire
 from errorflow.runtime.broker_workers import Remote
 from errorflow.runtime.runner import RunOptions, RunResult

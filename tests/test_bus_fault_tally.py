@@ -13,8 +13,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.reports.tables import print_run
 from errorflow.runtime.bus_fault_tally import BusFaultTally
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario

@@ -12,7 +12,6 @@ from collections import Counter
 import pytest
 
 from errorflow.bus import bus_faults as bf
-from errorflow.bus import topics
 from errorflow.bus.bus_faults import (
     DELIVERED,
     BusFaultPlan,
@@ -22,9 +21,10 @@ from errorflow.bus.bus_faults import (
     undelivered_reason,
 )
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind, decode
 from errorflow.bus.transport import InProcessBus, InProcessConnection
-from errorflow.core.events import BusFaultFired, BusUndelivered, parse_event
+from errorflow.protocol import topics
+from errorflow.protocol.envelope import Envelope, Kind, decode
+from errorflow.protocol.events import BusFaultFired, BusUndelivered, parse_event
 from tests.test_endpoint import FakeClock, Recording, until
 
 N = 6000

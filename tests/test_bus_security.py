@@ -18,8 +18,8 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from errorflow.bus import signing
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.protocol import signing
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.tui.sources import Attach, BusHolder

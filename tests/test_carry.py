@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from errorflow.agents.carry import carry_forward
-from errorflow.agents.model import Claim, FinalAnswer, UpstreamTurn
+from errorflow.models.backend import UpstreamTurn
+from errorflow.protocol.claims import Claim, FinalAnswer
 
 
 def turn(sender: str, answer: FinalAnswer) -> UpstreamTurn:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.agents.cassette import (
+from errorflow.models.cassette import (
     MAX_CASSETTE_BYTES,
     Cassette,
     CassetteError,
@@ -16,7 +16,7 @@ from errorflow.agents.cassette import (
     RunWindow,
     cassette_document,
 )
-from errorflow.agents.exchange import ExchangeRecord
+from errorflow.models.exchange import ExchangeRecord
 
 SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 RUN: RecordedRun = {

@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus.signing import KEY_ENV, new_key
 from errorflow.cli.errors import UsageError
 from errorflow.cli.main import build_parser, main
 from errorflow.cli.run_keys import agent_key, runner_key
 from errorflow.cli.run_options import scenario_of as configured
 from errorflow.cli.store_commands import runs_lines
-from errorflow.runtime.store import (
+from errorflow.protocol.signing import KEY_ENV, new_key
+from errorflow.scenario.bundled import bundled
+from errorflow.scoring.summary import summarize
+from errorflow.store.database import (
     create_run,
     finish_run,
     get_run,
@@ -31,8 +33,6 @@ from errorflow.runtime.store import (
     open_db,
     trial_rows,
 )
-from errorflow.scenario.bundled import bundled
-from errorflow.scoring.summary import summarize
 from tests.conftest import Mosquitto
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus.signing import new_key
 from errorflow.cli.main import main
-from errorflow.runtime.store import create_run, open_db
+from errorflow.protocol.signing import new_key
+from errorflow.store.database import create_run, open_db
 from tests.test_store import BAD_KINDS, as_unprivileged, bad_store, held_lock, shared_directory
 
 

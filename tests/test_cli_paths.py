@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from errorflow.cli.errors import UsageError
-from errorflow.cli.paths import NAME_MAX, PATH_MAX, check_directory, path_arg, write_output
+from errorflow.cli.paths import (
+    NAME_MAX,
+    PATH_MAX,
+    check_directory,
+    path_arg,
+    write_output,
+)
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,16 @@ import yaml
 from pydantic import ValidationError
 
 from errorflow.agents.agent import Agent
-from errorflow.bus import signing
 from errorflow.bus.transport import InProcessBus
-from errorflow.core.events import AgentCrashed, parse_event
+from errorflow.protocol import signing
+from errorflow.protocol.events import AgentCrashed, parse_event
 from errorflow.runtime.agent_process import CRASH_EXIT, ProcessCrash, serve
-from errorflow.runtime.crashes import CRASHED, crash_reason, crash_score, crashed_by_injection
+from errorflow.runtime.crashes import (
+    CRASHED,
+    crash_reason,
+    crash_score,
+    crashed_by_injection,
+)
 from errorflow.runtime.liveness import Liveness, ParticipantLost
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.crash_fault_model import CrashFault, crash_fires

@@ -8,9 +8,10 @@ import random
 import pytest
 
 from errorflow import api
-from errorflow.agents.deliberation import deliberate
 from errorflow.agents.discussion import Discussion
-from errorflow.agents.model import Claim, FinalAnswer, UpstreamTurn
+from errorflow.models.backend import UpstreamTurn
+from errorflow.models.deliberation import deliberate
+from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.loader import ScenarioError
 
 NEEDS = [

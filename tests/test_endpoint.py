@@ -13,12 +13,22 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from errorflow.bus import signing, topics
-from errorflow.bus.endpoint import RESEND_TICK_S, Endpoint, SeenSet, first_seq
-from errorflow.bus.envelope import Envelope, Kind, WireError, decode
+from errorflow.bus.endpoint import (
+    RESEND_TICK_S,
+    Endpoint,
+    SeenSet,
+    first_seq,
+)
 from errorflow.bus.transport import Connection, InProcessBus
-from errorflow.core.control import Ack, Bye
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import Ack, Bye
+from errorflow.protocol.envelope import (
+    Envelope,
+    Kind,
+    WireError,
+    decode,
+)
 from errorflow.runtime.recorder import Recorder
 
 

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from errorflow.bus.envelope import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.envelope import (
     MAX_MESSAGE_BYTES,
     MAX_PAYLOAD_DEPTH,
     Envelope,
@@ -14,7 +15,6 @@ from errorflow.bus.envelope import (
     json_schema,
     payload_problem,
 )
-from errorflow.core.taxonomy import ErrorCode
 
 
 def make(**kw: object) -> Envelope:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus import topics
+from errorflow.protocol import topics
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load

@@ -3,7 +3,12 @@ across models, prompts or parameters."""
 
 from __future__ import annotations
 
-from errorflow.agents.exchange import Experiment, Place, exchange_key, record
+from errorflow.models.exchange import (
+    Experiment,
+    Place,
+    exchange_key,
+    record,
+)
 from errorflow.scenario.overrides import apply
 from tests.conftest import scenario
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from errorflow.agents.exchange import ExchangeRecord
-from errorflow.agents.exchange_store import (
+from errorflow.models.exchange import ExchangeRecord
+from errorflow.models.exchange_store import (
     ExchangeLog,
     ResponseCache,
     read_records,

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from errorflow import api
-from errorflow.core.events import AgentCrashed, ModelCall, ModelFaultFired, ToolCallEvent
+from errorflow.protocol.events import (
+    AgentCrashed,
+    ModelCall,
+    ModelFaultFired,
+    ToolCallEvent,
+)
 from errorflow.scenario.overrides import apply
 from errorflow.scoring.fault_firing import (
     ConfiguredFault,

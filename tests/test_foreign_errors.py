@@ -26,11 +26,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from errorflow.core.taxonomy import ErrorCode, classify_http
 from errorflow.policies.classify import classify_exception
-from errorflow.policies.foreign_errors import (
-    ForeignError,
-    classify_foreign,
-    retry_after_seconds,
-)
+from errorflow.policies.foreign_errors import ForeignError, classify_foreign, retry_after_seconds
 from tests.conftest import free_port
 
 URL = "http://svc.test/items/1"

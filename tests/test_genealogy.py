@@ -7,11 +7,22 @@ import itertools
 
 import pytest
 
-from errorflow.bus.envelope import Status, WireError
-from errorflow.core.events import AgentStart, LoopStop, ModelCall, RetryScheduled, ToolCallEvent
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.envelope import Status, WireError
+from errorflow.protocol.events import (
+    AgentStart,
+    LoopStop,
+    ModelCall,
+    RetryScheduled,
+    ToolCallEvent,
+)
 from errorflow.scoring.genealogy import StoredLabel, genealogy, silent
-from errorflow.scoring.score import RECOVERED, Label, Truth, label_message
+from errorflow.scoring.score import (
+    RECOVERED,
+    Label,
+    Truth,
+    label_message,
+)
 from tests.conftest import scenario
 from tests.trace_runs import TrialBuilder
 

@@ -19,7 +19,12 @@ import pytest
 from errorflow.bus import gmqtt_transport
 from errorflow.bus.gmqtt_transport import GmqttConnection
 from errorflow.bus.mqtt import MqttBus, MqttConnection, client_of
-from errorflow.bus.url import CLIENT_ENV, BrokerURL, BrokerURLError, parse_broker_url
+from errorflow.bus.url import (
+    CLIENT_ENV,
+    BrokerURL,
+    BrokerURLError,
+    parse_broker_url,
+)
 from errorflow.runtime.runner import RunOptions, run_scenario
 from tests.conftest import Mosquitto, scenario
 from tests.test_runner import normalised

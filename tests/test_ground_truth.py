@@ -1,12 +1,12 @@
-"""Ground truth with dependencies followed (errorflow.agents.ground_truth)."""
+"""Ground truth with dependencies followed (errorflow.world.ground_truth)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from errorflow.agents.ground_truth import need_order, need_truths
 from errorflow.scenario.loader import load_text
 from errorflow.scoring.score import Truth
+from errorflow.world.ground_truth import need_order, need_truths
 
 TEXT = """\
 name: gt

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus.signing import new_key, write_key_file
+from errorflow.protocol.signing import new_key, write_key_file
 from errorflow.scenario.bundled import bundled
 
 #: The child's address space: far above what errorflow needs, far below what a YAML

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from errorflow.bus.envelope import Envelope, Kind, new_id
+from errorflow.protocol.envelope import Envelope, Kind, new_id
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 

@@ -15,15 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.agents.backends import InfrastructureError, check_servers
-from errorflow.agents.model import ModelCallError, ModelRequest, ModelResponse
 from errorflow.agents.model_gate import ModelGate
 from errorflow.bus.url import BrokerURL
-from errorflow.core.events import AgentEvent
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import ModelCallError, ModelRequest, ModelResponse
+from errorflow.models.backends import InfrastructureError, check_servers
 from errorflow.policies.budget import Budget
-from errorflow.reports.report import ReportJson, to_csv, to_html, to_markdown
+from errorflow.protocol.events import AgentEvent
+from errorflow.reports.report import (
+    ReportJson,
+    to_csv,
+    to_html,
+    to_markdown,
+)
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
@@ -111,7 +116,7 @@ async def test_a_simulated_scenario_needs_no_check(monkeypatch: pytest.MonkeyPat
     def no_backend(*args: object) -> None:
         raise AssertionError("a simulated model was checked")
 
-    monkeypatch.setattr("errorflow.agents.backends._anthropic", no_backend)
+    monkeypatch.setattr("errorflow.models.backends._anthropic", no_backend)
     await check_servers(scenario("contamination"), None)
 
 
@@ -121,7 +126,7 @@ async def test_a_simulated_run_is_unchanged_apart_from_the_zero_count(
     def no_backend(*args: object) -> None:
         raise AssertionError("a simulated model was checked")
 
-    monkeypatch.setattr("errorflow.agents.backends._anthropic", no_backend)
+    monkeypatch.setattr("errorflow.models.backends._anthropic", no_backend)
     s = scenario("contamination", trials=6, propagation="implicit")
     result = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "s.db"))
     assert result.infra_faults == 0 and result.infra_reasons == []

@@ -6,8 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from errorflow.agents import inputs as inputs_mod
-from errorflow.agents.inputs import InputCollector, Ready, Rejected, round_of
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.agents.inputs import (
+    InputCollector,
+    Ready,
+    Rejected,
+    round_of,
+)
+from errorflow.protocol.envelope import Envelope, Kind
 
 
 def msg(sender: str, trial: int = 0, kind: Kind = Kind.RESULT, **payload: Any) -> Envelope:

@@ -8,11 +8,16 @@ import inspect
 import pytest
 from pydantic import ValidationError
 
-from errorflow.agents.python_tool import BusinessFailure, PythonTool, business_error
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.examples import inventory
-from errorflow.examples.inventory import CATALOG, UnknownSku, price_quote, stock_level
+from errorflow.examples.inventory import (
+    CATALOG,
+    UnknownSku,
+    price_quote,
+    stock_level,
+)
 from errorflow.policies.classify import classify_exception
+from errorflow.world.python_tool import BusinessFailure, PythonTool, business_error
 
 
 def test_a_dozen_skus_some_discontinued() -> None:

@@ -21,11 +21,16 @@ from typing import Any
 import pytest
 
 from errorflow.agents.agent import Agent
-from errorflow.bus import signing
 from errorflow.bus.transport import InProcessBus
+from errorflow.protocol import signing
 from errorflow.runtime import recorder as recorder_mod
 from errorflow.runtime.agent_process import serve
-from errorflow.runtime.liveness import LOST, Liveness, ParticipantLost, taken_by_lost
+from errorflow.runtime.liveness import (
+    LOST,
+    Liveness,
+    ParticipantLost,
+    taken_by_lost,
+)
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply

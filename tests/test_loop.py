@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
-from errorflow.agents.model import (
+from errorflow.agents.tool_gate import GateOutcome
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
     AssistantTurn,
-    Claim,
-    FinalAnswer,
     ModelCallError,
     ModelRequest,
     ModelResponse,
@@ -18,14 +18,13 @@ from errorflow.agents.model import (
     ToolCall,
     UpstreamTurn,
 )
-from errorflow.agents.stop import StopReason
-from errorflow.agents.tool_gate import GateOutcome
-from errorflow.core.events import AgentEvent, LoopStop
-from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import BudgetConfig, GuardConfig
 from errorflow.policies.loop_guard import LoopGuard
+from errorflow.protocol.claims import Claim, FinalAnswer
+from errorflow.protocol.events import AgentEvent, LoopStop
+from errorflow.protocol.stop import StopReason
 
 TASK = TaskTurn("find x", [])
 ANSWER = FinalAnswer(claims=[Claim("x", 1)])

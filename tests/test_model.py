@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue
 
-from errorflow.agents.model import ModelCallError, ModelResponse, ObservationTurn, Usage
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
+    ModelCallError,
+    ModelResponse,
+    ObservationTurn,
+    Usage,
+)
 
 
 @pytest.mark.parametrize(

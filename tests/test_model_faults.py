@@ -15,21 +15,32 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from errorflow.agents.backends import BackendFactory
-from errorflow.agents.model import ModelCallError, ModelRequest, ModelResponse, Usage
-from errorflow.agents.model_faults import (
+from errorflow.agents.model_gate import ModelGate
+from errorflow.bus.transport import InProcessBus
+from errorflow.core.simclock import SimClock
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+)
+from errorflow.models.backends import BackendFactory
+from errorflow.models.model_faults import (
     AgentFaults,
     FaultyModel,
     InjectedModelError,
     model_fault_fires,
 )
-from errorflow.agents.model_gate import ModelGate
-from errorflow.bus.transport import InProcessBus
-from errorflow.core.events import AgentEvent, ModelCall, ModelError, ModelFaultFired, parse_event
-from errorflow.core.simclock import SimClock
-from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.budget import Budget
 from errorflow.policies.strategies import build_policy
+from errorflow.protocol.events import (
+    AgentEvent,
+    ModelCall,
+    ModelError,
+    ModelFaultFired,
+    parse_event,
+)
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario import identity
 from errorflow.scenario.model import ModelSpec, Scenario
@@ -91,7 +102,7 @@ def test_old_scenarios_dump_and_hash_as_before_and_faults_are_kept_when_given() 
 def test_an_injected_error_is_the_real_backends_for_the_same_answer(
     fault: ModelFault, code: ErrorCode, status: int | None
 ) -> None:
-    from errorflow.agents.anthropic_backend import classify_status
+    from errorflow.models.anthropic_backend import classify_status
 
     err = InjectedModelError(fault, "agents.w.model.faults[0]", call=0, attempt=1)
     assert isinstance(err, ModelCallError)

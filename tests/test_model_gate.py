@@ -9,19 +9,24 @@ from typing import Any
 
 import pytest
 
-from errorflow.agents.model import (
+from errorflow.agents.model_gate import ModelGate
+from errorflow.core.simclock import SimClock
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
     ModelCallError,
     ModelRequest,
     ModelResponse,
     ToolCall,
     Usage,
 )
-from errorflow.agents.model_gate import ModelGate
-from errorflow.core.events import AgentEvent, BreakerChange, ModelCall, ModelError
-from errorflow.core.simclock import SimClock
-from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.budget import Budget
 from errorflow.policies.strategies import build_policy
+from errorflow.protocol.events import (
+    AgentEvent,
+    BreakerChange,
+    ModelCall,
+    ModelError,
+)
 
 REQUEST = ModelRequest("a", "researcher", "system", [], [])
 

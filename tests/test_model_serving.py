@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.agents.rate_limit import RateLimits
-from errorflow.agents.serving import Serving, serving
 from errorflow.bus.url import BrokerURL
+from errorflow.models.rate_limit import RateLimits
+from errorflow.models.serving import Serving, serving
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply

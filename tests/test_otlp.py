@@ -12,8 +12,8 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.reports import otlp
-from errorflow.runtime.store import get_run
-from errorflow.runtime.trial_store import load_trace
+from errorflow.store.database import get_run
+from errorflow.store.trial_store import load_trace
 from tests.conftest import free_port
 from tests.otlp_receiver import Phoenix, ProtoReceiver, phoenix_binary
 from tests.trace_runs import run_stored

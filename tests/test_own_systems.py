@@ -1,6 +1,6 @@
 """Systems a new user describes from the README and FORMAT.md alone, and the labels they
 must get: fault-free, a system that makes no mistakes succeeds; a checking agent reaches
-the same tool answers as the agent it checks (errorflow.agents.simulated, the scenario's
+the same tool answers as the agent it checks (errorflow.models.simulated, the scenario's
 modelling warnings in errorflow.scenario.references)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from errorflow import api
-from errorflow.agents.world import ToolClient
 from errorflow.core.tool_errors import SchemaViolation
 from errorflow.scenario.references import modelling_warnings
 from errorflow.scoring.score import RECOVERED, Truth
+from errorflow.world.tool_client import ToolClient
 
 TOOLS = Path(__file__).resolve().parent / "own_systems" / "codetools.py"
 

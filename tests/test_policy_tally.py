@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from errorflow.agents.policy_tally import PolicyTally
-from errorflow.core.events import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.events import (
     BreakerChange,
     GuardBlock,
     LoopStop,
@@ -12,7 +13,6 @@ from errorflow.core.events import (
     RetryScheduled,
     ToolCallEvent,
 )
-from errorflow.core.taxonomy import ErrorCode
 from errorflow.reports.policy_table import policy_rows
 
 

@@ -6,10 +6,17 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from errorflow.agents.presence import Presence
-from errorflow.bus import signing
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope
-from errorflow.core.control import Ack, Alive, Gone, RollCall, Stop, parse_control
+from errorflow.protocol import signing
+from errorflow.protocol.control import (
+    Ack,
+    Alive,
+    Gone,
+    RollCall,
+    Stop,
+    parse_control,
+)
+from errorflow.protocol.envelope import Envelope
 from errorflow.scenario import identity
 from tests.conftest import scenario
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from errorflow.agents.model import Claim, FinalAnswer, NeedView
 from errorflow.agents.propagation import (
     confidence,
     dedupe,
@@ -21,10 +20,12 @@ from errorflow.agents.propagation import (
     unrecovered,
     upstream_errors,
 )
-from errorflow.agents.stop import CRASHED, StopReason
-from errorflow.bus.envelope import Status, WireError
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import NeedView
 from errorflow.policies.classify import Failure
+from errorflow.protocol.claims import Claim, FinalAnswer
+from errorflow.protocol.envelope import Status, WireError
+from errorflow.protocol.stop import CRASHED, StopReason
 
 
 @dataclass(frozen=True)

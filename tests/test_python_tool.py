@@ -13,7 +13,12 @@ import httpx
 import pytest
 from pydantic import Field, ValidationError
 
-from errorflow.agents.python_tool import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.examples import inventory
+from errorflow.policies.classify import Failure, classify_body, classify_exception
+from errorflow.scenario.arg_schema import ArgSpec
+from errorflow.scenario.catalog import ToolArgs
+from errorflow.world.python_tool import (
     BusinessFailure,
     PythonTool,
     PythonToolError,
@@ -22,11 +27,6 @@ from errorflow.agents.python_tool import (
     load_callable,
     signature_args_model,
 )
-from errorflow.core.taxonomy import ErrorCode
-from errorflow.examples import inventory
-from errorflow.policies.classify import Failure, classify_body, classify_exception
-from errorflow.scenario.arg_schema import ArgSpec
-from errorflow.scenario.catalog import ToolArgs
 
 
 def write(path: Path, text: str) -> Path:

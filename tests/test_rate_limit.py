@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from errorflow.agents.rate_limit import (
+from errorflow.models.rate_limit import (
     BACKOFF_MAX_S,
     MAX_PAUSE_S,
     RateLimiter,

@@ -21,7 +21,7 @@ from errorflow.cli.main import main
 from errorflow.runtime import runner
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.runtime.store import StoreFailed, open_db
+from errorflow.store.database import StoreFailed, open_db
 from tests.conftest import scenario
 
 

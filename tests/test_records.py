@@ -1,14 +1,14 @@
-"""Declarative tools over tables: lookups and searches (errorflow.agents.records)."""
+"""Declarative tools over tables: lookups and searches (errorflow.world.records)."""
 
 from __future__ import annotations
 
 import pytest
 
-from errorflow.agents.records import lookup, search
 from errorflow.core.tool_errors import UnknownKey
 from errorflow.scenario.arg_schema import ArgSpec
 from errorflow.scenario.tool_model import ToolSpec
 from errorflow.scenario.world_model import TableSpec
+from errorflow.world.records import lookup, search
 
 TICKETS = TableSpec(
     key="id",

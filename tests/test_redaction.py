@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from errorflow.bus.envelope import Envelope, Kind, WireError
 from errorflow.bus.redaction import holds_secret, redacted
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.envelope import Envelope, Kind, WireError
 
 
 def _env(**update: object) -> Envelope:

@@ -11,10 +11,16 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.core.costs import Costs
-from errorflow.reports.report import ReportArm, ReportJson, to_csv, to_html, to_markdown
-from errorflow.runtime.store import get_run
+from errorflow.reports.report import (
+    ReportArm,
+    ReportJson,
+    to_csv,
+    to_html,
+    to_markdown,
+)
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import summarize
+from errorflow.store.database import get_run
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

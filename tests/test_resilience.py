@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from errorflow.bus.envelope import MAX_MESSAGE_BYTES
+from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.overrides import apply
 from errorflow.scoring.score import Outcome
@@ -318,9 +318,9 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
 
 async def test_crashes_become_structured_errors(tmp_path: Path, monkeypatch: Any) -> None:
     from errorflow.agents import agent as agent_mod
-    from errorflow.agents.simulated import SimulatedModel
-    from errorflow.agents.world import ToolClient
     from errorflow.bus.transport import InProcessBus
+    from errorflow.models.simulated import SimulatedModel
+    from errorflow.world.tool_client import ToolClient
 
     real_invoke = ToolClient.invoke
     real_complete = SimulatedModel.complete

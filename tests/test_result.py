@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from errorflow.agents.model import Claim, FinalAnswer
-from errorflow.agents.result import ResultPayload, route
-from errorflow.agents.stop import StopReason
-from errorflow.bus.envelope import Kind
+from errorflow.agents.routing import route
 from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.claims import Claim, FinalAnswer
+from errorflow.protocol.envelope import Kind
+from errorflow.protocol.result import ResultPayload
+from errorflow.protocol.stop import StopReason
 from errorflow.scenario.model import AgentSpec
 
 ANSWER = FinalAnswer(claims=[Claim("x", 1)], unresolved=["y"], text="found x")

@@ -18,8 +18,8 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.cli.resume import Source, resume_command, resume_hint
-from errorflow.runtime.store import get_run, group_runs, trial_rows
 from errorflow.scenario.bundled import bundled
+from errorflow.store.database import get_run, group_runs, trial_rows
 
 SECRET = "EnvSecret321"
 

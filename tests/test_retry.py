@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.config import RetryConfig
-from errorflow.policies.retry import RetryDecision, backoff_ceiling, backoff_delay, decide_retry
+from errorflow.policies.retry import (
+    RetryDecision,
+    backoff_ceiling,
+    backoff_delay,
+    decide_retry,
+)
 from errorflow.policies.strategies import build_policy
 
 NON_RETRYABLE = [

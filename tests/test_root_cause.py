@@ -3,9 +3,9 @@ failure, where contamination started and stopped, and the summary over trials.""
 
 from __future__ import annotations
 
-from errorflow.bus.envelope import Status, WireError
-from errorflow.core.events import AgentStart, ModelCall, ToolCallEvent
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.envelope import Status, WireError
+from errorflow.protocol.events import AgentStart, ModelCall, ToolCallEvent
 from errorflow.scoring.genealogy import StoredLabel, genealogy
 from errorflow.scoring.root_cause import RootCause, root_cause
 from errorflow.scoring.root_cause_summary import summarize_causes, summary_rows

@@ -10,8 +10,8 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.reports.root_cause_view import summary_lines
-from errorflow.runtime import root_causes
 from errorflow.scoring.root_cause_summary import summarize_causes
+from errorflow.store import root_causes
 from tests.trace_runs import run_stored
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from errorflow.runtime import root_causes
-from errorflow.runtime.store import connect_ro
-from errorflow.runtime.trial_store import read_range, run_meta, trace_of
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
 from errorflow.scoring.genealogy import Genealogy
+from errorflow.store import root_causes
+from errorflow.store.database import connect_ro
+from errorflow.store.trial_store import read_range, run_meta, trace_of
 from tests.trace_runs import LocalTraces, run_stored
 
 #: Trials per arm: enough for each scenario's faults to fire (the outage starts at

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import BrokerURL
-from errorflow.core.control import RollCall, parse_control
 from errorflow.core.costs import Costs
-from errorflow.core.events import LabelEvent, TrialOutcomeEvent, parse_event
+from errorflow.protocol import topics
+from errorflow.protocol.control import RollCall, parse_control
+from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.events import LabelEvent, TrialOutcomeEvent, parse_event
 from errorflow.runtime import runner as runner_module
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario

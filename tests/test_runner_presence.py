@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.transport import InProcessBus
-from errorflow.core.control import Alive, Gone, parse_control
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import Alive, Gone, parse_control
 from errorflow.runtime.runner_presence import RunnerPresence, runner_endpoint
 
 KEY = signing.new_key()

@@ -9,11 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import MqttBus
-from errorflow.core.control import Alive, End, Gone, RollCall, Stop
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import (
+    Alive,
+    End,
+    Gone,
+    RollCall,
+    Stop,
+)
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner_presence import runner_endpoint
 from errorflow.runtime.runner_watch import RunnerGone, RunnerWatch, follow_runner
 from tests.conftest import Mosquitto

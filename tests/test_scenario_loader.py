@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus.envelope import MAX_MESSAGE_BYTES
+from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import (
     MAX_SCENARIO_BYTES,

@@ -9,10 +9,21 @@ import pytest
 from pydantic import ValidationError
 
 from errorflow.scenario import identity
-from errorflow.scenario.catalog import ARG_MODELS, BATCH_KINDS, DESCRIPTIONS, ToolKind, input_schema
+from errorflow.scenario.catalog import (
+    ARG_MODELS,
+    BATCH_KINDS,
+    DESCRIPTIONS,
+    ToolKind,
+    input_schema,
+)
 from errorflow.scenario.loader import load_text
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour, profile_with
+from errorflow.scenario.profiles import (
+    PROFILES,
+    Behaviour,
+    behaviour,
+    profile_with,
+)
 
 TEXT = """\
 name: identity

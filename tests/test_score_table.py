@@ -8,7 +8,12 @@ import random
 import pytest
 
 from errorflow.core.costs import Costs
-from errorflow.scoring.score import Label, MessageLabel, Outcome, TrialScore
+from errorflow.scoring.score import (
+    Label,
+    MessageLabel,
+    Outcome,
+    TrialScore,
+)
 from errorflow.scoring.score_table import ScoreTable, in_trial_order, score_map
 from errorflow.scoring.summary import summarize
 

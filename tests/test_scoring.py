@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from errorflow.bus.envelope import Envelope, Kind, Status, WireError
 from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.scoring.score import Label, Outcome, Truth, label_message, score_trial
+from errorflow.protocol.envelope import (
+    Envelope,
+    Kind,
+    Status,
+    WireError,
+)
+from errorflow.scoring.score import (
+    Label,
+    Outcome,
+    Truth,
+    label_message,
+    score_trial,
+)
 from tests.conftest import scenario
 
 S = scenario("contamination")

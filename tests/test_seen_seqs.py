@@ -8,8 +8,8 @@ import random
 import pytest
 
 from errorflow.bus import seen_seqs
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.seen_seqs import CompactSeenSet, SeqRuns
+from errorflow.protocol.envelope import Envelope, Kind
 
 
 def env(sender: str, seq: int, id_: str | None = None) -> Envelope:

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from errorflow.agents.server_reply import (
+from errorflow.models.server_reply import (
     NotAReply,
     messages_reply,
     model_description,
     read_reply,
     refused_for_good,
 )
-from errorflow.bus.envelope import JsonObject
+from errorflow.protocol.envelope import JsonObject
 
 REPLY: JsonObject = {
     "type": "message",

@@ -5,10 +5,10 @@ and client-side limits beat blind retries on a congested one."""
 from __future__ import annotations
 
 from errorflow import api
-from errorflow.agents.services import ServiceRegistry
 from errorflow.scenario.overrides import apply
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson, service_load
+from errorflow.world.services import ServiceRegistry
 
 
 def cell(name: str, label: str) -> api.Scenario:

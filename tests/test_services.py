@@ -1,17 +1,17 @@
-"""Services behind tools (errorflow.agents.services): capacity, Retry-After from the
+"""Services behind tools (errorflow.world.services): capacity, Retry-After from the
 ledger, load shedding, degradation, outages, flapping, and what a call may see."""
 
 from __future__ import annotations
 
 import random
 
-from errorflow.agents.services import ServiceState
 from errorflow.scenario.service_model import (
     DegradeSpec,
     FlappingSpec,
     OutageWindow,
     ServiceSpec,
 )
+from errorflow.world.services import ServiceState
 
 RNG = random.Random(0)
 

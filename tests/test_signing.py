@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus import signing
+from errorflow.protocol import signing
 
 
 def test_signed_bytes_are_json_with_a_sig_member_last() -> None:

@@ -1,4 +1,4 @@
-"""Silent wrong answers on their own (errorflow.agents.silent_faults): what each kind
+"""Silent wrong answers on their own (errorflow.world.silent_faults): what each kind
 makes of a right answer, and that a wrong answer is never an empty one."""
 
 from __future__ import annotations
@@ -7,9 +7,14 @@ import random
 
 import pytest
 
-from errorflow.agents.silent_faults import corrupt, other_calls, relabelled, stale
 from errorflow.scenario.loader import load_text
 from errorflow.scenario.model import FaultSpec
+from errorflow.world.silent_faults import (
+    corrupt,
+    other_calls,
+    relabelled,
+    stale,
+)
 
 
 def test_stale_moves_numbers_and_drops_the_end_of_lists_but_never_empties() -> None:

@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from errorflow.agents.model import (
+from errorflow.models.backend import (
     AssistantTurn,
-    Claim,
-    FinalAnswer,
     Inspection,
     ModelRequest,
     NeedView,
@@ -24,7 +22,8 @@ from errorflow.agents.model import (
     ToolDef,
     UpstreamTurn,
 )
-from errorflow.agents.simulated import SimulatedModel
+from errorflow.models.simulated import SimulatedModel
+from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour
 
 HIDDEN = NeedView("revenue", "query_metric", "name", "2024年营收", None, meant="fin.rev.2024")

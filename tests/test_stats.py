@@ -10,7 +10,12 @@ from scipy.stats import binomtest
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from errorflow.scoring.stats import mcnemar_exact, paired_difference, pass_at_k, wilson
+from errorflow.scoring.stats import (
+    mcnemar_exact,
+    paired_difference,
+    pass_at_k,
+    wilson,
+)
 
 
 def test_wilson_known_values() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from errorflow.agents.stop import CRASHED, StopReason
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.stop import CRASHED, StopReason
 
 
 def test_a_policy_stop_is_its_code_on_the_wire() -> None:

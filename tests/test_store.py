@@ -19,10 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.costs import Costs
-from errorflow.runtime import store
-from errorflow.runtime.store import (
+from errorflow.protocol.envelope import Envelope, Kind, Status
+from errorflow.scoring.score import (
+    Label,
+    MessageLabel,
+    Outcome,
+    TrialScore,
+)
+from errorflow.scoring.summary import summarize
+from errorflow.store import database as store
+from errorflow.store.database import (
     EventRow,
     LabelRow,
     MessageRow,
@@ -44,8 +51,6 @@ from errorflow.runtime.store import (
     resume_run,
     trial_rows,
 )
-from errorflow.scoring.score import Label, MessageLabel, Outcome, TrialScore
-from errorflow.scoring.summary import summarize
 
 
 def envelope(kind: Kind = Kind.RESULT, **update: object) -> Envelope:

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from errorflow.cli.main import main
-from errorflow.runtime.store import get_run
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.stored import load_stored
+from errorflow.store.database import get_run
 
 TOOLS = Path(__file__).resolve().parent / "own_systems" / "gen_tools.py"
 

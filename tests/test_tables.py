@@ -8,10 +8,20 @@ from collections.abc import Callable
 from rich.console import Console, RenderableType
 
 from errorflow.core.costs import Costs
-from errorflow.reports.tables import cost_line, paired_table, print_run, sweep_tables
+from errorflow.reports.tables import (
+    cost_line,
+    paired_table,
+    print_run,
+    sweep_tables,
+)
 from errorflow.runtime.experiment import ArmJson, SweepJson
 from errorflow.scoring.score import Outcome, TrialScore
-from errorflow.scoring.summary import Amplification, RunJson, paired_outcomes, summarize
+from errorflow.scoring.summary import (
+    Amplification,
+    RunJson,
+    paired_outcomes,
+    summarize,
+)
 
 
 def run_json(outcomes: list[Outcome], backend: float = 1.0, model: float = 2.0) -> RunJson:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from errorflow.core.events import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.events import (
     BreakerChange,
     CallRefused,
     Event,
@@ -13,8 +14,13 @@ from errorflow.core.events import (
     RetryScheduled,
     ToolCallEvent,
 )
-from errorflow.core.taxonomy import ErrorCode
-from errorflow.reports.timeline import RunEvents, Scope, attempts, bucket_width, timeline
+from errorflow.reports.timeline import (
+    RunEvents,
+    Scope,
+    attempts,
+    bucket_width,
+    timeline,
+)
 from errorflow.reports.timeline_table import periods, timeline_rows
 
 A, T = "researcher", "search"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from errorflow import ToolContext, api
-from errorflow.agents.python_tool import PythonTool
 from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.python_ref import load_callable, signature_args_model
+from errorflow.world.python_tool import PythonTool
 
 TOOLS = Path(__file__).resolve().parent / "own_systems" / "ctx_tools.py"
 

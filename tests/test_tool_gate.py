@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from errorflow.agents.model import ToolCall
 from errorflow.agents.tool_gate import GateOutcome, ToolGate
-from errorflow.agents.world import ToolClient
-from errorflow.core.events import AgentEvent
 from errorflow.core.redact import redact_obj
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
+from errorflow.models.backend import ToolCall
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.policies.strategies import build_policy
+from errorflow.protocol.events import AgentEvent
 from errorflow.scenario.model import Scenario
+from errorflow.world.tool_client import ToolClient
 
 ACTIONABLE_KEYS = {"ok", "tool", "code", "message", "retryable", "retry_after_s", "suggestion"}
 ARG_KEYS = {"field", "constraint", "received"}

@@ -1,5 +1,5 @@
-from errorflow.bus import topics
-from errorflow.bus.envelope import Kind
+from errorflow.protocol import topics
+from errorflow.protocol.envelope import Kind
 
 
 def test_layout_is_one_namespace_per_run() -> None:

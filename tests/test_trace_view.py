@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from errorflow.reports.trace_view import trace_lines
-from errorflow.runtime.store import trial_rows
-from errorflow.runtime.trial_store import load_trace
 from errorflow.scoring.trial_trace import TrialTrace
+from errorflow.store.database import trial_rows
+from errorflow.store.trial_store import load_trace
 from tests.trace_runs import run_stored
 
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from errorflow.runtime.store import connect_ro
-from errorflow.runtime.trial_store import load_trace, read_range, stored_trials, telling_trial
+from errorflow.store.database import connect_ro
+from errorflow.store.trial_store import (
+    load_trace,
+    read_range,
+    stored_trials,
+    telling_trial,
+)
 from tests.trace_runs import run_stored
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.trial_tracker import TrialState, TrialTracker
 
 _seq = itertools.count()

@@ -20,14 +20,14 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static
 
-from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.tui_commands import BadInput, build_session, serve_command
+from errorflow.protocol import topics
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.runtime.store import trial_rows
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import Outcome
+from errorflow.store.database import trial_rows
 from errorflow.tui.app import ErrorflowApp
 from errorflow.tui.compare import ArmPanel, CompareScreen
 from errorflow.tui.detail import DetailScreen

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.core.redact import redact
+from errorflow.protocol import topics
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.tui.app import ErrorflowApp
 from errorflow.tui.detail import DetailScreen
 from errorflow.tui.session import Session

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.tui_commands import build_session
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scenario.loader import load
 from errorflow.scoring.score import Label, Outcome
 from errorflow.tui.app import ErrorflowApp

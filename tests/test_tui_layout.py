@@ -16,7 +16,15 @@ from rich.style import Style
 
 from errorflow.scenario.loader import load
 from errorflow.tui.draw import EdgeLook, NodeLook, draw
-from errorflow.tui.layout import Edge, Fit, Layout, fit_layout, fits, layers, layout
+from errorflow.tui.layout import (
+    Edge,
+    Fit,
+    Layout,
+    fit_layout,
+    fits,
+    layers,
+    layout,
+)
 from errorflow.tui.state import RunModel
 
 HERE = Path(__file__).parent / "tui_scenarios"

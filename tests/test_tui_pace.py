@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.tui_commands import build_session
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.channel import Channel
 from errorflow.tui.pace import HOP_S, Pace

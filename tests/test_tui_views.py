@@ -10,10 +10,15 @@ import pytest
 from textual.widgets import Input, Static
 from textual.widgets._footer import FooterKey
 
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.errors import UsageError
-from errorflow.cli.tui_commands import BadInput, build_session, serve_command, serve_templates
+from errorflow.cli.tui_commands import (
+    BadInput,
+    build_session,
+    serve_command,
+    serve_templates,
+)
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scoring.score import Label
 from errorflow.tui.agent_table import agent_table
 from errorflow.tui.app import ErrorflowApp

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from errorflow.cli.main import main
-from errorflow.runtime.trial_store import load_trace
+from errorflow.store.trial_store import load_trace
 from tests.trace_runs import run_stored
 
 #: The fields of a record of the dataset's Algorithm-Generated half, and their types.

@@ -17,11 +17,12 @@ import pytest
 
 from errorflow import api
 from errorflow.cli.main import main
-from errorflow.runtime import root_causes, workers
+from errorflow.runtime import workers
 from errorflow.runtime.runner import RunOptions
-from errorflow.runtime.store import get_run
 from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
 from errorflow.scoring.score import TrialScore
+from errorflow.store import root_causes
+from errorflow.store.database import get_run
 from tests import processes
 from tests.conftest import scenario
 from tests.test_liveness import cli, slow_file

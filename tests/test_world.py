@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from errorflow.agents.world import FaultPlan, ToolClient, hidden_identifier, truth
 from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
@@ -24,6 +23,12 @@ from errorflow.core.tool_errors import (
 from errorflow.scenario.catalog import ARG_MODELS, SearchPapersArgs
 from errorflow.scenario.loader import load_text
 from errorflow.scenario.model import FaultSpec, Scenario
+from errorflow.world.tool_client import (
+    FaultPlan,
+    ToolClient,
+    hidden_identifier,
+    truth,
+)
 
 BASE = """
 name: world-test

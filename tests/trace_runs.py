@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from errorflow.agents.tool_gate import TraceEntry
-from errorflow.bus.envelope import Envelope, Kind, Status, WireError
 from errorflow.bus.transport import InProcessBus
-from errorflow.core.events import AgentEvent
+from errorflow.protocol.envelope import (
+    Envelope,
+    Kind,
+    Status,
+    WireError,
+)
+from errorflow.protocol.events import AgentEvent
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load

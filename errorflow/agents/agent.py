@@ -27,28 +27,13 @@ from errorflow.agents.agent_faults import (
     mark_fired,
     model_faults_fired,
 )
-from errorflow.agents.answers import answer_from_wire
-from errorflow.agents.backends import BackendFactory
 from errorflow.agents.call_limits import CallLimits
 from errorflow.agents.carry import CARRIERS, carry_forward
 from errorflow.agents.defence_effects import changes, overruled
 from errorflow.agents.discussion import Discussion, Heard, Memory
-from errorflow.agents.ground_truth import need_truths
 from errorflow.agents.inputs import InputCollector, Ready, Rejected
 from errorflow.agents.late_inputs import arrivals
 from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
-from errorflow.agents.model import (
-    FinalAnswer,
-    Inspection,
-    NeedView,
-    Stance,
-    TaskTurn,
-    ToolCall,
-    ToolDef,
-    UpstreamTurn,
-    shape_of,
-)
-from errorflow.agents.model_faults import InjectedCrash
 from errorflow.agents.model_gate import ModelGate
 from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.presence import Presence
@@ -65,31 +50,51 @@ from errorflow.agents.propagation import (
     propagate,
     unrecovered,
 )
-from errorflow.agents.result import ResultPayload, route
+from errorflow.agents.routing import route
 from errorflow.agents.run_clock import start_time
-from errorflow.agents.services import ServiceRegistry
-from errorflow.agents.stop import CRASHED, StopReason
-from errorflow.agents.tool_catalog import ToolCatalog
 from errorflow.agents.tool_gate import GateOutcome, ToolGate, TraceEntry
-from errorflow.agents.world import ToolClient, hidden_identifier
-from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, JsonObject, Kind
 from errorflow.bus.transport import Connection
 from errorflow.core.costs import Costs
-from errorflow.core.events import AgentEvent, AgentFaultFired, AgentStart, DefenceActed
 from errorflow.core.redact import redact
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
+    Inspection,
+    NeedView,
+    Stance,
+    TaskTurn,
+    ToolCall,
+    ToolDef,
+    UpstreamTurn,
+    shape_of,
+)
+from errorflow.models.backends import BackendFactory
+from errorflow.models.model_faults import InjectedCrash
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
+from errorflow.protocol import topics
+from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.envelope import Envelope, JsonObject, Kind
+from errorflow.protocol.events import (
+    AgentEvent,
+    AgentFaultFired,
+    AgentStart,
+    DefenceActed,
+)
+from errorflow.protocol.result import ResultPayload
+from errorflow.protocol.stop import CRASHED, StopReason
 from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.policy import policy_for
 from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
+from errorflow.world.ground_truth import need_truths
+from errorflow.world.services import ServiceRegistry
+from errorflow.world.tool_catalog import ToolCatalog
+from errorflow.world.tool_client import ToolClient, hidden_identifier
 
 log = logging.getLogger(__name__)
 _K = TypeVar("_K")

@@ -19,9 +19,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from errorflow.agents.answers import answer_to_wire
-from errorflow.agents.model import Claim, FinalAnswer
-from errorflow.bus.envelope import JsonObject
+from errorflow.protocol.claims import Claim, FinalAnswer, answer_to_wire
+from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.agent_fault_model import (
     AgentFault,
     CorruptFault,
@@ -43,7 +42,7 @@ class Fired:
     delay_s: float = 0.0
 
     def event(self) -> dict[str, Any]:
-        """The fields of its `agent_fault` event (errorflow.core.events)."""
+        """The fields of its `agent_fault` event (errorflow.protocol.events)."""
         return {"kind": self.kind, "claims": list(self.claims), "delay_s": self.delay_s}
 
     def to_wire(self) -> dict[str, JsonValue]:

@@ -37,7 +37,6 @@ import random
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from errorflow.core.events import BreakerChange, Emit
 from errorflow.core.redact import redact
 from errorflow.core.simclock import SimClock
 from errorflow.policies.breaker import BreakerBank, BreakerDecision, Transition
@@ -45,6 +44,7 @@ from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import RetryConfig
 from errorflow.policies.retry import RetryDecision, decide_retry
+from errorflow.protocol.events import BreakerChange, Emit
 
 T = TypeVar("T")
 

@@ -19,7 +19,6 @@ import heapq
 from dataclasses import dataclass, field
 
 from errorflow.agents.attempts import spend
-from errorflow.core.events import CallRefused, Emit
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.budget import Budget
@@ -27,6 +26,7 @@ from errorflow.policies.bulkhead import BulkheadBank
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.rate_limiter import RateLimiterBank
+from errorflow.protocol.events import CallRefused, Emit
 
 
 @dataclass

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from errorflow.agents.model import Claim, FinalAnswer, UpstreamTurn
+from errorflow.models.backend import UpstreamTurn
+from errorflow.protocol.claims import Claim, FinalAnswer
 
 #: Behaviours whose results carry their inputs' findings on.
 CARRIERS = frozenset({"gather", "route"})

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from errorflow.agents.deliberation import canonical
-from errorflow.agents.model import FinalAnswer, UpstreamTurn
+from errorflow.models.backend import UpstreamTurn
+from errorflow.models.deliberation import canonical
+from errorflow.protocol.claims import FinalAnswer
 
 
 def changes(before: FinalAnswer, after: FinalAnswer) -> tuple[list[str], list[str]]:

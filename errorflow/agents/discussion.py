@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
-from errorflow.agents.model import FinalAnswer, TaskTurn
-from errorflow.bus.envelope import Envelope, WireError
+from errorflow.models.backend import TaskTurn
+from errorflow.protocol.claims import FinalAnswer
+from errorflow.protocol.envelope import Envelope, WireError
 from errorflow.scenario.model import Scenario
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.protocol.envelope import Envelope, Kind
 
 #: Trials whose original inputs a reviewer may still send back (far above any number of
 #: trials in flight, which is at most 1,024).

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from errorflow.bus.envelope import Envelope
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.classify import Failure
+from errorflow.protocol.envelope import Envelope
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from errorflow.agents.model import (
+from errorflow.agents.tool_gate import GateOutcome
+from errorflow.core.redact import redact
+from errorflow.core.taxonomy import UNRECOVERABLE, ErrorCode
+from errorflow.models.backend import (
     AssistantTurn,
-    FinalAnswer,
     ModelCallError,
     ModelRequest,
     ModelResponse,
@@ -27,14 +29,12 @@ from errorflow.agents.model import (
     Turn,
     UpstreamTurn,
 )
-from errorflow.agents.stop import StopReason
-from errorflow.agents.tool_gate import GateOutcome
-from errorflow.core.events import Emit, LoopStop
-from errorflow.core.redact import redact
-from errorflow.core.taxonomy import UNRECOVERABLE, ErrorCode
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
+from errorflow.protocol.claims import FinalAnswer
+from errorflow.protocol.events import Emit, LoopStop
+from errorflow.protocol.stop import StopReason
 
 
 class ModelCaller(Protocol):

@@ -9,7 +9,7 @@ reach the server, had the key refused or found no such model; or the circuit tho
 attempts opened refused it) is raised as an `infra_fault`: the experiment did not
 happen, and the agent's trial is not scored. Retries still follow the attempt's code.
 
-An attempt an injected fault failed (errorflow/agents/model_faults.py) is announced as a
+An attempt an injected fault failed (errorflow/models/model_faults.py) is announced as a
 `model_fault` event before its `model_error`; an injected crash as `agent_crashed`,
 and it goes on up to the agent (no retry catches it)."""
 
@@ -24,17 +24,22 @@ from errorflow.agents.attempts import (
     ObservedBreaker,
     RetryTerms,
 )
-from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
-from errorflow.agents.model_faults import InjectedCrash, InjectedModelError
-from errorflow.agents.model_usage import cache_read, cache_write
-from errorflow.core.events import Emit, ModelCall, ModelError
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
+    ModelBackend,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+)
+from errorflow.models.model_faults import InjectedCrash, InjectedModelError
+from errorflow.models.model_usage import cache_read, cache_write
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.retry import RetryDecision
+from errorflow.protocol.events import Emit, ModelCall, ModelError
 
 #: The name the model's breaker and failures go by (events, errors, costs).
 MODEL = "model"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from errorflow.core.events import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.events import (
     AgentEvent,
     BreakerChange,
     CallRefused,
@@ -23,7 +24,6 @@ from errorflow.core.events import (
     RetryScheduled,
     ToolCallEvent,
 )
-from errorflow.core.taxonomy import ErrorCode
 
 #: Tool-call codes that are a client-side policy refusing the call, by counter name.
 REFUSALS = {ErrorCode.CIRCUIT_OPEN: "refused_open"}

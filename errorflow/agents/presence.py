@@ -21,9 +21,17 @@ import contextlib
 import logging
 import secrets
 
-from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
-from errorflow.core.control import Alive, Bye, Gone, Hello, RollCall, Stop, parse_control
+from errorflow.protocol import topics
+from errorflow.protocol.control import (
+    Alive,
+    Bye,
+    Gone,
+    Hello,
+    RollCall,
+    Stop,
+    parse_control,
+)
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 

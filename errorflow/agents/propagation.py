@@ -25,12 +25,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from errorflow.agents.answers import answer_from_wire
-from errorflow.agents.model import Claim, FinalAnswer, NeedView
-from errorflow.agents.stop import StopReason
-from errorflow.bus.envelope import Status, WireError
 from errorflow.core.taxonomy import RETRYABLE, ErrorCode
+from errorflow.models.backend import NeedView
 from errorflow.policies.classify import Failure
+from errorflow.protocol.claims import Claim, FinalAnswer, answer_from_wire
+from errorflow.protocol.envelope import Status, WireError
+from errorflow.protocol.stop import StopReason
 
 Propagation = Literal["explicit", "implicit"]
 

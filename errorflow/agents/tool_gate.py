@@ -26,13 +26,11 @@ from errorflow.agents.attempts import (
     spend,
 )
 from errorflow.agents.call_limits import CallLimits
-from errorflow.agents.model import ToolCall
-from errorflow.agents.world import ToolClient, empty_of
-from errorflow.core.events import Emit, GuardBlock, RetriesExhausted, RetryScheduled, ToolCallEvent
 from errorflow.core.redact import redact, redact_obj
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import SOFT, ErrorCode
 from errorflow.core.tool_errors import CallTimeout, ToolException
+from errorflow.models.backend import ToolCall
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure, classify_body, classify_exception
@@ -40,6 +38,14 @@ from errorflow.policies.config import PolicyConfig
 from errorflow.policies.loop_guard import LoopGuard, canonical_args
 from errorflow.policies.observation import observe_failure, observe_success
 from errorflow.policies.retry import RetryDecision
+from errorflow.protocol.events import (
+    Emit,
+    GuardBlock,
+    RetriesExhausted,
+    RetryScheduled,
+    ToolCallEvent,
+)
+from errorflow.world.tool_client import ToolClient, empty_of
 
 #: Arguments as they reached the tool: a mapping, or the text of an unparseable call.
 ToolArgs = Mapping[str, object] | str

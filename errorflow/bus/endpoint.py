@@ -43,9 +43,25 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from errorflow.bus import signing, topics
-from errorflow.bus.bus_faults import BusFaultPlan, Send, attempt_at, undelivered_reason
-from errorflow.bus.envelope import (
+from errorflow.bus.bus_faults import (
+    BusFaultPlan,
+    Send,
+    attempt_at,
+    undelivered_reason,
+)
+from errorflow.bus.outbox import GiveUp, Outbox, Resend
+from errorflow.bus.redaction import redacted
+from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
+from errorflow.bus.transport import Connection
+from errorflow.core.redact import redact
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import (
+    Ack,
+    Control,
+    ControlAction,
+    parse_control,
+)
+from errorflow.protocol.envelope import (
     Envelope,
     JsonObject,
     Kind,
@@ -54,13 +70,7 @@ from errorflow.bus.envelope import (
     WireError,
     decode,
 )
-from errorflow.bus.outbox import GiveUp, Outbox, Resend
-from errorflow.bus.redaction import redacted
-from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
-from errorflow.bus.transport import Connection
-from errorflow.core.control import Ack, Control, ControlAction, parse_control
-from errorflow.core.events import BusFaultFired, BusUndelivered, Event
-from errorflow.core.redact import redact
+from errorflow.protocol.events import BusFaultFired, BusUndelivered, Event
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,12 @@ from errorflow.bus.gmqtt_transport import GmqttConnection, cancels, raise_lost_c
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
 from errorflow.bus.transport import WillFactory
-from errorflow.bus.url import CLIENT_ENV, CLIENTS, DEFAULT_CLIENT, BrokerURL
+from errorflow.bus.url import (
+    CLIENT_ENV,
+    CLIENTS,
+    DEFAULT_CLIENT,
+    BrokerURL,
+)
 
 log = logging.getLogger(__name__)
 # aiomqtt warns on every publish past 10 in flight; in-flight publishes are our design.

@@ -10,8 +10,8 @@ so a clean envelope (nearly all of them) costs one search, not a walk.
 
 from __future__ import annotations
 
-from errorflow.bus.envelope import Envelope, WireError
 from errorflow.core.redact import might_hold_secret, redact, redact_obj
+from errorflow.protocol.envelope import Envelope, WireError
 
 #: The longest `message` and `suggestion` a WireError may hold (a redacted text can be
 #: longer than the original: it is cut there, or receivers would reject the message).

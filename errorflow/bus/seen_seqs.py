@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 
-from errorflow.bus.envelope import Envelope
+from errorflow.protocol.envelope import Envelope
 
 #: Ids remembered (a duplicate is told from a replay within these many messages). About
 #: 2.5 MB an endpoint, full within the first few thousand trials of a long run (so its

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from errorflow.bus.topics import matches
+from errorflow.protocol.topics import matches
 
 #: Topics whose match is remembered at once; past it the memory starts again.
 MATCHED_LIMIT = 4096

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol, runtime_checkable
 
-from errorflow.bus.topics import matches
+from errorflow.protocol.topics import matches
 
 #: Bounded queues: a slow subscriber applies back-pressure instead of eating memory.
 QUEUE_LIMIT = 10_000

@@ -31,7 +31,7 @@ from errorflow.cli.preflight import broker_of
 from errorflow.cli.run_keys import agent_key
 from errorflow.cli.run_options import scenario_args, scenario_of
 from errorflow.cli.signals import interruptible
-from errorflow.core.control import RollCall
+from errorflow.protocol.control import RollCall
 from errorflow.runtime.agent_process import CRASH_EXIT, run_agent_process
 from errorflow.runtime.runner_watch import RunnerGone, follow_runner
 from errorflow.scenario import identity

@@ -140,7 +140,7 @@ def run_id_arg(text: str) -> str:
 
 
 def db_arg(parser: argparse.ArgumentParser) -> None:
-    from errorflow.runtime.store import DEFAULT_DB  # a command with a store imports it anyway
+    from errorflow.store.database import DEFAULT_DB
 
     parser.add_argument(
         "--db",

@@ -17,13 +17,13 @@ import sqlite3
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from errorflow.bus.signing import RunKeyError
 from errorflow.bus.url import BrokerURLError
+from errorflow.protocol.signing import RunKeyError
 from errorflow.scenario.problems import Problem, ScenarioError
 from errorflow.scenario.wording import closest
 
 if TYPE_CHECKING:
-    from errorflow.runtime.store import IdLookupError
+    from errorflow.store.database import IdLookupError
 
 # Every command imports this module, `errorflow --help` too: the runtime's exceptions
 # are imported where they are looked at (`explain`), not here (about half a second).
@@ -89,7 +89,7 @@ class Interrupted(Exception):
 
 def db_option(db: str) -> str:
     """` --db PATH` when PATH is not the default, for the commands we print."""
-    from errorflow.runtime.store import DEFAULT_DB
+    from errorflow.store.database import DEFAULT_DB
 
     return "" if db == str(DEFAULT_DB) else f" --db {shlex.quote(db)}"
 
@@ -103,7 +103,7 @@ def id_problem(
 ) -> UsageError:
     """An id that names no run, or several: say so, and list the ones it could be (or,
     for an unknown one, the closest of the `known` ids)."""
-    from errorflow.runtime.store import AmbiguousId
+    from errorflow.store.database import AmbiguousId
 
     where = f"{option} {exc.ident}".strip() or "''"
     if isinstance(exc, AmbiguousId):
@@ -133,10 +133,10 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
 def _explained(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, UsageError):  # the commonest (a mistyped argument): nothing to import
         return EXIT_USAGE, exc.text
-    from errorflow.agents.backends import ConfigurationError
-    from errorflow.agents.model import InfrastructureError
-    from errorflow.runtime.store import StoreError, UnusableStore
+    from errorflow.models.backend import InfrastructureError
+    from errorflow.models.backends import ConfigurationError
     from errorflow.scenario.overrides import OverrideError
+    from errorflow.store.database import StoreError, UnusableStore
 
     if isinstance(exc, ScenarioError):
         return EXIT_USAGE, scenario_text(exc)

@@ -16,13 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from errorflow.agents.cassette import (
-    MAX_CASSETTE_BYTES,
-    RecordedRun,
-    RunWindow,
-    cassette_document,
-)
-from errorflow.agents.exchange_store import SUFFIX, read_records, traffic_dir_for
 from errorflow.bus.url import URLError, check_http_url
 from errorflow.cli import trace_exports
 from errorflow.cli.args import db_arg
@@ -32,7 +25,19 @@ from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.paths import check_directory, path_arg, write_output
 from errorflow.cli.store_commands import stored_id
 from errorflow.core.regular_file import FileRefused, regular_stat
-from errorflow.runtime.store import StoredId, StoredRun, get_run, group_runs
+from errorflow.models.cassette import (
+    MAX_CASSETTE_BYTES,
+    RecordedRun,
+    RunWindow,
+    cassette_document,
+)
+from errorflow.models.exchange_store import SUFFIX, read_records, traffic_dir_for
+from errorflow.store.database import (
+    StoredId,
+    StoredRun,
+    get_run,
+    group_runs,
+)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ import json
 from rich.table import Table
 from rich.text import Text
 
-from errorflow.agents.backends import check_backends
-from errorflow.bus.envelope import json_schema
 from errorflow.cli.commands import summary
 from errorflow.cli.console import fail, out, say
 from errorflow.cli.errors import EXIT_OK, EXIT_USAGE, bounded
 from errorflow.cli.paths import path_arg
 from errorflow.cli.scenario_input import load_ref
 from errorflow.core.display import for_terminal
+from errorflow.models.backends import check_backends
+from errorflow.protocol.envelope import json_schema
 from errorflow.scenario.bundled import bundled, describe, resolve
 from errorflow.scenario.loader import ScenarioError, warnings_for
 

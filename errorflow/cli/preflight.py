@@ -10,7 +10,7 @@ from pathlib import Path
 
 from errorflow.bus.url import BrokerURL, BrokerURLError, parse_broker_url
 from errorflow.cli.errors import UsageError, db_option
-from errorflow.runtime.store import check_writable, get_run, run_exists
+from errorflow.store.database import check_writable, get_run, run_exists
 
 
 def broker_of(url: str | None, option: str = "--broker") -> BrokerURL | None:

@@ -12,13 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errorflow.cli.errors import UsageError, db_option, id_problem
-from errorflow.cli.scenario_input import RunSettings, configure, load_ref, parse_sets
+from errorflow.cli.scenario_input import (
+    RunSettings,
+    configure,
+    load_ref,
+    parse_sets,
+)
 from errorflow.core.redact import redact
-from errorflow.runtime.store import IdLookupError, StoredRun, get_run, group_runs, resolve_id
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.identity import sha
 from errorflow.scenario.loader import ScenarioError, load_json
 from errorflow.scenario.model import Scenario
+from errorflow.store.database import (
+    IdLookupError,
+    StoredRun,
+    get_run,
+    group_runs,
+    resolve_id,
+)
 
 
 @dataclass(frozen=True)

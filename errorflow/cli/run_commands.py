@@ -22,12 +22,16 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from errorflow.bus.signing import KEY_ENV
 from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import run_id_arg, wait_seconds
 from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
-from errorflow.cli.errors import EXIT_OK, Interrupted, RunFailure, UsageError
+from errorflow.cli.errors import (
+    EXIT_OK,
+    Interrupted,
+    RunFailure,
+    UsageError,
+)
 from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
@@ -45,7 +49,13 @@ from errorflow.cli.run_options import (
     workers_option,
 )
 from errorflow.cli.signals import Terminated, interruptible
-from errorflow.cli.spend import arms_of, check_spend, print_traffic, traffic_doc
+from errorflow.cli.spend import (
+    arms_of,
+    check_spend,
+    print_traffic,
+    traffic_doc,
+)
+from errorflow.protocol.signing import KEY_ENV
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
 from errorflow.reports.tables import (
@@ -65,9 +75,9 @@ from errorflow.runtime.experiment import (
 )
 from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.runner import RunOptions
-from errorflow.runtime.store import StoreError, UnwritableStore
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.summary import RunJson
+from errorflow.store.database import StoreError, UnwritableStore
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Where a command gets the run key that signs a run's envelopes: `--key-file PATH` or
-`ERRORFLOW_RUN_KEY` (errorflow/bus/signing.py says why it never travels on the bus).
+`ERRORFLOW_RUN_KEY` (errorflow/protocol/signing.py says why it never travels on the bus).
 
 `run --external-agents` needs one the agents can be given: it reads `--key-file`, or
 creates the file (owner-only) with a new key; `agent` must be given the run's key; a
@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from errorflow.bus.signing import KEY_ENV, RunKeyError, key_from_env, new_key, read_key_file
-from errorflow.bus.signing import write_key_file as write_key
 from errorflow.cli.console import say
 from errorflow.cli.errors import UsageError
+from errorflow.protocol.signing import (
+    KEY_ENV,
+    RunKeyError,
+    key_from_env,
+    new_key,
+    read_key_file,
+)
+from errorflow.protocol.signing import write_key_file as write_key
 
 
 def _from_file(path: Path, *, create: bool) -> tuple[bytes, bool]:

@@ -7,18 +7,29 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from errorflow.agents import serving
-from errorflow.cli.args import db_arg, nonneg, nonneg_float, positive
+from errorflow.cli.args import (
+    db_arg,
+    nonneg,
+    nonneg_float,
+    positive,
+)
 from errorflow.cli.console import say
 from errorflow.cli.errors import UsageError
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.progress import Bars
 from errorflow.cli.scenario_input import RunSettings, parse_sets, scenario_from
 from errorflow.cli.serving_options import model_options, serving_of
+from errorflow.models import serving
 from errorflow.runtime import broker_workers
 from errorflow.runtime.liveness import DEFAULT_GRACE_S
 from errorflow.runtime.runner import RunOptions
-from errorflow.runtime.workers import AUTO, LARGE_RUN, WorkerCount, WorkersRefused, refusal
+from errorflow.runtime.workers import (
+    AUTO,
+    LARGE_RUN,
+    WorkerCount,
+    WorkersRefused,
+    refusal,
+)
 from errorflow.runtime.workers import count_for as workers_for
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import without_faults

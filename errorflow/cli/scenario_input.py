@@ -20,7 +20,12 @@ from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, load
 from errorflow.scenario.marked_yaml import MAX_YAML_DEPTH, ValueBudget
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.overrides import OverrideError, apply, parse_value, with_settings
+from errorflow.scenario.overrides import (
+    OverrideError,
+    apply,
+    parse_value,
+    with_settings,
+)
 from errorflow.scenario.problems import Problem
 
 SETTINGS = ("trials", "seed", "propagation")

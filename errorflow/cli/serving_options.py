@@ -1,7 +1,7 @@
 """The options of `run` and `sweep` for real models: what a run may cost and how fast it
 may go, the response cache, replaying a recorded session, and what goes on the wire.
 `serving_of` turns them into the `Serving` the run's backends use
-(errorflow/agents/serving.py)."""
+(errorflow/models/serving.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import argparse
 import math
 from pathlib import Path
 
-from errorflow.agents.cassette import Cassette, CassetteError
-from errorflow.agents.exchange_store import traffic_dir_for
-from errorflow.agents.rate_limit import RateLimits
-from errorflow.agents.serving import DEFAULT_REQUEST_TIMEOUT_S, MAX_REQUEST_TIMEOUT_S, Serving
 from errorflow.cli.args import positive, positive_float
 from errorflow.cli.errors import UsageError, shown
 from errorflow.cli.paths import check_directory, path_arg
+from errorflow.models.cassette import Cassette, CassetteError
+from errorflow.models.exchange_store import traffic_dir_for
+from errorflow.models.rate_limit import RateLimits
+from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S, MAX_REQUEST_TIMEOUT_S, Serving
 from errorflow.reports.prices import Price, PriceError, parse_price
 
 #: Ask before a real run expected to cost more than this (US dollars).

@@ -4,7 +4,7 @@ price, make more than `--max-calls` calls) asks first, unless `--yes`.
 
 The estimate runs the same runs (every arm, and the fault-free baselines the command
 would run) in-process, on the embedded broker and a throwaway store, with the simulated
-model answering for every real one (errorflow/agents/model_estimate.py). After a real
+model answering for every real one (errorflow/models/model_estimate.py). After a real
 run, `print_traffic` says what was actually sent.
 """
 
@@ -20,13 +20,18 @@ from pathlib import Path
 
 from rich.text import Text
 
-from errorflow.agents import serving
-from errorflow.agents.backends import check_backends
-from errorflow.agents.model_estimate import Bound, run_bounds
-from errorflow.agents.serving import Serving, Tally, is_local, model_label
 from errorflow.cli.console import err, out
 from errorflow.cli.errors import RunFailure, UsageError
 from errorflow.cli.serving_options import prices_of
+from errorflow.models import serving
+from errorflow.models.backends import check_backends
+from errorflow.models.model_estimate import Bound, run_bounds
+from errorflow.models.serving import (
+    Serving,
+    Tally,
+    is_local,
+    model_label,
+)
 from errorflow.reports.model_traffic import (
     EstimateJson,
     TrafficJson,

@@ -19,15 +19,22 @@ from errorflow.cli.args import db_arg
 from errorflow.cli.columns import columns
 from errorflow.cli.commands import summary
 from errorflow.cli.console import out, say
-from errorflow.cli.errors import EXIT_OK, UsageError, db_option, id_problem
+from errorflow.cli.errors import (
+    EXIT_OK,
+    UsageError,
+    db_option,
+    id_problem,
+)
 from errorflow.cli.paths import path_arg, write_output
 from errorflow.cli.resume import resume_command
 from errorflow.core.display import for_terminal
 from errorflow.reports.report import ReportError, render
 from errorflow.reports.root_cause_view import summary_lines
 from errorflow.reports.tables import print_run
-from errorflow.runtime import root_causes
-from errorflow.runtime.store import (
+from errorflow.scoring.root_cause_summary import summarize_causes
+from errorflow.scoring.summary import RunJson
+from errorflow.store import root_causes
+from errorflow.store.database import (
     IdLookupError,
     RunListing,
     StoredId,
@@ -37,8 +44,6 @@ from errorflow.runtime.store import (
     list_runs,
     resolve_id,
 )
-from errorflow.scoring.root_cause_summary import summarize_causes
-from errorflow.scoring.summary import RunJson
 
 
 def stored_id(db: str, ident: str, *, groups: bool = True) -> StoredId:

@@ -34,7 +34,13 @@ from errorflow.cli.scenario_input import check_axis, checked_path, read
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
 from errorflow.reports.sweep_measure_table import measure_table
 from errorflow.reports.tables import measured_trials, shown, sweep_tables
-from errorflow.runtime.experiment import Arm, ArmJson, SweepJson, run_arms, sweep_arms
+from errorflow.runtime.experiment import (
+    Arm,
+    ArmJson,
+    SweepJson,
+    run_arms,
+    sweep_arms,
+)
 from errorflow.scenario.explain import problems_from
 from errorflow.scenario.marked_yaml import ValueBudget
 from errorflow.scenario.model import Scenario

@@ -20,8 +20,8 @@ from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.store_commands import stored_id
 from errorflow.core.display import for_terminal
 from errorflow.reports.trace_view import trace_lines
-from errorflow.runtime.trial_store import load_trace, telling_trial
 from errorflow.scoring.trial_trace import to_json
+from errorflow.store.trial_store import load_trace, telling_trial
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

@@ -24,13 +24,18 @@ from typing import Any
 from errorflow.cli.errors import UsageError
 from errorflow.core.redact import redact_obj
 from errorflow.reports.who_when import record
-from errorflow.runtime.store import StoredRun, connect_ro
-from errorflow.runtime.trial_store import read_range, run_meta, stored_trials, trace_of
 from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.roles import DEFAULT_INSTRUCTIONS, ROLE_PRESETS
 from errorflow.scenario.stored import load_stored
 from errorflow.scoring.score import Truth
 from errorflow.scoring.trial_trace import TrialTrace
+from errorflow.store.database import StoredRun, connect_ro
+from errorflow.store.trial_store import (
+    read_range,
+    run_meta,
+    stored_trials,
+    trace_of,
+)
 
 CHUNK = 200
 

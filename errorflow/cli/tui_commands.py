@@ -13,7 +13,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from errorflow.cli.args import db_arg, nonneg_float, port, run_id_arg
+from errorflow.cli.args import (
+    db_arg,
+    nonneg_float,
+    port,
+    run_id_arg,
+)
 from errorflow.cli.commands import summary
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.paths import path_arg
@@ -156,7 +161,7 @@ def sweep_cell(scenario: Scenario, label: str, where: str) -> Scenario:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    from errorflow.tui.app import ErrorflowApp  # Textual loads only for the TUI commands
+    from errorflow.tui.app import ErrorflowApp
 
     app = ErrorflowApp(build_session(args))  # bad input raises: the CLI's one error path
     app.run()

@@ -20,7 +20,6 @@ import socket
 
 import aiomqtt
 
-from errorflow.bus.signing import KEY_ENV
 from errorflow.cli.args import run_id_arg
 from errorflow.cli.commands import summary
 from errorflow.cli.console import say
@@ -29,6 +28,7 @@ from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.run_keys import agent_key
 from errorflow.cli.signals import interruptible
+from errorflow.protocol.signing import KEY_ENV
 from errorflow.runtime import work_serve
 from errorflow.runtime.work_wire import WORKER_NAME
 

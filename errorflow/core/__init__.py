@@ -1,3 +1,3 @@
-"""The bottom layer: the contracts and primitives every component shares (error
-taxonomy, tool exceptions, events, control actions, costs, seeded streams, simulated
-time). It imports nothing else of errorflow."""
+"""The bottom layer: the primitives every component shares (error taxonomy, tool
+exceptions and context, costs, seeded streams, simulated time, redaction). It imports
+nothing else of errorflow."""

@@ -16,8 +16,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from errorflow.agents.model_estimate import Bound
-from errorflow.agents.serving import LOCAL_HOSTS, Serving, Tally
+from errorflow.models.model_estimate import Bound
+from errorflow.models.serving import LOCAL_HOSTS, Serving, Tally
 from errorflow.reports.prices import Price, dollars, price_of
 from errorflow.reports.tables import shown
 

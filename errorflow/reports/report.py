@@ -28,8 +28,6 @@ from errorflow.reports.timeline_source import run_events
 from errorflow.reports.timeline_svg import lane_peak, timeline_svg
 from errorflow.reports.timeline_table import HEAD as TIMELINE_HEAD
 from errorflow.reports.timeline_table import timeline_rows
-from errorflow.runtime import root_causes
-from errorflow.runtime.store import StoredRun, get_run, group_runs, load_scores, trial_rows
 from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes, summary_rows
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.service_load import ServiceJson
@@ -46,6 +44,14 @@ from errorflow.scoring.summary import (
     amplification,
     paired_outcomes,
     summarize,
+)
+from errorflow.store import root_causes
+from errorflow.store.database import (
+    StoredRun,
+    get_run,
+    group_runs,
+    load_scores,
+    trial_rows,
 )
 
 #: Outcomes with a rate: a column each (count, rate, interval) in every report.

@@ -16,10 +16,10 @@ from typing import TypedDict
 from pydantic import ValidationError
 
 from errorflow.reports.sweep_measure_table import measure_head, measure_notes, measure_rows
-from errorflow.runtime.store import StoredRun
 from errorflow.scenario.sweep_model import SweepSpec
 from errorflow.scoring.summary import OutcomeCounts
 from errorflow.scoring.sweep_measures import MeasuresJson, success_counts, sweep_measures
+from errorflow.store.database import StoredRun
 
 
 class SweepAxisJson(TypedDict):

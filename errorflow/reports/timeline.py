@@ -7,7 +7,7 @@ logical call (its attempt count, stamped when it ended), a `retry` per failed at
 that was retried (stamped when it failed), a `call_refused` per attempt a client-side
 limiter or bulkhead kept from going out, and a `breaker` per transition. Every other
 attempt of a tool backed by a service reached that service (the ledger's count,
-errorflow.agents.services) and lands in the bucket in which it ended. An injected
+errorflow.world.services) and lands in the bucket in which it ended. An injected
 per-call fault on such a tool counts as a call too: the events do not tell it apart
 from the service's own answer.
 
@@ -25,8 +25,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NotRequired, TypedDict
 
-from errorflow.core.events import BreakerChange, CallRefused, Event, RetryScheduled, ToolCallEvent
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.events import (
+    BreakerChange,
+    CallRefused,
+    Event,
+    RetryScheduled,
+    ToolCallEvent,
+)
 
 Scope = Literal["trial", "run"]
 #: What became of one attempt: three ways a service answered it, two ways it was shed.

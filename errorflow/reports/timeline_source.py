@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from errorflow.core.events import Event, parse_event
+from errorflow.protocol.events import Event, parse_event
 from errorflow.reports.timeline import RunEvents
-from errorflow.runtime.store import StoredRun, connect_ro
 from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.stored import load_stored
+from errorflow.store.database import StoredRun, connect_ro
 
 #: The event kinds the timeline is built from.
 TYPES = ("tool_call", "retry", "call_refused", "breaker")

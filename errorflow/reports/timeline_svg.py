@@ -14,7 +14,12 @@ import math
 from collections.abc import Mapping
 
 from errorflow.core.display import html_text
-from errorflow.reports.timeline import STATES, BreakerSeries, ServiceSeries, TimelineJson
+from errorflow.reports.timeline import (
+    STATES,
+    BreakerSeries,
+    ServiceSeries,
+    TimelineJson,
+)
 
 WIDTH, LEFT, RIGHT, TOP = 720, 170, 12, 8
 SERVICE_H, MARK_H, BREAKER_H, GAP = 64, 6, 14, 10

@@ -24,12 +24,12 @@ import sys
 from collections.abc import Callable
 
 from errorflow.agents.agent import Agent
-from errorflow.agents.backends import ConfigurationError, check_backends, check_servers
-from errorflow.agents.model_faults import CrashNotice
 from errorflow.agents.presence import HEARTBEAT_S
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
+from errorflow.models.backends import ConfigurationError, check_backends, check_servers
+from errorflow.models.model_faults import CrashNotice
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
 

@@ -2,7 +2,7 @@
 
 On a shared broker any client that can connect could publish on any run's topics, so
 the configuration gives every participant its own user and lets it publish only where
-its role needs (errorflow/bus/topics.py has the layout):
+its role needs (errorflow/protocol/topics.py has the layout):
 
 - agent X writes the inboxes it sends to (`sends_to`, or the runner's for a terminal
   agent, plus `returns_to`), its own `events/X` and `control/X`, and the acks for
@@ -37,8 +37,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from errorflow.bus import signing, topics
 from errorflow.bus.url import PASSWORD_ENV, USER_ENV
+from errorflow.protocol import signing, topics
 from errorflow.scenario.model import Scenario
 
 OBSERVER = "observer"

@@ -37,11 +37,15 @@ from pathlib import Path
 import aiosqlite
 from aiomqtt import Client
 
-from errorflow.bus.envelope import MAX_MESSAGE_BYTES
 from errorflow.bus.url import BrokerURL
+from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
 from errorflow.runtime import work_wire as wire
-from errorflow.runtime.runner import RunOptions, RunResult, configure, new_run_id
-from errorflow.runtime.store import open_db
+from errorflow.runtime.runner import (
+    RunOptions,
+    RunResult,
+    configure,
+    new_run_id,
+)
 from errorflow.runtime.workers import (
     ShardFailed,
     ShardResult,
@@ -56,6 +60,7 @@ from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.summary import RunSummary
+from errorflow.store.database import open_db
 
 #: An item nobody said they took within this long is published again.
 TAKE_S = 5.0

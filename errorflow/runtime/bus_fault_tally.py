@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from errorflow.bus.bus_faults import BusFaultPlan
-from errorflow.bus.envelope import Envelope
-from errorflow.core.events import BusFaultFired, BusUndelivered, parse_event
+from errorflow.protocol.envelope import Envelope
+from errorflow.protocol.events import BusFaultFired, BusUndelivered, parse_event
 from errorflow.runtime.trial_tracker import TrialState, TrialTracker
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import BusFaultCount, BusRecovery, bus_fault_counts

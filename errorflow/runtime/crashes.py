@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from errorflow.core.events import AgentCrashed
+from errorflow.protocol.events import AgentCrashed
 from errorflow.scenario.crash_fault_model import CrashFault
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore

@@ -21,14 +21,24 @@ from collections import Counter
 
 import aiosqlite
 
-from errorflow.bus import signing, topics
 from errorflow.bus.endpoint import rejection_reason
-from errorflow.bus.envelope import Envelope, Kind, RejectedMessage, decode
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Connection, backlog
-from errorflow.core.control import Bye, ControlAction, End, parse_control
 from errorflow.core.redact import redact
-from errorflow.runtime.store import (
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import (
+    Bye,
+    ControlAction,
+    End,
+    parse_control,
+)
+from errorflow.protocol.envelope import (
+    Envelope,
+    Kind,
+    RejectedMessage,
+    decode,
+)
+from errorflow.store.database import (
     EventRow,
     LabelRow,
     MessageRow,

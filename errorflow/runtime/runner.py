@@ -36,24 +36,40 @@ from typing import Any
 import aiosqlite
 
 from errorflow.agents.agent import Agent, OnTrace
-from errorflow.agents.backends import check_backends, check_servers
 from errorflow.agents.propagation import infra_reason
-from errorflow.agents.services import ServiceRegistry
-from errorflow.bus import signing, topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Bus, Connection, offline_s
 from errorflow.bus.url import BrokerURL
-from errorflow.core.control import Alive, End, Gone, Hello, RollCall, Stop, parse_control
-from errorflow.core.events import AgentCrashed, LabelEvent, TrialOutcomeEvent, parse_event
 from errorflow.core.redact import redact
-from errorflow.runtime import root_causes
+from errorflow.models.backends import check_backends, check_servers
+from errorflow.protocol import signing, topics
+from errorflow.protocol.control import (
+    Alive,
+    End,
+    Gone,
+    Hello,
+    RollCall,
+    Stop,
+    parse_control,
+)
+from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.events import (
+    AgentCrashed,
+    LabelEvent,
+    TrialOutcomeEvent,
+    parse_event,
+)
 from errorflow.runtime.agent_fault_tally import AgentFaultTally
 from errorflow.runtime.bus_fault_tally import BusFaultTally, bus_recovery
-from errorflow.runtime.crashes import crash_reason, crash_score, crash_watched, what
+from errorflow.runtime.crashes import (
+    crash_reason,
+    crash_score,
+    crash_watched,
+    what,
+)
 from errorflow.runtime.liveness import (
     DEFAULT_GRACE_S,
     SILENCE_S,
@@ -64,7 +80,25 @@ from errorflow.runtime.liveness import (
 )
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner_presence import runner_endpoint
-from errorflow.runtime.store import (
+from errorflow.runtime.tool_fault_tally import ToolFaultTally
+from errorflow.runtime.trial_tracker import TrialTracker
+from errorflow.scenario import identity
+from errorflow.scenario.bus_fault_model import bus_plan
+from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.problems import file_error
+from errorflow.scenario.run_time import arrival, arrival_times
+from errorflow.scoring.score import (
+    Outcome,
+    TrialScore,
+    Truth,
+    score_trial,
+)
+from errorflow.scoring.score_table import in_trial_order, score_map
+from errorflow.scoring.service_load import ServiceJson, service_load
+from errorflow.scoring.summary import RunJson, RunSummary, summarize
+from errorflow.store import root_causes
+from errorflow.store.database import (
     DEFAULT_DB,
     LabelRow,
     MessageRow,
@@ -77,18 +111,7 @@ from errorflow.runtime.store import (
     resume_run,
     stopped_by,
 )
-from errorflow.runtime.tool_fault_tally import ToolFaultTally
-from errorflow.runtime.trial_tracker import TrialTracker
-from errorflow.scenario import identity
-from errorflow.scenario.bus_fault_model import bus_plan
-from errorflow.scenario.model import Scenario
-from errorflow.scenario.overrides import with_settings
-from errorflow.scenario.problems import file_error
-from errorflow.scenario.run_time import arrival, arrival_times
-from errorflow.scoring.score import Outcome, TrialScore, Truth, score_trial
-from errorflow.scoring.score_table import in_trial_order, score_map
-from errorflow.scoring.service_load import ServiceJson, service_load
-from errorflow.scoring.summary import RunJson, RunSummary, summarize
+from errorflow.world.services import ServiceRegistry
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ import secrets
 from collections.abc import Callable
 
 from errorflow.agents.presence import HEARTBEAT_S, SESSION_BYTES
-from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
-from errorflow.core.control import Alive, Gone
+from errorflow.protocol import topics
+from errorflow.protocol.control import Alive, Gone
 
 
 class RunnerPresence:

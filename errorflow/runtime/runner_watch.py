@@ -33,12 +33,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from errorflow.bus import topics
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Connection
 from errorflow.bus.url import BrokerURL
-from errorflow.core.control import Alive, Control, End, Gone, RollCall, Stop, parse_control
+from errorflow.protocol import topics
+from errorflow.protocol.control import (
+    Alive,
+    Control,
+    End,
+    Gone,
+    RollCall,
+    Stop,
+    parse_control,
+)
 
 #: How long an agent waits for its runner to speak after the runner's last will: a
 #: runner that is alive says `alive` every second.

@@ -4,7 +4,7 @@ Every agent counts the tool faults that fired on its calls (by their place in th
 scenario, `tools.kpi.faults[0]`) and sends the counts with its result, under
 `trace.tool_faults`, so the runner needs only a trial's messages, whatever process
 each agent ran in. A `bad_args` fault is not a call's: it fires for a trial, when the
-task withholds an identifier (errorflow.agents.world.hidden_identifier), and is
+task withholds an identifier (errorflow.world.tool_client.hidden_identifier), and is
 counted from the scenario. A fault that did not fire in a trial measured the
 fault-free path for it: the run's summary counts those trials too.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from errorflow.agents.world import hidden_identifier
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.summary import ToolFaultCount, bus_fault_counts
+from errorflow.world.tool_client import hidden_identifier
 
 
 class ToolFaultTally:

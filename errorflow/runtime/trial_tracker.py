@@ -40,9 +40,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from errorflow.agents.inputs import round_of
-from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.bus.seen_seqs import SeqRuns
+from errorflow.protocol import topics
+from errorflow.protocol.envelope import Envelope, Kind
 
 #: What a sender says once per trial: (sender, recipient, kind, round).
 _Said = tuple[str, str, Kind, int]

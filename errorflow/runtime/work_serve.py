@@ -30,7 +30,12 @@ from aiomqtt import Client
 from errorflow.bus.url import BrokerURL
 from errorflow.core.redact import redact
 from errorflow.runtime import work_wire as wire
-from errorflow.runtime.workers import Report, Shard, ShardResult, run_shard
+from errorflow.runtime.workers import (
+    Report,
+    Shard,
+    ShardResult,
+    run_shard,
+)
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.score import TrialScore

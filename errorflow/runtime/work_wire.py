@@ -43,12 +43,17 @@ import aiomqtt
 from aiomqtt import Client
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from errorflow.bus import signing
-from errorflow.bus.envelope import MAX_MESSAGE_BYTES
 from errorflow.bus.mqtt import NO_DELAY, _tls_params, unguessable
 from errorflow.bus.url import BrokerURL
 from errorflow.core.costs import Costs
-from errorflow.scoring.score import Label, MessageLabel, Outcome, TrialScore
+from errorflow.protocol import signing
+from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
+from errorflow.scoring.score import (
+    Label,
+    MessageLabel,
+    Outcome,
+    TrialScore,
+)
 
 ROOT = "errorflow-workers"
 SHARE_GROUP = "errorflow-workers"

@@ -38,11 +38,10 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from errorflow.bus import signing
-from errorflow.bus.envelope import Envelope
 from errorflow.bus.transport import InProcessBus
 from errorflow.core.redact import redact
-from errorflow.runtime import root_causes
+from errorflow.protocol import signing
+from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.liveness import taken_by_lost
 from errorflow.runtime.parent_watch import leave_with_parent
 from errorflow.runtime.runner import (
@@ -53,7 +52,13 @@ from errorflow.runtime.runner import (
     register,
     run_scenario,
 )
-from errorflow.runtime.store import (
+from errorflow.scenario.bus_fault_model import bus_plan
+from errorflow.scenario.model import Scenario
+from errorflow.scoring.score import TrialScore
+from errorflow.scoring.score_table import in_trial_order, score_map
+from errorflow.scoring.summary import BusFaultCount, RunSummary, summarize
+from errorflow.store import root_causes
+from errorflow.store.database import (
     StoreFailed,
     finish_run,
     load_scores,
@@ -62,11 +67,6 @@ from errorflow.runtime.store import (
     stopped_by,
     writing,
 )
-from errorflow.scenario.bus_fault_model import bus_plan
-from errorflow.scenario.model import Scenario
-from errorflow.scoring.score import TrialScore
-from errorflow.scoring.score_table import in_trial_order, score_map
-from errorflow.scoring.summary import BusFaultCount, RunSummary, summarize
 
 #: `--workers auto`: one process per core for runs of at least this many trials (a worker
 #: costs about half a second to start), one process below.

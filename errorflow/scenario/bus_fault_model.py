@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from errorflow.bus import topics
 from errorflow.bus.bus_faults import BusFaultPlan, Partition
+from errorflow.protocol import topics
 from errorflow.scenario.fault_model import Probability
 from errorflow.scenario.reference_problem import Reference, unknown
 from errorflow.scenario.service_model import MAX_RUN_S

@@ -16,18 +16,24 @@ from collections.abc import Mapping
 
 import pydantic_core
 
-from errorflow.bus import topics
-from errorflow.bus.envelope import (
+from errorflow.protocol import topics
+from errorflow.protocol.control import RollCall
+from errorflow.protocol.envelope import (
     MAX_MESSAGE_BYTES,
     Envelope,
     Kind,
     RejectedMessage,
     decode,
 )
-from errorflow.core.control import RollCall
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
-from errorflow.scenario.problems import LIMITS_HINT, Marks, NodePath, Problem, problem_at
+from errorflow.scenario.problems import (
+    LIMITS_HINT,
+    Marks,
+    NodePath,
+    Problem,
+    problem_at,
+)
 
 #: The longest header a roll call can carry: an envelope's trace id holds at most 64
 #: characters, `{run_id}-presence`, so a run id of 55; ids and signatures are 64.

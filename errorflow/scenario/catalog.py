@@ -1,7 +1,7 @@
 """The tool kinds a scenario can name: their argument schemas and descriptions.
 
 A scenario file declares tools by kind (`kind: metric_store`); the loader checks a
-need's argument against the kind's schema, and the tool world (errorflow.agents.world)
+need's argument against the kind's schema, and the tool world (errorflow.world.tool_client)
 validates every call against the same schema before it runs the tool. What a kind
 *does* lives in the world; what a kind *is* lives here, below both.
 """

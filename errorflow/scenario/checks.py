@@ -34,8 +34,19 @@ from errorflow.scenario.model import (
     Scenario,
     ToolSpec,
 )
-from errorflow.scenario.problems import LIMITS_HINT, Marks, NodePath, Problem, problem_at
-from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour, profile_with
+from errorflow.scenario.problems import (
+    LIMITS_HINT,
+    Marks,
+    NodePath,
+    Problem,
+    problem_at,
+)
+from errorflow.scenario.profiles import (
+    PROFILES,
+    Behaviour,
+    behaviour,
+    profile_with,
+)
 from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
 from errorflow.scenario.source_checks import python_entity_problems, source_problems
 from errorflow.scenario.tool_args import tool_args_model

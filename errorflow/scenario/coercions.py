@@ -15,7 +15,12 @@ from collections.abc import Iterator, Mapping
 from pydantic import ValidationError
 
 from errorflow.scenario.model import AgentSpec, Scenario
-from errorflow.scenario.problems import Marks, NodePath, Problem, problem_at
+from errorflow.scenario.problems import (
+    Marks,
+    NodePath,
+    Problem,
+    problem_at,
+)
 from errorflow.scenario.profiles import PROFILES, behaviour
 from errorflow.scenario.wording import found
 

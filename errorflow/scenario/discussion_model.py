@@ -6,7 +6,7 @@ mix both (A -> (B <-> C): A sends to B and C, who are peers).
 
 Round 0 is an agent's ordinary work on its inputs (the task, or upstream results).
 In each of the `rounds` that follow, every member reads its peers' latest answers
-(errorflow.agents.deliberation) and revises its own. After the last round the members
+(errorflow.models.deliberation) and revises its own. After the last round the members
 that `decide` send their answer on (to their sends_to, or as the trial's final result);
 the others have spoken and stop. A member that decides nothing sends nothing on.
 """

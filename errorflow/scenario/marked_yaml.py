@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from errorflow.bus.envelope import MAX_PAYLOAD_VALUES
+from errorflow.protocol.envelope import MAX_PAYLOAD_VALUES
 from errorflow.scenario.problems import (
     LIMITS_HINT,
     Loc,
@@ -38,7 +38,7 @@ from errorflow.scenario.wording import found, short
 
 #: YAML nodes after alias expansion (an "alias bomb" stops here, documented limit),
 #: counted as they are read too: a scenario's roll call carries at most 20,000 values
-#: (errorflow.bus.envelope MAX_PAYLOAD_VALUES), so a file of more can never be valid,
+#: (errorflow.protocol.envelope MAX_PAYLOAD_VALUES), so a file of more can never be valid,
 #: and PyYAML reads about 40,000 nodes a second.
 MAX_YAML_NODES = 50_000
 #: YAML nodes the values of one command line (`--set`, `--vary`) may hold together: no

@@ -32,7 +32,14 @@ from errorflow.scenario.roles import GATHERS, ROLE_PRESETS, Behaviour
 from errorflow.scenario.service_model import ArrivalSpec, ServiceSpec
 from errorflow.scenario.sweep_model import SweepAxis, SweepSpec
 from errorflow.scenario.tool_model import BusinessFailure, ToolSpec
-from errorflow.scenario.world_model import Extended, Ident, Paper, Strict, TableSpec, WorldSpec
+from errorflow.scenario.world_model import (
+    Extended,
+    Ident,
+    Paper,
+    Strict,
+    TableSpec,
+    WorldSpec,
+)
 
 __all__ = [
     "AgentSpec",
@@ -69,7 +76,7 @@ MAX_STEPS = 1_000
 #: Largest single world document (UTF-8 bytes); tools return documents inside messages.
 MAX_DOCUMENT_BYTES = 64 * 1024
 #: Largest total of what a task's needs fetch (UTF-8 bytes): half the bus message limit
-#: (errorflow.bus.envelope.MAX_MESSAGE_BYTES, 256 KiB), leaving room for the envelope,
+#: (errorflow.protocol.envelope.MAX_MESSAGE_BYTES, 256 KiB), leaving room for the envelope,
 #: the errors and a report that quotes the findings.
 MAX_FINDINGS_BYTES = 128 * 1024
 

@@ -1,6 +1,6 @@
 """Injected faults of an agent's model (`agents.NAME.model.faults`): the 429s, 529s, 5xxs
 and timeouts a model server gives, raised as the real backend raises them
-(errorflow/agents/model_faults.py), so the model gate's retries, Retry-After and breaker
+(errorflow/models/model_faults.py), so the model gate's retries, Retry-After and breaker
 meet them as they would meet a real server's. An injected fault is the experiment's,
 never an infrastructure fault: a call it fails for good is scored like a tool failure.
 
@@ -28,7 +28,7 @@ DEFAULT_STATUS: dict[str, int | None] = {
     "timeout": None,
 }
 #: How long an injected timeout hangs by default (simulated seconds): the real
-#: backend's client timeout (errorflow/agents/anthropic_backend.py, `timeout_s`).
+#: backend's client timeout (errorflow/models/anthropic_backend.py, `timeout_s`).
 DEFAULT_TIMEOUT_S = 60.0
 
 

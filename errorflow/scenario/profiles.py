@@ -1,7 +1,7 @@
 """Behaviour profiles of the simulated model: named LLM tendencies, never outcomes.
 
 A scenario names a profile (`model: {profile: small-local, params: {...}}`); the loader
-checks the name and the overrides, and the simulated model (errorflow.agents.simulated)
+checks the name and the overrides, and the simulated model (errorflow.models.simulated)
 acts on the result. Each parameter describes what a model does when it meets a
 situation (a transient error, a wrong argument with or without the valid options, an
 empty result, an upstream agent that reports a failure). Scenario outcomes emerge from

@@ -3,7 +3,7 @@ and the argument model its type hints make.
 
 Here, below the agents, because the loader imports a scenario's tools to validate it
 (the code exists, is callable, and every need's arguments fit its parameters); the
-agents run it (errorflow.agents.python_tool). Loading RUNS the module's code, as
+agents run it (errorflow.world.python_tool). Loading RUNS the module's code, as
 `import` does: a scenario with Python tools is a program, to be trusted like one.
 """
 

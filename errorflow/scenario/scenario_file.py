@@ -21,6 +21,7 @@ from errorflow.scenario.problems import LIMITS_HINT, ScenarioError, file_error
 #: Files larger than this are refused before parsing (documented limit).
 MAX_SCENARIO_BYTES = 1_000_000
 
+
 def read_text(path: Path, file: str) -> str:
     """The text of the scenario file at `path`; every problem raises ScenarioError."""
     raw = _read_bytes(path, file)

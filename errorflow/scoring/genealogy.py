@@ -28,11 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from errorflow.agents.answers import answer_from_wire
-from errorflow.agents.model import FinalAnswer
-from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind, Status
-from errorflow.core.events import (
+from errorflow.protocol import topics
+from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.envelope import Envelope, Kind, Status
+from errorflow.protocol.events import (
     AgentStart,
     BreakerChange,
     GuardBlock,

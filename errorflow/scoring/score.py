@@ -29,15 +29,14 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from errorflow.agents.answers import answer_from_wire
-from errorflow.agents.ground_truth import need_truths
-from errorflow.agents.model import FinalAnswer
 from errorflow.agents.propagation import infra_reason
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
+from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scenario.model import Scenario
 from errorflow.scoring.genealogy import silent
+from errorflow.world.ground_truth import need_truths
 
 #: The reason of a message a failure touched whose answer is nonetheless whole and true.
 RECOVERED = "recovered: every need answered and true despite an upstream failure"

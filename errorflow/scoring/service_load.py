@@ -1,7 +1,7 @@
 """Load on the services of a run: what reached them, what they refused, and how they
 recovered after being down.
 
-From the services' ledgers (errorflow.agents.services) and the trials' outcomes by
+From the services' ledgers (errorflow.world.services) and the trials' outcomes by
 arrival: calls per trial (the figure retry amplification is measured on, against the
 fault-free baseline's), calls refused by kind, calls that reached a service while it
 was down, the time from the end of each outage to the first call it answered, and the
@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
-from errorflow.agents.services import CallRecord, ServiceRegistry
 from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.world.services import CallRecord, ServiceRegistry
 
 
 class OutageJson(TypedDict):

@@ -19,7 +19,12 @@ from typing import NotRequired, TypedDict
 from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
-from errorflow.scoring.stats import PairedDifference, paired_difference, pass_at_k, wilson
+from errorflow.scoring.stats import (
+    PairedDifference,
+    paired_difference,
+    pass_at_k,
+    wilson,
+)
 
 #: Outcomes that measured nothing: counted, never rated.
 NOT_MEASURED: frozenset[Outcome] = frozenset({Outcome.INFRA_FAULT})

@@ -2,7 +2,7 @@
 
 `errorflow trace` renders it, `--json` prints `to_json`, the Who&When and OpenTelemetry
 exports are built from it, and a TUI can show it: everything comes from the rows the
-store holds for the trial (errorflow.runtime.trial_store reads them).
+store holds for the trial (errorflow.store.trial_store reads them).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scoring.genealogy import Genealogy, StoredLabel, genealogy
 from errorflow.scoring.root_cause import RootCause, root_cause
 

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from errorflow.bus.envelope import Envelope, Kind
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.tui.pace import Pace
 from errorflow.tui.state import RunModel
 

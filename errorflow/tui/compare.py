@@ -24,7 +24,12 @@ from errorflow.core.display import for_terminal
 from errorflow.scoring.score import Label, Outcome
 from errorflow.scoring.stats import paired_difference
 from errorflow.tui.channel import Channel
-from errorflow.tui.palette import LABEL_STATE, OUTCOME_GLYPH, OUTCOME_STYLE, STATE_GLYPH
+from errorflow.tui.palette import (
+    LABEL_STATE,
+    OUTCOME_GLYPH,
+    OUTCOME_STYLE,
+    STATE_GLYPH,
+)
 from errorflow.tui.palette import STATE_STYLE as _STATE_STYLE
 from errorflow.tui.session import SessionError
 from errorflow.tui.state import RunModel

@@ -14,8 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from errorflow.bus.envelope import Kind
 from errorflow.core.display import for_terminal, json_text
+from errorflow.protocol.envelope import Kind
 from errorflow.tui.feed import status_text
 from errorflow.tui.palette import label_text
 from errorflow.tui.state import RunModel

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
-from errorflow.tui.layout import Box, Edge, Layout, Route
+from errorflow.tui.layout import (
+    Box,
+    Edge,
+    Layout,
+    Route,
+)
 
 # Direction bits of a line cell.
 N, E, S, W = 1, 2, 4, 8

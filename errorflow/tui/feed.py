@@ -25,10 +25,17 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from errorflow.bus.envelope import Envelope, Kind, Status
 from errorflow.core.display import for_terminal
+from errorflow.protocol.envelope import Envelope, Kind, Status
 from errorflow.tui.feed_filter import FeedFilter
-from errorflow.tui.palette import GREEN, LABEL_STATE, RED, STATE_GLYPH, STATE_STYLE, YELLOW
+from errorflow.tui.palette import (
+    GREEN,
+    LABEL_STATE,
+    RED,
+    STATE_GLYPH,
+    STATE_STYLE,
+    YELLOW,
+)
 from errorflow.tui.state import AgentState, FeedItem, RunModel
 
 #: Rows kept in the feed (older ones scroll away; the model keeps the messages).

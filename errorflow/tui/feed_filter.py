@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from errorflow.bus.envelope import Kind
+from errorflow.protocol.envelope import Kind
 from errorflow.scoring.score import Label
 from errorflow.tui.state import FeedItem
 

@@ -16,10 +16,35 @@ from rich.style import Style
 from textual.geometry import Region
 
 from errorflow.scoring.score import Label
-from errorflow.tui.draw import EdgeLook, NodeLook, Pieces, draw
-from errorflow.tui.flow import AgentState, AgentView, EdgeKind, EdgeView
-from errorflow.tui.layout import Box, Fit, Layout, Variant, fit_layout, fits
-from errorflow.tui.palette import GREEN, GREY, LABEL_RANK, LABEL_STATE, RED, STATE_STYLE, YELLOW
+from errorflow.tui.draw import (
+    EdgeLook,
+    NodeLook,
+    Pieces,
+    draw,
+)
+from errorflow.tui.flow import (
+    AgentState,
+    AgentView,
+    EdgeKind,
+    EdgeView,
+)
+from errorflow.tui.layout import (
+    Box,
+    Fit,
+    Layout,
+    Variant,
+    fit_layout,
+    fits,
+)
+from errorflow.tui.palette import (
+    GREEN,
+    GREY,
+    LABEL_RANK,
+    LABEL_STATE,
+    RED,
+    STATE_STYLE,
+    YELLOW,
+)
 from errorflow.tui.state import RunModel
 from errorflow.tui.view import View
 

@@ -17,18 +17,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from errorflow.bus import signing, topics
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.envelope import Envelope
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Bus, Connection
 from errorflow.bus.url import BrokerURL
+from errorflow.protocol import signing, topics
+from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.recorder import is_run_end
-from errorflow.runtime.runner import RunOptions, configure, new_run_id, run_scenario
-from errorflow.runtime.store import connect_ro
+from errorflow.runtime.runner import (
+    RunOptions,
+    configure,
+    new_run_id,
+    run_scenario,
+)
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.stored import load_stored
+from errorflow.store.database import connect_ro
 
 Sink = Callable[[Envelope], None]
 

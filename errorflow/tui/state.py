@@ -27,10 +27,16 @@ import contextlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
-from errorflow.bus import topics
-from errorflow.bus.envelope import Envelope, Kind, Status
-from errorflow.core.control import ControlAction, End, RollCall, parse_control
-from errorflow.core.events import (
+from errorflow.policies.breaker import BreakerState
+from errorflow.protocol import topics
+from errorflow.protocol.control import (
+    ControlAction,
+    End,
+    RollCall,
+    parse_control,
+)
+from errorflow.protocol.envelope import Envelope, Kind, Status
+from errorflow.protocol.events import (
     AgentStart,
     BreakerChange,
     Event,
@@ -45,7 +51,6 @@ from errorflow.core.events import (
     TrialOutcomeEvent,
     parse_event,
 )
-from errorflow.policies.breaker import BreakerState
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.model import Scenario

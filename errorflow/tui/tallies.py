@@ -14,7 +14,13 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from errorflow.scoring.score import Outcome
-from errorflow.tui.palette import GREEN, OUTCOME_GLYPH, OUTCOME_STYLE, RED, YELLOW
+from errorflow.tui.palette import (
+    GREEN,
+    OUTCOME_GLYPH,
+    OUTCOME_STYLE,
+    RED,
+    YELLOW,
+)
 from errorflow.tui.state import TALLY_OUTCOMES, RunModel
 from errorflow.tui.view import View
 

@@ -22,8 +22,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from errorflow.bus.envelope import Envelope, Kind
 from errorflow.core.display import for_terminal
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.tui.feed import status_text
 from errorflow.tui.palette import label_text, outcome_text
 from errorflow.tui.state import RunModel

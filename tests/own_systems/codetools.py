@@ -4,6 +4,7 @@ def find_module(feature: str) -> dict:
         raise KeyError(feature)
     return {"module": mods[feature]}
 
+
 def run_tests(module: str) -> dict:
     if "." not in module:
         raise ValueError(f"module must be a dotted path like 'pkg.mod', got {module!r}")

@@ -3,7 +3,7 @@ model server does (429, 529, 5xx, timeouts: `agents.NAME.model.faults`) and cras
 agent at a model call (`agents.NAME.faults`, kind crash).
 
 A failed attempt raises `InjectedModelError`, a `ModelCallError` with the code, status
-and Retry-After the real backend (errorflow/agents/anthropic_backend.py) gives the same
+and Retry-After the real backend (errorflow/models/anthropic_backend.py) gives the same
 answer, so the model gate's retries, Retry-After, breaker and `model_error` events
 treat it as they treat a real server's; it is never an infrastructure fault
 (`infrastructure` is None), so a call it fails for good is scored as the experiment's.
@@ -25,10 +25,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from errorflow.agents.model import ModelBackend, ModelCallError, ModelRequest, ModelResponse
-from errorflow.core.events import AgentCrashed, ModelFaultFired
 from errorflow.core.seeding import stream
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
+    ModelBackend,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+)
+from errorflow.protocol.events import AgentCrashed, ModelFaultFired
 from errorflow.scenario.crash_fault_model import CrashFault, crash_fires
 from errorflow.scenario.model import ModelSpec, Scenario
 from errorflow.scenario.model_fault_model import ModelFault

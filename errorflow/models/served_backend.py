@@ -14,18 +14,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
-from errorflow.agents.anthropic_backend import WireFormat, WireRequest, parse_reply
-from errorflow.agents.exchange import (
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.anthropic_backend import WireFormat, WireRequest, parse_reply
+from errorflow.models.backend import ModelCallError, ModelRequest, ModelResponse
+from errorflow.models.exchange import (
     Experiment,
     Place,
     exchange_key,
     record,
     request_digest,
 )
-from errorflow.agents.model import ModelCallError, ModelRequest, ModelResponse
-from errorflow.agents.serving import ModelTraffic, Serving
-from errorflow.bus.envelope import JsonObject
-from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.serving import ModelTraffic, Serving
+from errorflow.protocol.envelope import JsonObject
 
 
 class Sender(Protocol):

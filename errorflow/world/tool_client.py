@@ -21,11 +21,6 @@ from typing import Any, TypedDict
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from errorflow.agents import records
-from errorflow.agents import silent_faults as silent
-from errorflow.agents.python_tool import business_error
-from errorflow.agents.services import Admission, ServiceRegistry
-from errorflow.agents.tool_catalog import ToolCatalog
 from errorflow.core.seeding import stream
 from errorflow.core.tool_context import ToolContext
 from errorflow.core.tool_errors import (
@@ -45,9 +40,20 @@ from errorflow.scenario.catalog import (
     ToolArgs,
 )
 from errorflow.scenario.fault_model import SILENT_KINDS
-from errorflow.scenario.model import FaultSpec, NeedSpec, Scenario, ToolSpec, WorldSpec
+from errorflow.scenario.model import (
+    FaultSpec,
+    NeedSpec,
+    Scenario,
+    ToolSpec,
+    WorldSpec,
+)
 from errorflow.scenario.run_time import arrival
 from errorflow.scenario.tool_args import enum_options
+from errorflow.world import records
+from errorflow.world import silent_faults as silent
+from errorflow.world.python_tool import business_error
+from errorflow.world.services import Admission, ServiceRegistry
+from errorflow.world.tool_catalog import ToolCatalog
 
 # -- outcomes --------------------------------------------------------------------
 
@@ -368,7 +374,7 @@ class ToolClient:
             latency = self._raise_for_service(admission, tool, timeout_s)
         return fault, latency
 
-    # -- silent wrong answers (errorflow.agents.silent_faults) -----------------------
+    # -- silent wrong answers (errorflow.world.silent_faults) -----------------------
     def _silent(self, tool: str, args: ToolArgs, fault: FaultSpec, value: Any) -> Any:
         """The right answer made wrong by a silent fault that fired on this call."""
         rng = self._plans[tool].pick()

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from errorflow.agents.model import ModelCallError
-from errorflow.agents.rate_limit import RateLimiter
-from errorflow.bus.envelope import JsonObject
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import ModelCallError
+from errorflow.models.rate_limit import RateLimiter
+from errorflow.protocol.envelope import JsonObject
 
 #: How long one request may wait out 429s in all before its trial is given up (10 min).
 DEFAULT_MAX_PACING_S = 600.0

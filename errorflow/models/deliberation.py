@@ -18,7 +18,8 @@ from dataclasses import replace
 
 from pydantic import JsonValue
 
-from errorflow.agents.model import Claim, FinalAnswer, UpstreamTurn
+from errorflow.models.backend import UpstreamTurn
+from errorflow.protocol.claims import Claim, FinalAnswer
 
 
 def _said(answer: FinalAnswer) -> dict[str, Claim]:

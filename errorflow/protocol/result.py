@@ -1,10 +1,7 @@
-"""An agent's result message: its payload, and where it goes.
+"""An agent's result message: its payload.
 
 The payload carries the answer and, under `trace`, simulator bookkeeping for the scorer
-and the reports (costs, the codes of the reported failures) that a model never sees. A
-result goes to every agent the agent `sends_to` (or to the runner); a reviewer that
-finds claims wrong sends the work back to its author instead, as a task for the next
-round, while rounds are left.
+and the reports (costs, the codes of the reported failures) that a model never sees.
 """
 
 from __future__ import annotations
@@ -13,14 +10,11 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import JsonValue
 
-from errorflow.agents.answers import answer_to_wire
-from errorflow.agents.model import FinalAnswer
-from errorflow.agents.stop import StopReason
-from errorflow.bus import topics
-from errorflow.bus.envelope import JsonObject, Kind
 from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.scenario.model import AgentSpec
+from errorflow.protocol.claims import FinalAnswer, answer_to_wire
+from errorflow.protocol.envelope import JsonObject
+from errorflow.protocol.stop import StopReason
 
 
 @dataclass(frozen=True)
@@ -64,17 +58,3 @@ class ResultPayload:
         if self.ended_at is not None:
             wire["t"] = self.ended_at
         return wire
-
-
-@dataclass(frozen=True)
-class Route:
-    kind: Kind
-    targets: list[str]
-    round: int  # the round the recipients work on
-
-
-def route(spec: AgentSpec, final: FinalAnswer, round_: int) -> Route:
-    """Pass the work on, or send it back for revision while rounds are left."""
-    if spec.returns_to and final.revise and round_ < spec.max_revisions:
-        return Route(Kind.TASK, [spec.returns_to], round_ + 1)
-    return Route(Kind.RESULT, spec.sends_to or [topics.RUNNER], round_)

@@ -5,7 +5,7 @@ schema version, or a payload over the size limit are rejected at the edge (see
 `decode`) so that a bad message is counted and stored, never half-understood. `decode`
 cannot fail open: whatever the bytes (nesting 100,000 deep, a million elements, invalid
 UTF-8), it returns an envelope or raises `RejectedMessage` with a reason, nothing else.
-Participants sign what they send (`errorflow.bus.signing`): the signature is the last
+Participants sign what they send (`errorflow.protocol.signing`): the signature is the last
 member, `sig`.
 `errorflow schema` prints `Envelope.model_json_schema()` for agents in other languages.
 """
@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from errorflow.bus import signing
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol import signing
 
 SCHEMA_VERSION = 1
 #: Largest encoded envelope accepted from the bus (bytes). Documented in the README.

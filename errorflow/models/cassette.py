@@ -1,11 +1,11 @@
 """Recorded sessions: a run's model traffic in one file, to replay with no server.
 
 `errorflow export RUN_ID --format cassette -o FILE` gathers the exchanges a run's agents
-received from the traffic log (errorflow/agents/exchange_store.py) and writes them,
+received from the traffic log (errorflow/models/exchange_store.py) and writes them,
 redacted (`redact_obj` on every request and reply: keys, paths, credentials), with what
 the run was. `--backend replay:FILE` answers every model request of a run from the file:
 the same scenario, seed and overrides make the same requests, so they find the same keys
-(errorflow/agents/exchange.py) and the run replays exactly, with no API key and no
+(errorflow/models/exchange.py) and the run replays exactly, with no API key and no
 server. A request the file does not hold fails its trial as an infrastructure fault
 (never an outcome) and says so.
 
@@ -24,10 +24,10 @@ from typing import TypedDict, cast
 
 from pydantic import JsonValue
 
-from errorflow.agents.exchange import ExchangeRecord
-from errorflow.bus.envelope import JsonObject
 from errorflow.core.redact import redact_obj
 from errorflow.core.regular_file import FileRefused, read_regular
+from errorflow.models.exchange import ExchangeRecord
+from errorflow.protocol.envelope import JsonObject
 
 FORMAT = "errorflow-cassette"
 VERSION = 1

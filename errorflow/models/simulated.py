@@ -18,11 +18,8 @@ from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
-from errorflow.agents.deliberation import deliberate
-from errorflow.agents.model import (
+from errorflow.models.backend import (
     AssistantTurn,
-    Claim,
-    FinalAnswer,
     Inspection,
     ModelRequest,
     ModelResponse,
@@ -34,7 +31,9 @@ from errorflow.agents.model import (
     UpstreamTurn,
     Usage,
 )
-from errorflow.bus.envelope import JsonObject
+from errorflow.models.deliberation import deliberate
+from errorflow.protocol.claims import Claim, FinalAnswer
+from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.profiles import Behaviour
 
 _EPOCH = dt.date(1990, 1, 1)
@@ -442,7 +441,7 @@ class SimulatedModel:
     # -- discussion ---------------------------------------------------------------
     def _deliberate(self, request: ModelRequest) -> ModelResponse:
         """A discussion round: the member's previous answer (the upstream turn it sent
-        itself) revised in the light of its peers' (errorflow.agents.deliberation). A
+        itself) revised in the light of its peers' (errorflow.models.deliberation). A
         challenger first re-checks, with its own tools, each disputed claim it can
         check (one draw per such claim) and goes with what its tools say."""
         upstream = _upstream(request.turns)

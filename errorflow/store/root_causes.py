@@ -20,8 +20,9 @@ from pathlib import Path
 
 import aiosqlite
 
-from errorflow.runtime.store import connect_ro
-from errorflow.runtime.trial_store import (
+from errorflow.scoring.root_cause import FAILED_OUTCOMES, RootCause
+from errorflow.store.database import connect_ro
+from errorflow.store.trial_store import (
     RunMeta,
     TrialRows,
     read_range,
@@ -29,7 +30,6 @@ from errorflow.runtime.trial_store import (
     run_meta,
     trace_of,
 )
-from errorflow.scoring.root_cause import FAILED_OUTCOMES, RootCause
 
 log = logging.getLogger(__name__)
 

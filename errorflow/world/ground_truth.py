@@ -18,14 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
 
-from errorflow.agents import records
-from errorflow.agents.tool_catalog import ToolCatalog
-from errorflow.agents.world import truth
 from errorflow.core.tool_context import TRUTH_TRIAL, ToolContext
 from errorflow.core.tool_errors import ToolException
 from errorflow.scenario.model import NeedSpec, Scenario
 from errorflow.scenario.need_model import FromNeed
 from errorflow.scenario.problems import Problem, ScenarioError
+from errorflow.world import records
+from errorflow.world.tool_catalog import ToolCatalog
+from errorflow.world.tool_client import truth
 
 #: How long one Python tool call for ground truth may take (seconds).
 TRUTH_TIMEOUT_S = 30.0

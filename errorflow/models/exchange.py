@@ -29,7 +29,7 @@ from typing import TypedDict
 
 from pydantic import JsonValue
 
-from errorflow.bus.envelope import JsonObject
+from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario import identity
 from errorflow.scenario.model import Scenario
 

@@ -4,13 +4,13 @@ A `Serving` is installed for a process (the CLI does, from its options) or for a
 (`with serving(Serving(...))`); every model backend made while it is in effect uses it:
 
 - `limits`: one `RateLimiter` per model server and model, shared by every trial of
-  every run of the process (errorflow/agents/rate_limit.py);
-- `cache_dir`: the response cache (errorflow/agents/exchange_store.py);
+  every run of the process (errorflow/models/rate_limit.py);
+- `cache_dir`: the response cache (errorflow/models/exchange_store.py);
 - `traffic_dir`: where every reply used is logged, for `errorflow export`;
 - `cassette`: replay a recorded session instead of calling any server;
 - `tally`: a dry run: the simulated model answers in place of every real one, and what
-  the real one would have been sent is counted (errorflow/agents/model_estimate.py);
-- `temperature`, `prompt_cache`: what goes on the wire (errorflow/agents/anthropic_backend.py);
+  the real one would have been sent is counted (errorflow/models/model_estimate.py);
+- `temperature`, `prompt_cache`: what goes on the wire (errorflow/models/anthropic_backend.py);
 - `request_timeout_s`: how long a request waits for the server's reply; a server silent
   that long fails the trial as an infrastructure fault.
 
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from errorflow.agents.cassette import Cassette
-from errorflow.agents.exchange_store import ExchangeLog, ResponseCache
-from errorflow.agents.paced import DEFAULT_MAX_PACING_S
-from errorflow.agents.rate_limit import RateLimiter, RateLimits
+from errorflow.models.cassette import Cassette
+from errorflow.models.exchange_store import ExchangeLog, ResponseCache
+from errorflow.models.paced import DEFAULT_MAX_PACING_S
+from errorflow.models.rate_limit import RateLimiter, RateLimits
 from errorflow.scenario.model import ModelSpec, Scenario
 
 #: How long a request waits for its reply (`Serving.request_timeout_s`): a long reply

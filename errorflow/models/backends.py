@@ -1,5 +1,5 @@
 """Choosing a model backend for an agent from its scenario `model:` block, and how the
-process serves real models (errorflow/agents/serving.py): a dry run answers with the
+process serves real models (errorflow/models/serving.py): a dry run answers with the
 simulated model, a replay from a cassette, a real run from the server (through the
 response cache when one is given)."""
 
@@ -9,13 +9,19 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
-from errorflow.agents.exchange import Experiment, Place
-from errorflow.agents.model import InfrastructureError as InfrastructureError
-from errorflow.agents.model import ModelBackend
-from errorflow.agents.model_faults import AgentFaults, OnCrash
-from errorflow.agents.serving import Serving, current, model_label, note_scenario, noted_scenario
-from errorflow.agents.simulated import SimulatedModel
 from errorflow.core.seeding import stream
+from errorflow.models.backend import InfrastructureError as InfrastructureError
+from errorflow.models.backend import ModelBackend
+from errorflow.models.exchange import Experiment, Place
+from errorflow.models.model_faults import AgentFaults, OnCrash
+from errorflow.models.serving import (
+    Serving,
+    current,
+    model_label,
+    note_scenario,
+    noted_scenario,
+)
+from errorflow.models.simulated import SimulatedModel
 from errorflow.scenario.model import ModelSpec, Scenario
 from errorflow.scenario.profiles import behaviour
 
@@ -25,7 +31,7 @@ class ConfigurationError(Exception):
 
 
 if TYPE_CHECKING:
-    from errorflow.agents.anthropic_backend import AnthropicBackend, TemperaturePolicy, WireFormat
+    from errorflow.models.anthropic_backend import AnthropicBackend, TemperaturePolicy, WireFormat
 
 
 def _temperature(serving: Serving) -> TemperaturePolicy:
@@ -36,7 +42,7 @@ def _temperature(serving: Serving) -> TemperaturePolicy:
 def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) -> AnthropicBackend:
     # Imported here, not at the top: the SDK and its HTTP stack load only for a run that
     # calls a real model (a simulated sweep never pays for them).
-    from errorflow.agents.anthropic_backend import AnthropicBackend
+    from errorflow.models.anthropic_backend import AnthropicBackend
 
     serving = serving or current()
     return AnthropicBackend(
@@ -51,7 +57,7 @@ def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) ->
 
 
 def _wire(spec: ModelSpec, serving: Serving) -> WireFormat:
-    from errorflow.agents.anthropic_backend import WireFormat
+    from errorflow.models.anthropic_backend import WireFormat
 
     return WireFormat.of(spec, _temperature(serving), serving.prompt_cache)
 
@@ -72,7 +78,7 @@ class BackendFactory:
     ) -> None:
         self.spec, self.seed, self.agent = spec, seed, agent
         self.serving = current()
-        #: Injected model faults and crashes (errorflow/agents/model_faults.py); an agent
+        #: Injected model faults and crashes (errorflow/models/model_faults.py); an agent
         #: process sets `on_crash` so that a crash ends it (errorflow/runtime/agent_process.py).
         self.faults = AgentFaults.of(spec, scenario, agent, seed)
         self.on_crash: OnCrash | None = None
@@ -103,11 +109,11 @@ class BackendFactory:
             return SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
         tally = self.serving.tally
         if tally is not None:
-            from errorflow.agents.model_estimate import EstimatingBackend
+            from errorflow.models.model_estimate import EstimatingBackend
 
             simulated = SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
             return EstimatingBackend(simulated, self.wire, tally, self.label)
-        from errorflow.agents.served_backend import ServedBackend
+        from errorflow.models.served_backend import ServedBackend
 
         place = Place(trial, name)
         return ServedBackend(

@@ -23,10 +23,10 @@ from typing import Any, Literal, NamedTuple, Self, TypedDict
 
 import aiosqlite
 
-from errorflow.bus.envelope import Envelope
 from errorflow.bus.redaction import holds_secret
 from errorflow.core.costs import Costs
 from errorflow.core.redact import redact, redact_json
+from errorflow.protocol.envelope import Envelope
 from errorflow.scoring.score import MessageLabel, Outcome, TrialScore
 from errorflow.scoring.summary import RunSummary
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from errorflow.bus.envelope import JsonObject
+from errorflow.protocol.envelope import JsonObject
 
 #: What a JSON object lacks to be a reply of one API, in words ("no content list"), or
 #: None when it is one.

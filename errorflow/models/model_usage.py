@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from errorflow.agents.model import Usage
+from errorflow.models.backend import Usage
 
 
 @dataclass(frozen=True)

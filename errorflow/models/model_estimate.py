@@ -4,7 +4,7 @@ Expected: the run is run in-process with the simulated model answering in place 
 every real one (its `profile`, small-local by default), and every request it is asked
 is rendered exactly as the Anthropic backend would send it; its calls and the tokens of
 those requests and of the replies (the simulated answer as content blocks) are counted
-by the rule of errorflow/agents/token_estimate.py.
+by the rule of errorflow/models/token_estimate.py.
 
 At most: what the policy lets any model do, whatever it answers. Per agent, trial and
 revision round, at most `guards.max_steps` steps (fewer when `budget.max_model_calls_
@@ -25,15 +25,20 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from errorflow.agents.answers import claim_to_wire
-from errorflow.agents.model import AssistantTurn, ModelBackend, ModelRequest, ModelResponse
-from errorflow.agents.serving import Tally, model_label
-from errorflow.agents.token_estimate import input_tokens, output_tokens, tokens_of
+from errorflow.models.backend import (
+    AssistantTurn,
+    ModelBackend,
+    ModelRequest,
+    ModelResponse,
+)
+from errorflow.models.serving import Tally, model_label
+from errorflow.models.token_estimate import input_tokens, output_tokens, tokens_of
+from errorflow.protocol.claims import claim_to_wire
 from errorflow.scenario.model import MAX_FINDINGS_BYTES, Scenario
 from errorflow.scenario.roles import CALLS_TOOLS
 
 if TYPE_CHECKING:  # the SDK loads only when a dry run renders a request
-    from errorflow.agents.anthropic_backend import WireFormat
+    from errorflow.models.anthropic_backend import WireFormat
 
 #: What an observation adds around its data (ok flag, error class and message).
 OBSERVATION_OVERHEAD_TOKENS = 500
@@ -41,7 +46,7 @@ OBSERVATION_OVERHEAD_TOKENS = 500
 
 def reply_blocks(response: ModelResponse) -> list[JsonValue]:
     """A simulated reply as the content blocks a real one would carry."""
-    from errorflow.agents.anthropic_backend import SUBMIT_TOOL
+    from errorflow.models.anthropic_backend import SUBMIT_TOOL
 
     blocks: list[JsonValue] = []
     for call in response.calls:

@@ -6,7 +6,7 @@ reply back to tool calls or a `FinalAnswer`. The model ends its work by calling 
 rather than as prose that would have to be parsed.
 
 Failures become `ModelCallError` with a taxonomy code, decided from the exception
-type, the HTTP status and the shape of the reply (errorflow/agents/server_reply.py),
+type, the HTTP status and the shape of the reply (errorflow/models/server_reply.py),
 never from message text:
 
 ====================================  =====================  ==========  =====
@@ -33,7 +33,7 @@ an HTML page, not JSON, or JSON without a Messages reply's content is not the mo
 speaking; a server silent for `timeout_s` is not answering (not retried: another wait
 as long would run into the trial's own timeout). A 429 from
 the server is infrastructure too, but one a run can wait out: every request takes a
-slot of the server's shared `RateLimiter` (errorflow/agents/rate_limit.py), which the
+slot of the server's shared `RateLimiter` (errorflow/models/rate_limit.py), which the
 429's `retry-after` and every reply's `anthropic-ratelimit-*` headers feed, and the
 request is sent again when the limiter lets it, without the policy layer seeing it. A
 call still refused after `max_pacing_s` of such waits fails as an infra fault, rate
@@ -90,11 +90,10 @@ from anthropic.types import (
 )
 from pydantic import JsonValue
 
-from errorflow.agents.answers import claim_to_wire
-from errorflow.agents.model import (
+from errorflow.core.redact import redact
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.backend import (
     AssistantTurn,
-    Claim,
-    FinalAnswer,
     InfrastructureError,
     ModelCallError,
     ModelRequest,
@@ -107,10 +106,15 @@ from errorflow.agents.model import (
     UpstreamTurn,
     Usage,
 )
-from errorflow.agents.model_usage import CachedUsage
-from errorflow.agents.paced import DEFAULT_MAX_PACING_S, Posted, Refused, send_paced
-from errorflow.agents.rate_limit import RateLimiter
-from errorflow.agents.server_reply import (
+from errorflow.models.model_usage import CachedUsage
+from errorflow.models.paced import (
+    DEFAULT_MAX_PACING_S,
+    Posted,
+    Refused,
+    send_paced,
+)
+from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.server_reply import (
     NotAReply,
     Shape,
     messages_reply,
@@ -118,11 +122,10 @@ from errorflow.agents.server_reply import (
     read_reply,
     refused_for_good,
 )
-from errorflow.agents.serving import DEFAULT_REQUEST_TIMEOUT_S
-from errorflow.agents.token_estimate import input_tokens
-from errorflow.bus.envelope import JsonObject
-from errorflow.core.redact import redact
-from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
+from errorflow.models.token_estimate import input_tokens
+from errorflow.protocol.claims import Claim, FinalAnswer, claim_to_wire
+from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.model import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -809,7 +812,7 @@ class AnthropicBackend:
 
     `send` is the transport alone (a request body in, the reply's JSON body out, paced by
     the shared `limiter`), for the response cache and the recorder in between
-    (errorflow/agents/served_backend.py); `complete` renders, sends and parses."""
+    (errorflow/models/served_backend.py); `complete` renders, sends and parses."""
 
     def __init__(
         self,

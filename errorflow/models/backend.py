@@ -16,8 +16,9 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
-from errorflow.bus.envelope import JsonObject
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol.claims import FinalAnswer
+from errorflow.protocol.envelope import JsonObject
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ][\d:.+Z-]+)?")
 
@@ -37,26 +38,6 @@ class ToolCall:
     name: str
     #: Whatever JSON object the model sent; a str is an unparseable (truncated) call.
     arguments: JsonObject | str
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    value: JsonValue
-    certain: bool = True
-    #: The agent that found it, when the claim was carried on from upstream.
-    source: str | None = None
-
-
-@dataclass
-class FinalAnswer:
-    claims: list[Claim] = field(default_factory=list)
-    abstained: bool = False
-    flags: list[str] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
-    text: str = ""
-    #: Reviewers: claim keys found wrong, sent back to the author for revision.
-    revise: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

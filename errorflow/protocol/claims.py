@@ -1,4 +1,4 @@
-"""Answers on the wire: FinalAnswer ↔ the `answer` object of a result payload.
+"""Claims and answers, and how they travel: FinalAnswer ↔ the `answer` object of a result payload.
 
 Writing is exact; reading is defensive, since the object comes from another agent
 over the bus: anything that is not an answer reads as an abstention, and claims
@@ -7,10 +7,31 @@ without a string key are dropped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import JsonValue
 
-from errorflow.agents.model import Claim, FinalAnswer
-from errorflow.bus.envelope import JsonObject
+from errorflow.protocol.envelope import JsonObject
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    value: JsonValue
+    certain: bool = True
+    #: The agent that found it, when the claim was carried on from upstream.
+    source: str | None = None
+
+
+@dataclass
+class FinalAnswer:
+    claims: list[Claim] = field(default_factory=list)
+    abstained: bool = False
+    flags: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    text: str = ""
+    #: Reviewers: claim keys found wrong, sent back to the author for revision.
+    revise: list[str] = field(default_factory=list)
 
 
 def claim_to_wire(claim: Claim) -> JsonObject:

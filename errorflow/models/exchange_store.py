@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
-from errorflow.agents.exchange import ExchangeRecord, canonical
-from errorflow.bus.envelope import JsonObject
+from errorflow.models.exchange import ExchangeRecord, canonical
+from errorflow.protocol.envelope import JsonObject
 
 SUFFIX = ".jsonl"
 

@@ -9,7 +9,7 @@ errorflow/{run_id}/#                 everything of a run (recorder, TUI, mosquit
 
 from __future__ import annotations
 
-from errorflow.bus.envelope import Kind
+from errorflow.protocol.envelope import Kind
 
 ROOT = "errorflow"
 RUNNER = "runner"
