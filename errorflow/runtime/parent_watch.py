@@ -56,7 +56,9 @@ def leave_with_parent(
         if on_leave is not None:
             with contextlib.suppress(Exception):  # leaving matters more than tidying up
                 on_leave()
-        print(f"{what}: the runner (pid {pid}) is gone; leaving", file=sys.stderr, flush=True)
+        line = f"{what}: the runner (pid {pid}) is gone; leaving\n"
+        with contextlib.suppress(OSError):  # one write: workers share the runner's stderr
+            os.write(sys.stderr.fileno(), line.encode())
         exit(ORPHANED_EXIT)  # at once: the main thread may be deep in a trial
 
     thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
