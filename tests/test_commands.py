@@ -71,7 +71,8 @@ def _loaded_after(*argvs: list[str]) -> list[str]:
         f"for argv in {list(argvs)!r}:\n"
         "    main(argv)\n"
         "print(sorted(m for m in sys.modules if m.startswith(('errorflow.runtime',"
-        " 'errorflow.agents', 'errorflow.scenario.model', 'errorflow.tui', 'aiomqtt',"
+        " 'errorflow.store', 'errorflow.agents', 'errorflow.scenario.model', 'errorflow.tui',"
+        " 'aiomqtt',"
         " 'gmqtt', 'aiosqlite', 'textual'))))\n"
     )
     done = subprocess.run(

@@ -53,7 +53,7 @@ def test_a_file_over_a_limit_is_one_problem_at_its_place(case: str) -> None:
     started = time.monotonic()
     with pytest.raises(ScenarioError) as info:
         parse_yaml(text, "f.yaml")
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 30.0  # no blow-up: a guard, not a timing target
     (problem,) = info.value.problems
     assert words in problem.message and len(problem.message) < 300, problem.message
     if at is not None:
@@ -98,7 +98,7 @@ def test_the_values_of_a_command_line_share_one_budget_of_nodes() -> None:
     started = time.monotonic()
     with pytest.raises(ScenarioError, match="in the values of a command line together"):
         read_value("[" + "0," * 60_000 + "0]", "--set b", budget)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30.0  # no blow-up: a guard, not a timing target
 
 
 def test_a_value_larger_than_a_file_is_refused_unparsed() -> None:

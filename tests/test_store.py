@@ -388,7 +388,8 @@ def test_a_process_whose_open_failed_exits(tmp_path: Path) -> None:
     """The aiosqlite thread of a failed open kept the process alive after its traceback."""
     path = bad_store(tmp_path, "text file")
     script = (
-        "import asyncio, sys; from pathlib import Path; from errorflow.runtime import store;"
+        "import asyncio, sys; from pathlib import Path;"
+        "from errorflow.store import database as store;"
         "store._ready_to_write = lambda path: None;"
         "asyncio.run(store.open_db(Path(sys.argv[1])))"
     )
@@ -425,7 +426,8 @@ def test_a_read_only_store_is_read_but_not_written(shared_dir: Path) -> None:
     (store_dir / "s.db").chmod(0o444)
     store_dir.chmod(0o555)
     script = (
-        "import asyncio, sys; from pathlib import Path; from errorflow.runtime import store\n"
+        "import asyncio, sys; from pathlib import Path\n"
+        "from errorflow.store import database as store\n"
         "p = Path(sys.argv[1])\n"
         "print([r['run_id'] for r in store.list_runs(p / 's.db')])\n"
         "for path in (p / 's.db', p / 'new.db'):\n"
