@@ -27,7 +27,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.cli.tui_commands import build_session
+from errorflow.cli.commands.tui import build_session
 from errorflow.scoring.score import Label
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.compare import CompareScreen

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.cli.commands.store import runs_lines
 from errorflow.cli.errors import UsageError
 from errorflow.cli.main import build_parser, main
 from errorflow.cli.run_keys import agent_key, runner_key
 from errorflow.cli.run_options import scenario_of as configured
-from errorflow.cli.store_commands import runs_lines
 from errorflow.protocol.signing import KEY_ENV, new_key
 from errorflow.scenario.bundled import bundled
 from errorflow.scoring.summary import summarize
@@ -331,7 +331,7 @@ def test_verbose_shows_errorflow_logs_not_the_drivers(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "DEBUG errorflow.cli.run_commands: run contamination-" in proc.stderr
+    assert "DEBUG errorflow.cli.commands.run: run contamination-" in proc.stderr
     assert "aiosqlite" not in proc.stderr and "asyncio" not in proc.stderr
     assert all(line.split()[1].startswith("errorflow") for line in proc.stderr.splitlines())
 

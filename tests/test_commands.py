@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from errorflow.bus.url import CLIENT_ENV
-from errorflow.cli.commands import BUILDERS, named_command, summary
+from errorflow.cli.command_table import BUILDERS, named_command, summary
 from errorflow.cli.main import build_parser, main
 
 NAMES = [name for builder in BUILDERS for name in builder.names]

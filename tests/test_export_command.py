@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from errorflow.cli.export_command import FORMATS
+from errorflow.cli.commands.export import FORMATS
 from errorflow.cli.main import main
 from errorflow.store.database import trial_rows
 from tests.fake_anthropic import FakeAnthropic

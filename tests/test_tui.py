@@ -21,7 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.cli.tui_commands import BadInput, build_session, serve_command
+from errorflow.cli.commands.tui import BadInput, build_session, serve_command
 from errorflow.protocol import topics
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, run_scenario
@@ -31,9 +31,9 @@ from errorflow.store.database import trial_rows
 from errorflow.tui.app import ErrorflowApp
 from errorflow.tui.compare import ArmPanel, CompareScreen
 from errorflow.tui.detail import DetailScreen
+from errorflow.tui.drawing.layout import layers, layout
 from errorflow.tui.feed import FeedTable
 from errorflow.tui.graph import GraphView
-from errorflow.tui.layout import layers, layout
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, Sink, stored_envelopes
 from errorflow.tui.state import AgentState, RunModel

@@ -1,5 +1,5 @@
 """Flow on the graph: what a node and an arrow show against the tallies, drawn and in
-the model (errorflow.tui.flow), with `errorflow tui contamination` run under Pilot."""
+the model (errorflow.tui.drawing.flow), with `errorflow tui contamination` run under Pilot."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.cli.tui_commands import build_session
+from errorflow.cli.commands.tui import build_session
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scenario.loader import load
 from errorflow.scoring.score import Label, Outcome
 from errorflow.tui.app import ErrorflowApp
-from errorflow.tui.flow import AgentView, EdgeView
+from errorflow.tui.drawing.flow import AgentView, EdgeView
 from errorflow.tui.sources import BusHolder
 from errorflow.tui.state import RunModel
 from tests.conftest import scenario

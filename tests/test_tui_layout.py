@@ -15,8 +15,8 @@ import pytest
 from rich.style import Style
 
 from errorflow.scenario.loader import load
-from errorflow.tui.draw import EdgeLook, NodeLook, draw
-from errorflow.tui.layout import (
+from errorflow.tui.drawing.draw import EdgeLook, NodeLook, draw
+from errorflow.tui.drawing.layout import (
     Edge,
     Fit,
     Layout,

@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.cli.tui_commands import build_session
+from errorflow.cli.commands.tui import build_session
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.channel import Channel

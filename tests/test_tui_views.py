@@ -11,13 +11,13 @@ from textual.widgets import Input, Static
 from textual.widgets._footer import FooterKey
 
 from errorflow.bus.transport import InProcessBus
-from errorflow.cli.errors import UsageError
-from errorflow.cli.tui_commands import (
+from errorflow.cli.commands.tui import (
     BadInput,
     build_session,
     serve_command,
     serve_templates,
 )
+from errorflow.cli.errors import UsageError
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.scoring.score import Label
 from errorflow.tui.agent_table import agent_table

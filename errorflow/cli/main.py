@@ -14,7 +14,7 @@ from typing import cast
 from errorflow import __version__
 from errorflow.cli.args import Parser
 from errorflow.cli.argv import check_words
-from errorflow.cli.commands import BUILDERS, named_command
+from errorflow.cli.command_table import BUILDERS, named_command
 from errorflow.cli.console import fail
 from errorflow.cli.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, explain
 from errorflow.cli.mqtt_client_option import add_mqtt_client_option, apply_mqtt_client_option

@@ -1,4 +1,4 @@
-"""The exports built from trial traces (errorflow.cli.export_command registers them):
+"""The exports built from trial traces (errorflow.cli.commands.export registers them):
 
 - `who-when`: each failed trial as a Who&When record (errorflow.reports.who_when), one
   JSON file per trial in `-o DIR` (a folder per run when the id names a group), or

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from errorflow.core.display import for_terminal
 from errorflow.policies.breaker import BreakerState
-from errorflow.tui.flow import AgentView
+from errorflow.tui.drawing.flow import AgentView
 from errorflow.tui.palette import BREAKER_LOOK
 from errorflow.tui.state import RunModel
 from errorflow.tui.view import View

@@ -16,19 +16,19 @@ from rich.style import Style
 from textual.geometry import Region
 
 from errorflow.scoring.score import Label
-from errorflow.tui.draw import (
+from errorflow.tui.drawing.draw import (
     EdgeLook,
     NodeLook,
     Pieces,
     draw,
 )
-from errorflow.tui.flow import (
+from errorflow.tui.drawing.flow import (
     AgentState,
     AgentView,
     EdgeKind,
     EdgeView,
 )
-from errorflow.tui.layout import (
+from errorflow.tui.drawing.layout import (
     Box,
     Fit,
     Layout,

@@ -9,7 +9,7 @@ Theory of operation
   trial: a message's "touched" bit depends only on its own trace and on the messages it
   was derived from, which arrived before it. That is what lets contamination travel
   along the graph's arrows live.
-* Every label moves the counts of the graph (errorflow.tui.flow): per agent, per trial;
+* Every label moves the counts of the graph (errorflow.tui.drawing.flow): per agent, per trial;
   per edge, per message. A corrected label moves them again.
 * A trial is scored locally (`score_trial`) as soon as the `TrialTracker` says it is
   done (every terminal's final result and its provenance in): the runner's own rule,
@@ -63,7 +63,7 @@ from errorflow.scoring.score import (
     score_trial,
 )
 from errorflow.scoring.stats import wilson
-from errorflow.tui.flow import (
+from errorflow.tui.drawing.flow import (
     STATE_OF_LABEL,
     AgentState,
     AgentView,

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import run_id_arg, wait_seconds
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import (
     EXIT_OK,

@@ -23,7 +23,7 @@ import logging
 
 from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import nonneg_float, run_id_arg
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.paths import path_arg

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from errorflow.cli.args import port as port_number
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.paths import path_arg

@@ -14,14 +14,14 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
+from errorflow.cli.commands.run import new_group_id, refuse_infra_faults, resume_on_failure
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError, clipped
 from errorflow.cli.errors import shown as quoted
 from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
-from errorflow.cli.run_commands import new_group_id, refuse_infra_faults, resume_on_failure
 from errorflow.cli.run_options import (
     check_workers,
     requested_workers,

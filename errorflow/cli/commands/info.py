@@ -9,7 +9,7 @@ import json
 from rich.table import Table
 from rich.text import Text
 
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
 from errorflow.cli.console import fail, out, say
 from errorflow.cli.errors import EXIT_OK, EXIT_USAGE, bounded
 from errorflow.cli.paths import path_arg

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from errorflow.cli.args import db_arg
 from errorflow.cli.columns import columns
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import (
     EXIT_OK,

@@ -19,7 +19,8 @@ from errorflow.cli.args import (
     port,
     run_id_arg,
 )
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
+from errorflow.cli.commands.store import stored_id
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, free_port, writable_db
@@ -32,7 +33,6 @@ from errorflow.cli.scenario_input import (
     parse_sets,
     scenario_from,
 )
-from errorflow.cli.store_commands import stored_id
 from errorflow.runtime.experiment import sweep_arms
 from errorflow.scenario.model import Scenario
 from errorflow.scenario.wording import closest

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
-from errorflow.tui.layout import (
+from errorflow.tui.drawing.layout import (
     Box,
     Edge,
     Layout,

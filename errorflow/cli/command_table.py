@@ -36,32 +36,32 @@ class Builder:
 
 
 def _one(module: str, function: str, name: str, help_line: str) -> Builder:
-    return Builder(f"errorflow.cli.{module}", function, ((name, help_line),))
+    return Builder(f"errorflow.cli.commands.{module}", function, ((name, help_line),))
 
 
 #: Every command, in the order `errorflow --help` lists them.
 BUILDERS = (
-    _one("run_commands", "add_run", "run", "run a scenario's trials and print the outcomes"),
-    _one("sweep_command", "add_sweep", "sweep",
+    _one("run", "add_run", "run", "run a scenario's trials and print the outcomes"),
+    _one("sweep", "add_sweep", "sweep",
          "vary up to three scenario fields and print the matrix"),
-    _one("store_commands", "add_report", "report",
+    _one("store", "add_report", "report",
          "write a report of a stored run or group (comparison, sweep)"),
-    _one("agent_command", "add_agent", "agent",
+    _one("agent", "add_agent", "agent",
          "run one agent of a scenario that joins a run on a broker"),
-    _one("worker_command", "add_worker", "worker",
+    _one("worker", "add_worker", "worker",
          "take trials of runs from a broker and run them (run --remote-workers)"),
-    _one("broker_command", "add_broker_config_command", "broker-config",
+    _one("broker", "add_broker_config_command", "broker-config",
          "write a least-privilege Mosquitto configuration (users, ACLs) for one run"),
-    _one("info_commands", "add_validate", "validate",
+    _one("info", "add_validate", "validate",
          "check a scenario file and explain every problem"),
-    _one("info_commands", "add_schema", "schema", "print the message envelope's JSON Schema"),
-    _one("info_commands", "add_scenarios", "scenarios", "list the bundled scenarios"),
-    _one("store_commands", "add_runs", "runs", "list stored runs"),
-    _one("store_commands", "add_show", "show", "print one stored run, or a group of runs"),
-    _one("trace_command", "add_trace", "trace",
+    _one("info", "add_schema", "schema", "print the message envelope's JSON Schema"),
+    _one("info", "add_scenarios", "scenarios", "list the bundled scenarios"),
+    _one("store", "add_runs", "runs", "list stored runs"),
+    _one("store", "add_show", "show", "print one stored run, or a group of runs"),
+    _one("trace", "add_trace", "trace",
          "look inside one trial: its root cause, provenance tree and timeline"),
-    _one("export_command", "add_export", "export", "write a stored run or group in another format"),
-    Builder("errorflow.cli.tui_commands", "add_commands", (
+    _one("export", "add_export", "export", "write a stored run or group in another format"),
+    Builder("errorflow.cli.commands.tui", "add_commands", (
         ("tui", "watch a run live in a terminal UI (start one, attach to one, or replay one)"),
         ("serve", "serve the TUI in a browser (textual-serve, on 127.0.0.1)"),
     )),

@@ -21,7 +21,7 @@ import socket
 import aiomqtt
 
 from errorflow.cli.args import run_id_arg
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.paths import path_arg

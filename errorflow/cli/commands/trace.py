@@ -14,10 +14,10 @@ from pathlib import Path
 from rich.text import Text
 
 from errorflow.cli.args import db_arg, nonneg
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
+from errorflow.cli.commands.store import stored_id
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import EXIT_OK, UsageError
-from errorflow.cli.store_commands import stored_id
 from errorflow.core.display import for_terminal
 from errorflow.reports.trace_view import trace_lines
 from errorflow.scoring.trial_trace import to_json

@@ -19,11 +19,11 @@ from pathlib import Path
 from errorflow.bus.url import URLError, check_http_url
 from errorflow.cli import trace_exports
 from errorflow.cli.args import db_arg
-from errorflow.cli.commands import summary
+from errorflow.cli.command_table import summary
+from errorflow.cli.commands.store import stored_id
 from errorflow.cli.console import say
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.paths import check_directory, path_arg, write_output
-from errorflow.cli.store_commands import stored_id
 from errorflow.core.regular_file import FileRefused, regular_stat
 from errorflow.models.cassette import (
     MAX_CASSETTE_BYTES,

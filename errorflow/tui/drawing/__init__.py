@@ -1,0 +1,2 @@
+"""The agent graph as text (pure, no Textual): the layered layout, the drawing, and
+what has travelled each box and arrow."""
