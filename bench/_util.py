@@ -25,7 +25,7 @@ from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.url import BrokerURL
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 HOST = "127.0.0.1"
 BENCH_DIR = Path(__file__).resolve().parent

@@ -37,7 +37,7 @@ from errorflow.bus.url import BrokerURL
 from errorflow.protocol.topics import matches
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import validate_data
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 #: Envelopes recorded per measurement (full / --quick).
 ENVELOPES, QUICK_ENVELOPES = 40_000, 8_000

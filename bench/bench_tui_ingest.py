@@ -35,7 +35,7 @@ from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, configure, run_scenario
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.session import Session
 from errorflow.tui.sources import (

@@ -20,7 +20,7 @@ _EXPORTS = {
     "RunOptions": "errorflow.runtime.runner",
     "RunResult": "errorflow.runtime.runner",
     "run_scenario": "errorflow.runtime.runner",
-    "Scenario": "errorflow.scenario.model",
+    "Scenario": "errorflow.scenario.spec.model",
     "load_scenario": "errorflow.scenario.loader",
     "ScenarioError": "errorflow.scenario.loader",
     "Label": "errorflow.scoring.score",
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     )
     from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
     from errorflow.scenario.loader import ScenarioError, load_scenario
-    from errorflow.scenario.model import Scenario
+    from errorflow.scenario.spec.model import Scenario
     from errorflow.scoring.score import Label, Outcome
 
 

@@ -35,8 +35,8 @@ from errorflow.runtime.runner import RunOptions, RunResult
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.loader import load as load_file
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.summary import PairedOutcomes, RunSummary, paired_outcomes
 

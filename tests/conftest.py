@@ -27,7 +27,7 @@ from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.url import BrokerURL
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 IN_CI = bool(os.environ.get("CI"))
 

@@ -51,7 +51,7 @@ from errorflow.models.backend import (
 from errorflow.models.model_usage import CachedUsage
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.protocol.claims import Claim, FinalAnswer
-from errorflow.scenario.model import ModelSpec
+from errorflow.scenario.spec.model import ModelSpec
 
 KEY = "sk-ant-test-SECRETKEY123456"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from errorflow.scenario.arg_schema import ArgSpec, args_model, schema_of
+from errorflow.scenario.spec.arg_schema import ArgSpec, args_model, schema_of
 
 
 def test_types_enums_ranges_required_and_defaults() -> None:

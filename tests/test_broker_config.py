@@ -40,7 +40,7 @@ from errorflow.runtime.broker_config import (
     write_broker_config,
 )
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from tests.conftest import Mosquitto, free_port, scenario
 from tests.test_agent_process import spawn_agent as spawn_process
 from tests.test_runner import normalised

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from errorflow.bus.bus_faults import Partition
-from errorflow.scenario import identity
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.bus_fault_model import BusFaultSpec, bus_plan
 from errorflow.scenario.loader import ScenarioError, load, load_text
 from errorflow.scenario.overrides import apply, without_faults
+from errorflow.scenario.spec import identity
 
 BASE = """\
 name: base

@@ -20,8 +20,8 @@ from errorflow.runtime.bus_fault_tally import BusFaultTally
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.bus_fault_model import BusFaultSpec
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.summary import bus_fault_counts, bus_fault_line
 from tests.conftest import Mosquitto, scenario

@@ -13,15 +13,15 @@ import pytest
 from errorflow.bus.transport import InProcessBus
 from errorflow.protocol.envelope import MAX_MESSAGE_BYTES, MAX_PAYLOAD_VALUES, decode
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.scenario.bus_fit import (
+from errorflow.scenario.checks.bus_fit import (
     bus_problems,
     heaviest,
     roll_call,
     roll_call_bytes,
 )
 from errorflow.scenario.loader import ScenarioError, validate_data
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import data_of
+from errorflow.scenario.spec.model import Scenario
 from tests.conftest import scenario
 
 

@@ -71,7 +71,7 @@ def _loaded_after(*argvs: list[str]) -> list[str]:
         f"for argv in {list(argvs)!r}:\n"
         "    main(argv)\n"
         "print(sorted(m for m in sys.modules if m.startswith(('errorflow.runtime',"
-        " 'errorflow.store', 'errorflow.agents', 'errorflow.scenario.model', 'errorflow.tui',"
+        " 'errorflow.store', 'errorflow.agents', 'errorflow.scenario.spec.model', 'errorflow.tui',"
         " 'aiomqtt',"
         " 'gmqtt', 'aiosqlite', 'textual'))))\n"
     )

@@ -34,8 +34,8 @@ from errorflow.runtime.crashes import (
 from errorflow.runtime.liveness import Liveness, ParticipantLost
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.crash_fault_model import CrashFault, crash_fires
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
 

@@ -1,4 +1,4 @@
-"""Defences (errorflow.scenario.defence_model): Challenger, Inspector and the genealogy
+"""Defences (errorflow.scenario.spec.defence_model): Challenger, Inspector and the genealogy
 guard each lower contamination on the same seeds, and their cost is counted."""
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from errorflow.protocol import topics
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from tests.conftest import Mosquitto
 
 #: The ten failure classes a tool (or the world behind it) produces.

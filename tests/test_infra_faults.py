@@ -30,9 +30,9 @@ from errorflow.reports.report import (
     to_markdown,
 )
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
-from errorflow.scenario.policy import policy_for
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.policy import policy_for
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import summarize
 from tests.conftest import scenario

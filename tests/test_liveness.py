@@ -32,8 +32,8 @@ from errorflow.runtime.liveness import (
     taken_by_lost,
 )
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
 from tests.test_runner import normalised

@@ -42,10 +42,10 @@ from errorflow.protocol.events import (
     parse_event,
 )
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario import identity
-from errorflow.scenario.model import ModelSpec, Scenario
 from errorflow.scenario.model_fault_model import ModelFault
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import ModelSpec, Scenario
 from errorflow.scoring.score import Outcome
 from tests.conftest import scenario
 

@@ -13,8 +13,8 @@ from errorflow.bus.url import BrokerURL
 from errorflow.models.rate_limit import RateLimits
 from errorflow.models.serving import Serving, serving
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from tests.conftest import scenario
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_model import FakeModel

@@ -1,7 +1,7 @@
 """Systems a new user describes from the README and FORMAT.md alone, and the labels they
 must get: fault-free, a system that makes no mistakes succeeds; a checking agent reaches
 the same tool answers as the agent it checks (errorflow.models.simulated, the scenario's
-modelling warnings in errorflow.scenario.references)."""
+modelling warnings in errorflow.scenario.checks.references)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from errorflow import api
 from errorflow.core.tool_errors import SchemaViolation
-from errorflow.scenario.references import modelling_warnings
+from errorflow.scenario.checks.references import modelling_warnings
 from errorflow.scoring.score import RECOVERED, Truth
 from errorflow.world.tool_client import ToolClient
 

@@ -6,9 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from errorflow.policies.strategies import DEFAULT_STRATEGY, PRESETS, build_policy
-from errorflow.scenario.agent_policy import AgentPolicy, split
-from errorflow.scenario.model import AgentSpec, Scenario
-from errorflow.scenario.policy import policy_for
+from errorflow.scenario.spec.agent_policy import AgentPolicy, split
+from errorflow.scenario.spec.model import AgentSpec, Scenario
+from errorflow.scenario.spec.policy import policy_for
 from tests.conftest import scenario
 
 

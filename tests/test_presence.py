@@ -17,7 +17,7 @@ from errorflow.protocol.control import (
     parse_control,
 )
 from errorflow.protocol.envelope import Envelope
-from errorflow.scenario import identity
+from errorflow.scenario.spec import identity
 from tests.conftest import scenario
 
 

@@ -16,8 +16,8 @@ from pydantic import Field, ValidationError
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.examples import inventory
 from errorflow.policies.classify import Failure, classify_body, classify_exception
-from errorflow.scenario.arg_schema import ArgSpec
-from errorflow.scenario.catalog import ToolArgs
+from errorflow.scenario.spec.arg_schema import ArgSpec
+from errorflow.scenario.spec.catalog import ToolArgs
 from errorflow.world.python_tool import (
     BusinessFailure,
     PythonTool,

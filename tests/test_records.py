@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from errorflow.core.tool_errors import UnknownKey
-from errorflow.scenario.arg_schema import ArgSpec
-from errorflow.scenario.tool_model import ToolSpec
-from errorflow.scenario.world_model import TableSpec
+from errorflow.scenario.spec.arg_schema import ArgSpec
+from errorflow.scenario.spec.tool_model import ToolSpec
+from errorflow.scenario.spec.world_model import TableSpec
 from errorflow.world.records import lookup, search
 
 TICKETS = TableSpec(

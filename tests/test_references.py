@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.scenario.checks.references import modelling_warnings
 from errorflow.scenario.loader import ScenarioError, load_text
-from errorflow.scenario.references import modelling_warnings
 
 CHAIN = """\
 name: chain

@@ -9,7 +9,7 @@ from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.envelope import Kind
 from errorflow.protocol.result import ResultPayload
 from errorflow.protocol.stop import StopReason
-from errorflow.scenario.model import AgentSpec
+from errorflow.scenario.spec.model import AgentSpec
 
 ANSWER = FinalAnswer(claims=[Claim("x", 1)], unresolved=["y"], text="found x")
 COSTS = Costs(backend_calls=2, model_calls=3, input_tokens=10, output_tokens=5, retries=1)

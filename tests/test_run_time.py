@@ -1,4 +1,4 @@
-"""Run time: arrival processes (errorflow.scenario.run_time) and when an agent starts
+"""Run time: arrival processes (errorflow.scenario.spec.run_time) and when an agent starts
 (errorflow.agents.run_clock)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import statistics
 from types import SimpleNamespace
 
 from errorflow.agents.run_clock import start_time
-from errorflow.scenario.model import Scenario
-from errorflow.scenario.run_time import arrival, arrival_times
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.run_time import arrival, arrival_times
 
 BASE = {
     "name": "rt",

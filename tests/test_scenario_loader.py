@@ -23,7 +23,7 @@ from errorflow.scenario.loader import (
     load_json,
     load_text,
 )
-from errorflow.scenario.model import (
+from errorflow.scenario.spec.model import (
     MAX_AGENTS,
     MAX_DOCUMENT_BYTES,
     MAX_FINDINGS_BYTES,

@@ -8,17 +8,17 @@ from typing import Any, get_args
 import pytest
 from pydantic import ValidationError
 
-from errorflow.scenario import identity
-from errorflow.scenario.catalog import (
+from errorflow.scenario.loader import load_text
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.catalog import (
     ARG_MODELS,
     BATCH_KINDS,
     DESCRIPTIONS,
     ToolKind,
     input_schema,
 )
-from errorflow.scenario.loader import load_text
-from errorflow.scenario.model import Scenario
-from errorflow.scenario.profiles import (
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.profiles import (
     PROFILES,
     Behaviour,
     behaviour,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from errorflow.scenario.service_model import (
+from errorflow.scenario.spec.service_model import (
     DegradeSpec,
     FlappingSpec,
     OutageWindow,

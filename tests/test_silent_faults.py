@@ -8,7 +8,7 @@ import random
 import pytest
 
 from errorflow.scenario.loader import load_text
-from errorflow.scenario.model import FaultSpec
+from errorflow.scenario.spec.model import FaultSpec
 from errorflow.world.silent_faults import (
     corrupt,
     other_calls,

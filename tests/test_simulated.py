@@ -24,7 +24,7 @@ from errorflow.models.backend import (
 )
 from errorflow.models.simulated import SimulatedModel
 from errorflow.protocol.claims import Claim, FinalAnswer
-from errorflow.scenario.profiles import PROFILES, Behaviour, behaviour
+from errorflow.scenario.spec.profiles import PROFILES, Behaviour, behaviour
 
 HIDDEN = NeedView("revenue", "query_metric", "name", "2024年营收", None, meant="fin.rev.2024")
 KNOWN = NeedView("revenue", "query_metric", "name", "2024 revenue", "fin.rev.2024")

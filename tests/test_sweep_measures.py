@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from errorflow.scenario.sweep_model import SweepMeasures
+from errorflow.scenario.spec.sweep_model import SweepMeasures
 from errorflow.scoring.sweep_measures import (
     BASELINE,
     drop,

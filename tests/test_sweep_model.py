@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load_scenario
-from errorflow.scenario.model import SweepSpec
 from errorflow.scenario.problems import ScenarioError
+from errorflow.scenario.spec.model import SweepSpec
 
 AXIS: dict[str, object] = {"values": {"a": {}, "b": {}}}
 THREE = [{"name": n, **AXIS} for n in ("x", "y", "z")]

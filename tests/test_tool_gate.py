@@ -21,7 +21,7 @@ from errorflow.policies.budget import Budget
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.policies.strategies import build_policy
 from errorflow.protocol.events import AgentEvent
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.world.tool_client import ToolClient
 
 ACTIONABLE_KEYS = {"ok", "tool", "code", "message", "retryable", "retry_after_s", "suggestion"}

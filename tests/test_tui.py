@@ -25,7 +25,7 @@ from errorflow.cli.commands.tui import BadInput, build_session, serve_command
 from errorflow.protocol import topics
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome
 from errorflow.store.database import trial_rows
 from errorflow.tui.app import ErrorflowApp

@@ -20,9 +20,9 @@ from errorflow.core.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.scenario.catalog import ARG_MODELS, SearchPapersArgs
 from errorflow.scenario.loader import load_text
-from errorflow.scenario.model import FaultSpec, Scenario
+from errorflow.scenario.spec.catalog import ARG_MODELS, SearchPapersArgs
+from errorflow.scenario.spec.model import FaultSpec, Scenario
 from errorflow.world.tool_client import (
     FaultPlan,
     ToolClient,

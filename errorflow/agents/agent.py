@@ -88,9 +88,9 @@ from errorflow.protocol.events import (
 from errorflow.protocol.result import ResultPayload
 from errorflow.protocol.stop import CRASHED, StopReason
 from errorflow.scenario.bus_fault_model import bus_plan
-from errorflow.scenario.model import FromNeed, NeedSpec, Scenario
-from errorflow.scenario.policy import policy_for
-from errorflow.scenario.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
+from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
+from errorflow.scenario.spec.policy import policy_for
+from errorflow.scenario.spec.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
 from errorflow.world.ground_truth import need_truths
 from errorflow.world.services import ServiceRegistry
 from errorflow.world.tool_catalog import ToolCatalog
@@ -443,7 +443,7 @@ class Agent:
         clock: SimClock,
         emit: Callable[[AgentEvent], None],
     ) -> tuple[list[UpstreamTurn], Costs, list[TraceEntry]]:
-        """The inspector on this agent's inputs (errorflow.scenario.defence_model): each
+        """The inspector on this agent's inputs (errorflow.scenario.spec.defence_model): each
         message checked with the inspector's tools, corrected or blocked, before the
         agent reads it. Its tool and model calls are the agent's costs too."""
         spec = self.spec.inspector

@@ -1,4 +1,4 @@
-"""An agent's place in a discussion (errorflow.scenario.discussion_model): where each
+"""An agent's place in a discussion (errorflow.scenario.spec.discussion_model): where each
 round's answer goes, and what it remembers between rounds.
 
 Round 0's answer and each later round's go to the peers that work on the next round:
@@ -17,7 +17,7 @@ from pydantic import JsonValue
 from errorflow.models.backend import TaskTurn
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, WireError
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 
 @dataclass(frozen=True)

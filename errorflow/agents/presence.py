@@ -32,8 +32,8 @@ from errorflow.protocol.control import (
     Stop,
     parse_control,
 )
-from errorflow.scenario import identity
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 
 log = logging.getLogger(__name__)
 

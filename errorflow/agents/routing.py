@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from errorflow.protocol import topics
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Kind
-from errorflow.scenario.model import AgentSpec
+from errorflow.scenario.spec.model import AgentSpec
 
 
 @dataclass(frozen=True)

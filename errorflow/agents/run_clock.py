@@ -1,7 +1,7 @@
 """When an agent's work on a trial starts, in run time.
 
 Runs whose state lives across trials (services, run-scoped breakers) have a run clock:
-a trial starts when it arrives (errorflow.scenario.run_time), and an agent starts when
+a trial starts when it arrives (errorflow.scenario.spec.run_time), and an agent starts when
 its last input was sent (the `t` its sender's result carries). Every other run keeps
 a clock per agent and trial that starts at 0, as it always did.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from errorflow.scenario.model import Scenario
-from errorflow.scenario.run_time import arrival
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.run_time import arrival
 
 
 class Sent(Protocol):

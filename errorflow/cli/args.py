@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from errorflow.cli.errors import UsageError, shown
 from errorflow.cli.paths import path_arg
-from errorflow.scenario.wording import closest
+from errorflow.scenario.checks.wording import closest
 
 
 class Parser(argparse.ArgumentParser):

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from errorflow.bus.url import BrokerURLError
 from errorflow.protocol.signing import RunKeyError
+from errorflow.scenario.checks.wording import closest
 from errorflow.scenario.problems import Problem, ScenarioError
-from errorflow.scenario.wording import closest
 
 if TYPE_CHECKING:
     from errorflow.store.database import IdLookupError

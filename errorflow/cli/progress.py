@@ -20,7 +20,7 @@ from rich.progress import (
 
 from errorflow.cli.console import err, say
 from errorflow.core.display import for_terminal
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 
 BASELINE_SUFFIX = " (fault-free baseline)"  # how experiment.run_arms labels a baseline run

@@ -20,9 +20,9 @@ from errorflow.cli.scenario_input import (
 )
 from errorflow.core.redact import redact
 from errorflow.scenario.bundled import bundled
-from errorflow.scenario.identity import sha
 from errorflow.scenario.loader import ScenarioError, load_json
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.identity import sha
+from errorflow.scenario.spec.model import Scenario
 from errorflow.store.database import (
     IdLookupError,
     StoredRun,

@@ -31,8 +31,8 @@ from errorflow.runtime.workers import (
     refusal,
 )
 from errorflow.runtime.workers import count_for as workers_for
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import without_faults
+from errorflow.scenario.spec.model import Scenario
 
 
 def settings_of(args: argparse.Namespace) -> RunSettings:

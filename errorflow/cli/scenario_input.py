@@ -19,7 +19,6 @@ from errorflow.cli.errors import UsageError, shown
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, load
 from errorflow.scenario.marked_yaml import MAX_YAML_DEPTH, ValueBudget
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import (
     OverrideError,
     apply,
@@ -27,6 +26,7 @@ from errorflow.scenario.overrides import (
     with_settings,
 )
 from errorflow.scenario.problems import Problem
+from errorflow.scenario.spec.model import Scenario
 
 SETTINGS = ("trials", "seed", "propagation")
 INVALID = "invalid scenario"  # as `validate` heads the problems of a file

@@ -43,8 +43,8 @@ from errorflow.reports.model_traffic import (
 from errorflow.reports.prices import dollars
 from errorflow.runtime.experiment import Arm, propagation_arms, run_arms
 from errorflow.runtime.runner import RunOptions
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import without_faults
+from errorflow.scenario.spec.model import Scenario
 
 
 def _real_labels(scenario: Scenario, remote_only: bool = False) -> set[str]:

@@ -25,7 +25,7 @@ from errorflow.cli.errors import UsageError
 from errorflow.core.redact import redact_obj
 from errorflow.reports.who_when import record
 from errorflow.scenario.problems import ScenarioError
-from errorflow.scenario.roles import DEFAULT_INSTRUCTIONS, ROLE_PRESETS
+from errorflow.scenario.spec.roles import DEFAULT_INSTRUCTIONS, ROLE_PRESETS
 from errorflow.scenario.stored import load_stored
 from errorflow.scoring.score import Truth
 from errorflow.scoring.trial_trace import TrialTrace

@@ -126,7 +126,7 @@ from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
 from errorflow.models.token_estimate import input_tokens
 from errorflow.protocol.claims import Claim, FinalAnswer, claim_to_wire
 from errorflow.protocol.envelope import JsonObject
-from errorflow.scenario.model import ModelSpec
+from errorflow.scenario.spec.model import ModelSpec
 
 log = logging.getLogger(__name__)
 

@@ -125,7 +125,7 @@ Turn = TaskTurn | UpstreamTurn | AssistantTurn | ObservationTurn
 
 @dataclass(frozen=True)
 class Inspection:
-    """An inspector's brief (errorflow.scenario.defence_model.InspectorSpec)."""
+    """An inspector's brief (errorflow.scenario.spec.defence_model.InspectorSpec)."""
 
     check: float = 1.0
     on_wrong: str = "correct"
@@ -151,7 +151,7 @@ class ModelRequest:
     system: str
     turns: list[Turn]
     tools: list[ToolDef]
-    #: What the agent does (errorflow.scenario.roles): gather, synthesise, check, route
+    #: What the agent does (errorflow.scenario.spec.roles): gather, synthesise, check, route
     #: (None: the preset of `role`).
     behaviour: str | None = None
     stance: Stance = field(default_factory=Stance)

@@ -22,8 +22,8 @@ from errorflow.models.serving import (
     noted_scenario,
 )
 from errorflow.models.simulated import SimulatedModel
-from errorflow.scenario.model import ModelSpec, Scenario
-from errorflow.scenario.profiles import behaviour
+from errorflow.scenario.spec.model import ModelSpec, Scenario
+from errorflow.scenario.spec.profiles import behaviour
 
 
 class ConfigurationError(Exception):

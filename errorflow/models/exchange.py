@@ -30,8 +30,8 @@ from typing import TypedDict
 from pydantic import JsonValue
 
 from errorflow.protocol.envelope import JsonObject
-from errorflow.scenario import identity
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 
 #: Bumped when what the key covers changes (old entries then simply miss).
 KEY_VERSION = 1

@@ -34,8 +34,8 @@ from errorflow.models.backend import (
 from errorflow.models.serving import Tally, model_label
 from errorflow.models.token_estimate import input_tokens, output_tokens, tokens_of
 from errorflow.protocol.claims import claim_to_wire
-from errorflow.scenario.model import MAX_FINDINGS_BYTES, Scenario
-from errorflow.scenario.roles import CALLS_TOOLS
+from errorflow.scenario.spec.model import MAX_FINDINGS_BYTES, Scenario
+from errorflow.scenario.spec.roles import CALLS_TOOLS
 
 if TYPE_CHECKING:  # the SDK loads only when a dry run renders a request
     from errorflow.models.anthropic_backend import WireFormat

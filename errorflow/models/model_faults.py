@@ -35,8 +35,8 @@ from errorflow.models.backend import (
 )
 from errorflow.protocol.events import AgentCrashed, ModelFaultFired
 from errorflow.scenario.crash_fault_model import CrashFault, crash_fires
-from errorflow.scenario.model import ModelSpec, Scenario
 from errorflow.scenario.model_fault_model import ModelFault
+from errorflow.scenario.spec.model import ModelSpec, Scenario
 
 #: The code each kind gets (as `classify_status` of the real backend classifies its
 #: status; a timeout is the client's `APITimeoutError`).

@@ -37,7 +37,7 @@ from errorflow.models.cassette import Cassette
 from errorflow.models.exchange_store import ExchangeLog, ResponseCache
 from errorflow.models.paced import DEFAULT_MAX_PACING_S
 from errorflow.models.rate_limit import RateLimiter, RateLimits
-from errorflow.scenario.model import ModelSpec, Scenario
+from errorflow.scenario.spec.model import ModelSpec, Scenario
 
 #: How long a request waits for its reply (`Serving.request_timeout_s`): a long reply
 #: takes well under it, and it stays below `MAX_REQUEST_TIMEOUT_S`.

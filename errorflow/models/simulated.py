@@ -2,7 +2,7 @@
 
 It reads the same turns a real model would and answers with tool calls or a final
 answer. What it does at each decision point is one draw against a named tendency
-(`errorflow.scenario.profiles`). It reads error observations the way a model does: the
+(`errorflow.scenario.spec.profiles`). It reads error observations the way a model does: the
 structured fields when they are there (`code`, `options`, `field`), otherwise the
 words of the raw message. It is one instance per (trial, agent), so its memory of
 what it gave up on lives exactly as long as a conversation.
@@ -34,7 +34,7 @@ from errorflow.models.backend import (
 from errorflow.models.deliberation import deliberate
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.envelope import JsonObject
-from errorflow.scenario.profiles import Behaviour
+from errorflow.scenario.spec.profiles import Behaviour
 
 _EPOCH = dt.date(1990, 1, 1)
 

@@ -206,7 +206,7 @@ class AgentCrashed(_Event):
 class DefenceActed(_Event):
     """A defence changed what an agent relies on: its inspector corrected or blocked
     claims of a message from `about`, or, as a challenger, it overruled claims it had
-    received with what its own tools said (errorflow.scenario.defence_model)."""
+    received with what its own tools said (errorflow.scenario.spec.defence_model)."""
 
     type: Literal["defence"] = "defence"
     agent: str

@@ -16,7 +16,7 @@ from typing import TypedDict
 from pydantic import ValidationError
 
 from errorflow.reports.sweep_measure_table import measure_head, measure_notes, measure_rows
-from errorflow.scenario.sweep_model import SweepSpec
+from errorflow.scenario.spec.sweep_model import SweepSpec
 from errorflow.scoring.summary import OutcomeCounts
 from errorflow.scoring.sweep_measures import MeasuresJson, success_counts, sweep_measures
 from errorflow.store.database import StoredRun

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import BusFaultCount, bus_fault_counts
 
 

@@ -30,8 +30,8 @@ from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.models.backends import ConfigurationError, check_backends, check_servers
 from errorflow.models.model_faults import CrashNotice
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.spec.model import Scenario
 
 #: How long an agent waits for a broker that went away before it leaves.
 BROKER_WAIT_S = PUBLISH_OUTAGE_LIMIT_S - 10.0

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from errorflow.bus.url import PASSWORD_ENV, USER_ENV
 from errorflow.protocol import signing, topics
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 OBSERVER = "observer"
 #: Mosquitto's default is 101; every connect pays for the iterations once.

@@ -56,8 +56,8 @@ from errorflow.runtime.workers import (
     take_over,
 )
 from errorflow.runtime.workers import refusal as local_refusal
-from errorflow.scenario import identity
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.summary import RunSummary
 from errorflow.store.database import open_db

@@ -26,7 +26,7 @@ import dataclasses
 
 from errorflow.protocol.events import AgentCrashed
 from errorflow.scenario.crash_fault_model import CrashFault
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
 
 #: The reason of a trial an injected crash took with its process starts so.

@@ -23,9 +23,9 @@ from typing import NotRequired, TypedDict
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.runtime.runner import RunOptions, RunResult
 from errorflow.runtime.workers import WorkerCount, Workers
-from errorflow.scenario.model import Reference, Scenario
 from errorflow.scenario.overrides import apply, without_faults
-from errorflow.scenario.sweep_model import SweepMeasures
+from errorflow.scenario.spec.model import Reference, Scenario
+from errorflow.scenario.spec.sweep_model import SweepMeasures
 from errorflow.scoring.summary import (
     Amplification,
     OutcomeCounts,

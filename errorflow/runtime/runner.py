@@ -82,12 +82,12 @@ from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner_presence import runner_endpoint
 from errorflow.runtime.tool_fault_tally import ToolFaultTally
 from errorflow.runtime.trial_tracker import TrialTracker
-from errorflow.scenario import identity
 from errorflow.scenario.bus_fault_model import bus_plan
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.problems import file_error
-from errorflow.scenario.run_time import arrival, arrival_times
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.run_time import arrival, arrival_times
 from errorflow.scoring.score import (
     Outcome,
     TrialScore,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import ToolFaultCount, bus_fault_counts
 from errorflow.world.tool_client import hidden_identifier
 

@@ -36,8 +36,8 @@ from errorflow.runtime.workers import (
     ShardResult,
     run_shard,
 )
-from errorflow.scenario import identity
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 
 HEARTBEAT_S = 1.0

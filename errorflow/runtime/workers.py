@@ -53,7 +53,7 @@ from errorflow.runtime.runner import (
     run_scenario,
 )
 from errorflow.scenario.bus_fault_model import bus_plan
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.summary import BusFaultCount, RunSummary, summarize

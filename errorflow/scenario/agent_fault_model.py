@@ -23,7 +23,7 @@ from pydantic import Field
 
 from errorflow.scenario.crash_fault_model import CrashFault
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.world_model import Ident, Strict
+from errorflow.scenario.spec.world_model import Ident, Strict
 
 
 class _AgentFault(Strict):

@@ -16,13 +16,13 @@ from pydantic import Field, model_validator
 
 from errorflow.bus.bus_faults import BusFaultPlan, Partition
 from errorflow.protocol import topics
+from errorflow.scenario.checks.reference_problem import Reference, unknown
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.reference_problem import Reference, unknown
-from errorflow.scenario.service_model import MAX_RUN_S
-from errorflow.scenario.world_model import Ident, Strict
+from errorflow.scenario.spec.service_model import MAX_RUN_S
+from errorflow.scenario.spec.world_model import Ident, Strict
 
 if TYPE_CHECKING:
-    from errorflow.scenario.model import Scenario
+    from errorflow.scenario.spec.model import Scenario
 
 
 class BusFaultRate(Strict):

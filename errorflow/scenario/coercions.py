@@ -14,15 +14,15 @@ from collections.abc import Iterator, Mapping
 
 from pydantic import ValidationError
 
-from errorflow.scenario.model import AgentSpec, Scenario
+from errorflow.scenario.checks.wording import found
 from errorflow.scenario.problems import (
     Marks,
     NodePath,
     Problem,
     problem_at,
 )
-from errorflow.scenario.profiles import PROFILES, behaviour
-from errorflow.scenario.wording import found
+from errorflow.scenario.spec.model import AgentSpec, Scenario
+from errorflow.scenario.spec.profiles import PROFILES, behaviour
 
 Conversion = tuple[NodePath, str]
 

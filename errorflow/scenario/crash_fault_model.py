@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from errorflow.core.seeding import stream
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.world_model import Strict
+from errorflow.scenario.spec.world_model import Strict
 
 
 class CrashFault(Strict):

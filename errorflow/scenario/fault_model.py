@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
-from errorflow.scenario.world_model import Extended
+from errorflow.scenario.spec.world_model import Extended
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -48,7 +48,7 @@ class FaultSpec(Extended):
     `p` per call, or on every call when neither is given."""
 
     # Fields added with the silent kinds: left out of a dump while unset, so an older
-    # scenario keeps its identity (errorflow.scenario.identity).
+    # scenario keeps its identity (errorflow.scenario.spec.identity).
     added_fields = frozenset({"drift", "drop", "value"})
 
     kind: FaultKind

@@ -14,16 +14,17 @@ passes, and every problem of a pass is reported at once:
    types, bounds, unknown keys, and the cross-references of the model;
 2. the checks the model cannot make, `SECOND_PASS`: the policy blocks, the simulated
    model's profile and params, need arguments against the tool kind's schema and the
-   size limits documented in scenarios/FORMAT.md ("Limits") (errorflow.scenario.checks),
-   strict types inside the free blocks (errorflow.scenario.coercions), URLs
-   (errorflow.scenario.url_checks), and whether the roll call that carries the scenario
-   fits on the bus (errorflow.scenario.bus_fit);
+   size limits documented in scenarios/FORMAT.md ("Limits")
+   (errorflow.scenario.checks.scenario_checks), strict types inside the free blocks
+   (errorflow.scenario.coercions), URLs (errorflow.scenario.checks.url_checks), and
+   whether the roll call that carries the scenario fits on the bus
+   (errorflow.scenario.checks.bus_fit);
 3. each value of the `sweep:` block, applied alone, must give a valid scenario (for a
    scenario as written; an override or a setting leaves the block as it was checked).
 
 Every `Problem` renders as one line, `FILE:LINE:COL: PATH: MESSAGE`, and messages say
 what was expected and what was found, with the closest valid name for a typo
-(errorflow.scenario.explain words pydantic's errors).
+(errorflow.scenario.checks.explain words pydantic's errors).
 """
 
 from __future__ import annotations
@@ -35,12 +36,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from errorflow.scenario.bus_fit import bus_problems
-from errorflow.scenario.checks import PolicyProblems, prebuilt_policies, semantic_problems
+from errorflow.scenario.checks.bus_fit import bus_problems
+from errorflow.scenario.checks.explain import problems_from
+from errorflow.scenario.checks.references import modelling_warnings
+from errorflow.scenario.checks.scenario_checks import (
+    PolicyProblems,
+    prebuilt_policies,
+    semantic_problems,
+)
+from errorflow.scenario.checks.url_checks import url_problems
+from errorflow.scenario.checks.wording import found
 from errorflow.scenario.coercions import coercion_problems
-from errorflow.scenario.explain import problems_from
 from errorflow.scenario.marked_yaml import parse_yaml
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.paths import OverrideError, set_path
 from errorflow.scenario.problems import (
     LIMITS_HINT,
@@ -55,10 +62,8 @@ from errorflow.scenario.problems import (
     problem_at,
 )
 from errorflow.scenario.python_ref import resolve_tool_paths
-from errorflow.scenario.references import modelling_warnings
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
-from errorflow.scenario.url_checks import url_problems
-from errorflow.scenario.wording import found
+from errorflow.scenario.spec.model import Scenario
 
 __all__ = [
     "MAX_SCENARIO_BYTES",
@@ -80,7 +85,7 @@ def _semantic(policies: PolicyProblems) -> Check:
     return lambda scenario, marks: semantic_problems(scenario, policies, marks)
 
 
-#: The second pass after errorflow.scenario.checks (which also reports the policy
+#: The second pass after errorflow.scenario.checks.scenario_checks (which also reports the policy
 #: blocks' problems held back from the first): add a check here and every source of
 #: a scenario runs it.
 SECOND_PASS: tuple[Check, ...] = (coercion_problems, url_problems, bus_problems)

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from errorflow.protocol.envelope import MAX_PAYLOAD_VALUES
+from errorflow.scenario.checks.wording import found, short
 from errorflow.scenario.problems import (
     LIMITS_HINT,
     Loc,
@@ -34,7 +35,6 @@ from errorflow.scenario.problems import (
     file_error,
 )
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES
-from errorflow.scenario.wording import found, short
 
 #: YAML nodes after alias expansion (an "alias bomb" stops here, documented limit),
 #: counted as they are read too: a scenario's roll call carries at most 20,000 values

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.world_model import Strict
+from errorflow.scenario.spec.world_model import Strict
 
 ModelFaultKind = Literal["rate_limit", "overloaded", "server_error", "timeout"]
 

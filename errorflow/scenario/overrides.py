@@ -13,12 +13,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
+from errorflow.scenario.checks.wording import short
 from errorflow.scenario.loader import validate_data
 from errorflow.scenario.marked_yaml import NotYAML, ValueBudget, read_value
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.paths import OverrideError, set_path
 from errorflow.scenario.problems import Problem, ScenarioError
-from errorflow.scenario.wording import short
+from errorflow.scenario.spec.model import Scenario
 
 __all__ = [
     "InvalidOverride",

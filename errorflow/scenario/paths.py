@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from errorflow.scenario.wording import short
+from errorflow.scenario.checks.wording import short
 
 
 class OverrideError(ValueError):

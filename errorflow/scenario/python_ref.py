@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import Field, create_model
 
 from errorflow.core.tool_context import ToolContext
-from errorflow.scenario.arg_schema import ArgSpec, args_model
-from errorflow.scenario.catalog import ToolArgs
+from errorflow.scenario.spec.arg_schema import ArgSpec, args_model
+from errorflow.scenario.spec.catalog import ToolArgs
 
 
 class PythonToolError(Exception):

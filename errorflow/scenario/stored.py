@@ -15,10 +15,10 @@ import json
 
 from pydantic import ValidationError
 
-from errorflow.scenario.checks import prebuilt_policies
-from errorflow.scenario.explain import problems_from
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.checks.explain import problems_from
+from errorflow.scenario.checks.scenario_checks import prebuilt_policies
 from errorflow.scenario.problems import ScenarioError, by_position, file_error
+from errorflow.scenario.spec.model import Scenario
 
 
 def load_stored(text: str | bytes, file: str) -> Scenario:

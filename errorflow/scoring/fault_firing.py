@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 #: The kinds of `agents.NAME.faults` whose firing is announced by an event with `fault`.
 ANNOUNCED_AGENT_KINDS: frozenset[str] = frozenset({"crash"})

@@ -34,7 +34,7 @@ from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
 from errorflow.protocol.claims import FinalAnswer, answer_from_wire
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.genealogy import silent
 from errorflow.world.ground_truth import need_truths
 

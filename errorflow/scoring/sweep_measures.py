@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
-from errorflow.scenario.sweep_model import CellRef, SweepMeasures
+from errorflow.scenario.spec.sweep_model import CellRef, SweepMeasures
 from errorflow.scoring.stats import wilson
 
 #: A sweep's axes as the measures see them: name and value labels, in order.

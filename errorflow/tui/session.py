@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from errorflow.runtime.runner import RunOptions, configure
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.sources import (
     Attach,
     BusHolder,

@@ -31,7 +31,7 @@ from errorflow.runtime.runner import (
     new_run_id,
     run_scenario,
 )
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.stored import load_stored
 from errorflow.store.database import connect_ro
 

@@ -53,7 +53,7 @@ from errorflow.protocol.events import (
 )
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.loader import ScenarioError, validate_data
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import (
     Label,
     MessageLabel,

@@ -20,9 +20,9 @@ from pydantic_core import to_jsonable_python
 
 from errorflow.core.tool_context import TRUTH_TRIAL, ToolContext
 from errorflow.core.tool_errors import ToolException
-from errorflow.scenario.model import NeedSpec, Scenario
-from errorflow.scenario.need_model import FromNeed
 from errorflow.scenario.problems import Problem, ScenarioError
+from errorflow.scenario.spec.model import NeedSpec, Scenario
+from errorflow.scenario.spec.need_model import FromNeed
 from errorflow.world import records
 from errorflow.world.tool_catalog import ToolCatalog
 from errorflow.world.tool_client import truth

@@ -23,15 +23,15 @@ from typing import Protocol
 
 from errorflow.core.tool_context import ToolContext
 from errorflow.core.tool_errors import CallTimeout
-from errorflow.scenario.arg_schema import ArgSpec
-from errorflow.scenario.catalog import ToolArgs
 from errorflow.scenario.python_ref import (
     PythonToolError,
     context_parameter,
     load_callable,
     signature_args_model,
 )
-from errorflow.scenario.tool_model import BusinessFailure
+from errorflow.scenario.spec.arg_schema import ArgSpec
+from errorflow.scenario.spec.catalog import ToolArgs
+from errorflow.scenario.spec.tool_model import BusinessFailure
 
 JsonScalar = str | int | float | bool | None
 
@@ -60,7 +60,7 @@ def _name(fn: Callable[..., object]) -> str:
 # -- a refusal in the result ----------------------------------------------------------
 class BusinessRule(Protocol):
     """What `business_error` reads of a rule: the scenario's `business_failure:`
-    (errorflow.scenario.tool_model.BusinessFailure, re-exported here) or anything alike."""
+    (errorflow.scenario.spec.tool_model.BusinessFailure, re-exported here) or anything alike."""
 
     @property
     def field(self) -> str: ...

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from errorflow.core.tool_errors import UnknownKey
-from errorflow.scenario.references import key_columns
-from errorflow.scenario.tool_args import DEFAULT_SEARCH_LIMIT
-from errorflow.scenario.tool_model import ToolSpec
-from errorflow.scenario.world_model import Cell, TableSpec
+from errorflow.scenario.checks.references import key_columns
+from errorflow.scenario.spec.tool_args import DEFAULT_SEARCH_LIMIT
+from errorflow.scenario.spec.tool_model import ToolSpec
+from errorflow.scenario.spec.world_model import Cell, TableSpec
 
 Row = Mapping[str, Cell]
 #: Most valid keys an error carries (the observation shows at most 20 of them).

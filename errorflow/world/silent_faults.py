@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from errorflow.scenario.checks.references import key_columns
 from errorflow.scenario.fault_model import DEFAULT_DRIFT, DEFAULT_DROP, FaultSpec
-from errorflow.scenario.model import Scenario, ToolSpec
-from errorflow.scenario.references import key_columns
-from errorflow.scenario.world_model import TableSpec
+from errorflow.scenario.spec.model import Scenario, ToolSpec
+from errorflow.scenario.spec.world_model import TableSpec
 
 #: Candidates `wrong_entity` serves before it gives up looking for a different answer.
 MAX_TRIES = 20

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
-from errorflow.scenario.catalog import ARG_MODELS, ToolArgs, input_schema
-from errorflow.scenario.model import Scenario
-from errorflow.scenario.tool_args import tool_args_model, tool_description, tool_schema
+from errorflow.scenario.spec.catalog import ARG_MODELS, ToolArgs, input_schema
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.tool_args import tool_args_model, tool_description, tool_schema
 from errorflow.world.python_tool import PythonTool, load_callable, signature_args_model
 
 

@@ -6,7 +6,7 @@ random stream belong to that agent's view of the tools, which keeps every trial
 reproducible from the seed even when agents run in separate processes.
 
 What a tool kind *is* (its argument schema and description) is defined in
-errorflow.scenario.catalog, where the loader checks scenarios against it; this module
+errorflow.scenario.spec.catalog, where the loader checks scenarios against it; this module
 implements what the kinds do.
 """
 
@@ -32,23 +32,23 @@ from errorflow.core.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.scenario.catalog import (
+from errorflow.scenario.fault_model import SILENT_KINDS
+from errorflow.scenario.spec.catalog import (
     FetchManyArgs,
     QueryMetricArgs,
     SearchPapersArgs,
     SendReportArgs,
     ToolArgs,
 )
-from errorflow.scenario.fault_model import SILENT_KINDS
-from errorflow.scenario.model import (
+from errorflow.scenario.spec.model import (
     FaultSpec,
     NeedSpec,
     Scenario,
     ToolSpec,
     WorldSpec,
 )
-from errorflow.scenario.run_time import arrival
-from errorflow.scenario.tool_args import enum_options
+from errorflow.scenario.spec.run_time import arrival
+from errorflow.scenario.spec.tool_args import enum_options
 from errorflow.world import records
 from errorflow.world import silent_faults as silent
 from errorflow.world.python_tool import business_error

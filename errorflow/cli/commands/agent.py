@@ -34,8 +34,8 @@ from errorflow.cli.signals import interruptible
 from errorflow.protocol.control import RollCall
 from errorflow.runtime.agent_process import CRASH_EXIT, run_agent_process
 from errorflow.runtime.runner_watch import RunnerGone, follow_runner
-from errorflow.scenario import identity
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 
 DEFAULT_WAIT_S = 300.0
 

@@ -75,7 +75,7 @@ from errorflow.runtime.experiment import (
 )
 from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.runner import RunOptions
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import RunJson
 from errorflow.store.database import StoreError, UnwritableStore
 

@@ -41,11 +41,11 @@ from errorflow.runtime.experiment import (
     run_arms,
     sweep_arms,
 )
-from errorflow.scenario.explain import problems_from
+from errorflow.scenario.checks.explain import problems_from
 from errorflow.scenario.marked_yaml import ValueBudget
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import with_settings
-from errorflow.scenario.sweep_model import MAX_SWEEP_AXES, SweepAxis, SweepMeasures
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.spec.sweep_model import MAX_SWEEP_AXES, SweepAxis, SweepMeasures
 
 #: One axis of a sweep: its name and, by value label, the overrides of that value.
 Axis = tuple[str, Mapping[str, Mapping[str, object]]]

@@ -34,8 +34,8 @@ from errorflow.cli.scenario_input import (
     scenario_from,
 )
 from errorflow.runtime.experiment import sweep_arms
-from errorflow.scenario.model import Scenario
-from errorflow.scenario.wording import closest
+from errorflow.scenario.checks.wording import closest
+from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, find_run
 

@@ -1,6 +1,6 @@
 """The arguments every tool of a scenario takes, whatever its kind.
 
-Built-in kinds have fixed models (errorflow.scenario.catalog); declarative tools have
+Built-in kinds have fixed models (errorflow.scenario.spec.catalog); declarative tools have
 the arguments they declare, or defaults that follow from their table (a lookup takes
 the table's key, a search a query); a Python tool without declared arguments takes
 those of its type hints (errorflow.scenario.python_ref builds that model, since it
@@ -14,10 +14,10 @@ import types
 import typing
 from collections.abc import Mapping
 
-from errorflow.scenario.arg_schema import ArgSpec, args_model, schema_of
-from errorflow.scenario.catalog import ARG_MODELS, DESCRIPTIONS, ToolArgs
-from errorflow.scenario.tool_model import ToolSpec
-from errorflow.scenario.world_model import TableSpec
+from errorflow.scenario.spec.arg_schema import ArgSpec, args_model, schema_of
+from errorflow.scenario.spec.catalog import ARG_MODELS, DESCRIPTIONS, ToolArgs
+from errorflow.scenario.spec.tool_model import ToolSpec
+from errorflow.scenario.spec.world_model import TableSpec
 
 #: Most hits a search returns when it declares no limit argument.
 DEFAULT_SEARCH_LIMIT = 50

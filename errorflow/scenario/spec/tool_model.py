@@ -1,7 +1,7 @@
 """A scenario's tools: the built-in kinds, declarative tools over tables, Python tools.
 
 - built-in kinds (`metric_store`, `paper_search`, `batch_fetch`, `report_sink`): fixed
-  arguments (errorflow.scenario.catalog), served from the world's older shapes;
+  arguments (errorflow.scenario.spec.catalog), served from the world's older shapes;
 - `lookup`: look records up in a table by one or more key arguments and return chosen
   columns (or the column an argument names, `select`);
 - `search`: match a query argument against chosen text columns of a table, with any
@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from errorflow.scenario.arg_schema import ArgSpec
-from errorflow.scenario.catalog import ToolKind
 from errorflow.scenario.fault_model import FaultSpec
-from errorflow.scenario.world_model import Extended, Ident, Strict
+from errorflow.scenario.spec.arg_schema import ArgSpec
+from errorflow.scenario.spec.catalog import ToolKind
+from errorflow.scenario.spec.world_model import Extended, Ident, Strict
 
 DeclarativeKind = Literal["lookup", "search", "python"]
 AnyKind = ToolKind | DeclarativeKind

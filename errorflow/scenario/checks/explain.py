@@ -17,19 +17,19 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from errorflow.scenario.checks.wording import (
+    closest,
+    found,
+    num,
+    quoted_options,
+    short,
+)
 from errorflow.scenario.problems import (
     LIMITS_HINT,
     Marks,
     NodePath,
     Problem,
     problem_at,
-)
-from errorflow.scenario.wording import (
-    closest,
-    found,
-    num,
-    quoted_options,
-    short,
 )
 
 #: Fields whose upper bound is a documented limit (the rest are ranges of meaning).

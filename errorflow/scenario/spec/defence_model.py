@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field
 
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.world_model import Ident, Strict
+from errorflow.scenario.spec.world_model import Ident, Strict
 
 
 class InspectorSpec(Strict):

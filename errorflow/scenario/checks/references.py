@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from errorflow.scenario.discussion_checks import defence_problems, discussion_problems
-from errorflow.scenario.reference_problem import Loc, Reference, unknown
-from errorflow.scenario.roles import GATHERS
-from errorflow.scenario.silent_checks import silent_fault_problems
+from errorflow.scenario.checks.discussion_checks import defence_problems, discussion_problems
+from errorflow.scenario.checks.reference_problem import Loc, Reference, unknown
+from errorflow.scenario.checks.silent_checks import silent_fault_problems
+from errorflow.scenario.spec.roles import GATHERS
 
 __all__ = ["Loc", "Reference", "all_problems", "key_columns", "modelling_warnings", "unknown"]
 
 if TYPE_CHECKING:
-    from errorflow.scenario.model import AgentSpec, Scenario
-    from errorflow.scenario.tool_model import ToolSpec
+    from errorflow.scenario.spec.model import AgentSpec, Scenario
+    from errorflow.scenario.spec.tool_model import ToolSpec
 
 
 def all_problems(s: Scenario, reserved: frozenset[str]) -> list[Reference]:

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.world_model import Strict
+from errorflow.scenario.spec.world_model import Strict
 
 #: Longest run time a scenario may describe (seconds): about 11.6 days.
 MAX_RUN_S = 1_000_000.0

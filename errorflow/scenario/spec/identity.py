@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from errorflow.core.redact import redact_obj
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 
 def public(scenario: Scenario) -> dict[str, JsonValue]:

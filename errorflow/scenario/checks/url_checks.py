@@ -8,8 +8,8 @@ started, and is not checked again."""
 from __future__ import annotations
 
 from errorflow.bus.url import URLError, check_http_url
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.problems import Marks, Problem, problem_at
+from errorflow.scenario.spec.model import Scenario
 
 #: How every redaction marker starts (errorflow.core.redact).
 REDACTED = "[REDACTED"

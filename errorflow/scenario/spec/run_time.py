@@ -10,7 +10,7 @@ import functools
 import itertools
 
 from errorflow.core.seeding import stream
-from errorflow.scenario.model import Scenario
+from errorflow.scenario.spec.model import Scenario
 
 
 @functools.lru_cache(maxsize=64)

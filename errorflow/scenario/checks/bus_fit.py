@@ -25,8 +25,6 @@ from errorflow.protocol.envelope import (
     RejectedMessage,
     decode,
 )
-from errorflow.scenario import identity
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.problems import (
     LIMITS_HINT,
     Marks,
@@ -34,6 +32,8 @@ from errorflow.scenario.problems import (
     Problem,
     problem_at,
 )
+from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 
 #: The longest header a roll call can carry: an envelope's trace id holds at most 64
 #: characters, `{run_id}-presence`, so a run id of 55; ids and signatures are 64.

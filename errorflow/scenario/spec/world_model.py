@@ -1,7 +1,7 @@
 """The world a scenario's tools serve: metrics, papers, documents and tables of records.
 
 Tables are the general form: named collections of records with a key column, served
-by declarative tools (`kind: lookup` / `kind: search`, errorflow.scenario.tool_model)
+by declarative tools (`kind: lookup` / `kind: search`, errorflow.scenario.spec.tool_model)
 and used by the scorer for ground truth. The three older shapes stay as they are.
 """
 
@@ -51,7 +51,7 @@ class Strict(BaseModel):
 class Extended(Strict):
     """A block that gained fields after scenarios were first stored: those fields are
     left out of its dump while they hold their defaults, so an older file dumps (and
-    hashes: errorflow.scenario.identity) exactly as it did, and stored runs resume."""
+    hashes: errorflow.scenario.spec.identity) exactly as it did, and stored runs resume."""
 
     added_fields: ClassVar[frozenset[str]] = frozenset()
 

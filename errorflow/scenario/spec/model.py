@@ -5,7 +5,7 @@ to), the tools (their kind, schema and injected faults), the world of facts the 
 serve, and the task. The loader (errorflow.scenario.loader) validates everything a run
 needs before anything starts, and words every problem for the person who wrote the
 file. The blocks live in their own modules (world_model, tool_model, fault_model,
-need_model); cross-references are checked in errorflow.scenario.references.
+need_model); cross-references are checked in errorflow.scenario.checks.references.
 See scenarios/FORMAT.md for the reference.
 """
 
@@ -19,20 +19,20 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_core import PydanticCustomError
 
 from errorflow.scenario.agent_fault_model import AgentFault
-from errorflow.scenario.agent_policy import AgentPolicy
 from errorflow.scenario.bus_fault_model import BusFaultSpec, bus_problems
-from errorflow.scenario.catalog import BATCH_KINDS
-from errorflow.scenario.defence_model import InspectorSpec
-from errorflow.scenario.discussion_model import DiscussionSpec
+from errorflow.scenario.checks.references import all_problems, key_columns
 from errorflow.scenario.fault_model import FaultKind, FaultSpec, Probability
 from errorflow.scenario.model_fault_model import ModelFault
-from errorflow.scenario.need_model import FromNeed, NeedSpec, TaskSpec
-from errorflow.scenario.references import all_problems, key_columns
-from errorflow.scenario.roles import GATHERS, ROLE_PRESETS, Behaviour
-from errorflow.scenario.service_model import ArrivalSpec, ServiceSpec
-from errorflow.scenario.sweep_model import SweepAxis, SweepSpec
-from errorflow.scenario.tool_model import BusinessFailure, ToolSpec
-from errorflow.scenario.world_model import (
+from errorflow.scenario.spec.agent_policy import AgentPolicy
+from errorflow.scenario.spec.catalog import BATCH_KINDS
+from errorflow.scenario.spec.defence_model import InspectorSpec
+from errorflow.scenario.spec.discussion_model import DiscussionSpec
+from errorflow.scenario.spec.need_model import FromNeed, NeedSpec, TaskSpec
+from errorflow.scenario.spec.roles import GATHERS, ROLE_PRESETS, Behaviour
+from errorflow.scenario.spec.service_model import ArrivalSpec, ServiceSpec
+from errorflow.scenario.spec.sweep_model import SweepAxis, SweepSpec
+from errorflow.scenario.spec.tool_model import BusinessFailure, ToolSpec
+from errorflow.scenario.spec.world_model import (
     Extended,
     Ident,
     Paper,
@@ -63,8 +63,8 @@ __all__ = [
 
 #: Documented limits (scenarios/FORMAT.md "Limits"); the loader refuses anything beyond
 #: them. MAX_TOOLS, MAX_STEPS, MAX_DOCUMENT_BYTES and MAX_FINDINGS_BYTES are checked by
-#: the loader's second pass (errorflow.scenario.checks): a scenario built from data, an
-#: override or a stored run may exceed them.
+#: the loader's second pass (errorflow.scenario.checks.scenario_checks): a scenario built
+#: from data, an override or a stored run may exceed them.
 MAX_TRIALS = 100_000
 #: Names the bus uses for itself: the runner, broadcasts and event observers.
 RESERVED_NAMES = frozenset({"runner", "all", "observers"})
@@ -87,7 +87,7 @@ class ModelSpec(Extended):
     backend: Literal["simulated", "anthropic"] = "simulated"
     profile: str = "small-local"
     #: Behaviour overrides of the profile, as written (checked against the profile's
-    #: fields by the loader: errorflow.scenario.profiles).
+    #: fields by the loader: errorflow.scenario.spec.profiles).
     params: dict[str, object] = Field(default_factory=dict, description="behaviour overrides")
     model: str | None = None
     base_url: str | None = None

@@ -3,7 +3,7 @@
 A declarative or Python tool lists its arguments in the scenario (`args:`), each with a
 type, an optional enum, a range or length bounds, `required` and a default. The tool
 world validates every call against the model built here before the tool runs, exactly
-as it does for the built-in kinds (errorflow.scenario.catalog), so a wrong type, a
+as it does for the built-in kinds (errorflow.scenario.spec.catalog), so a wrong type, a
 missing argument or an unexpected one is `invalid_args` with the same observation.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from errorflow.scenario.catalog import ToolArgs
+from errorflow.scenario.spec.catalog import ToolArgs
 
 ArgType = Literal["string", "integer", "number", "boolean", "array", "object"]
 Scalar = str | int | float | bool

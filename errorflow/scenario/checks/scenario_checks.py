@@ -21,10 +21,20 @@ from pydantic import ValidationError
 
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.strategies import PRESETS, merged_data
-from errorflow.scenario.agent_policy import AgentPolicy, split
-from errorflow.scenario.catalog import ARG_MODELS, ToolArgs
-from errorflow.scenario.explain import clean_loc, message, problems_from
-from errorflow.scenario.model import (
+from errorflow.scenario.checks.explain import clean_loc, message, problems_from
+from errorflow.scenario.checks.source_checks import python_entity_problems, source_problems
+from errorflow.scenario.checks.wording import closest, found, unknown_name
+from errorflow.scenario.problems import (
+    LIMITS_HINT,
+    Marks,
+    NodePath,
+    Problem,
+    problem_at,
+)
+from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
+from errorflow.scenario.spec.agent_policy import AgentPolicy, split
+from errorflow.scenario.spec.catalog import ARG_MODELS, ToolArgs
+from errorflow.scenario.spec.model import (
     MAX_DOCUMENT_BYTES,
     MAX_FINDINGS_BYTES,
     MAX_STEPS,
@@ -34,23 +44,13 @@ from errorflow.scenario.model import (
     Scenario,
     ToolSpec,
 )
-from errorflow.scenario.problems import (
-    LIMITS_HINT,
-    Marks,
-    NodePath,
-    Problem,
-    problem_at,
-)
-from errorflow.scenario.profiles import (
+from errorflow.scenario.spec.profiles import (
     PROFILES,
     Behaviour,
     behaviour,
     profile_with,
 )
-from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
-from errorflow.scenario.source_checks import python_entity_problems, source_problems
-from errorflow.scenario.tool_args import tool_args_model
-from errorflow.scenario.wording import closest, found, unknown_name
+from errorflow.scenario.spec.tool_args import tool_args_model
 
 #: Problems of the agents' policy blocks, by agent name.
 PolicyProblems = Mapping[str, list[Problem]]

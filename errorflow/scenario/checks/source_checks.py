@@ -9,10 +9,10 @@ from collections.abc import Iterator, Mapping
 
 from pydantic import ValidationError
 
-from errorflow.scenario.catalog import ToolArgs
-from errorflow.scenario.model import NeedSpec, Scenario
 from errorflow.scenario.problems import Marks, Problem, problem_at
-from errorflow.scenario.tool_args import enum_options
+from errorflow.scenario.spec.catalog import ToolArgs
+from errorflow.scenario.spec.model import NeedSpec, Scenario
+from errorflow.scenario.spec.tool_args import enum_options
 
 
 def source_problems(

@@ -38,7 +38,7 @@ DEFAULT_INSTRUCTIONS: dict[Behaviour, str] = {
     "do not answer it yourself.",
 }
 
-#: The system prompt of an inspector on an agent's inputs (errorflow.scenario.defence_model).
+#: The system prompt of an inspector on an agent's inputs (errorflow.scenario.spec.defence_model).
 INSPECTOR_INSTRUCTIONS = (
     "You are an inspector on a message between agents. Verify its claims with the tools; "
     "correct a claim the tools contradict (or withhold it), and pass the message on."

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from errorflow.scenario.checks.reference_problem import Loc, Reference
 from errorflow.scenario.fault_model import CORRUPT_MODES, SILENT_KINDS
-from errorflow.scenario.reference_problem import Loc, Reference
 
 if TYPE_CHECKING:
     from errorflow.scenario.fault_model import FaultSpec
-    from errorflow.scenario.model import Scenario
+    from errorflow.scenario.spec.model import Scenario
 
 
 def silent_fault_problems(
@@ -58,7 +58,7 @@ def silent_fault_problems(
 def _no_other_entity(s: Scenario, tool: str) -> str | None:
     """Why tool `tool` has no other entity to answer for, or None when it has one (a
     Python tool's arguments are known once its code is imported: checked then,
-    errorflow.scenario.source_checks)."""
+    errorflow.scenario.checks.source_checks)."""
     spec = s.tools[tool]
     world = s.world
     if spec.kind == "metric_store" and len(world.metrics) < 2:

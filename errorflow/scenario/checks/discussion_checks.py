@@ -1,15 +1,15 @@
 """Cross-references of discussions, defences and agent faults: each problem at the
-path that names it (errorflow.scenario.references collects them)."""
+path that names it (errorflow.scenario.checks.references collects them)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from errorflow.scenario.reference_problem import Reference, unknown
+from errorflow.scenario.checks.reference_problem import Reference, unknown
 
 if TYPE_CHECKING:
-    from errorflow.scenario.model import Scenario
+    from errorflow.scenario.spec.model import Scenario
 
 
 def discussion_problems(s: Scenario) -> Iterator[Reference]:
