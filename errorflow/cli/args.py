@@ -140,11 +140,11 @@ def run_id_arg(text: str) -> str:
 
 
 def db_arg(parser: argparse.ArgumentParser) -> None:
-    from errorflow.store.database import DEFAULT_DB
+    from errorflow.store.database import DB_ENV, DEFAULT_DB, default_db
 
     parser.add_argument(
         "--db",
-        type=path_arg,
-        default=str(DEFAULT_DB),
-        help=f"SQLite file runs are stored in (default: {DEFAULT_DB})",
+        type=path_arg,  # also applied to the default: $ERRORFLOW_DB is checked like --db
+        default=str(default_db()),
+        help=f"SQLite file runs are stored in (default: ${DB_ENV}, else {DEFAULT_DB})",
     )

@@ -89,9 +89,9 @@ class Interrupted(Exception):
 
 def db_option(db: str) -> str:
     """` --db PATH` when PATH is not the default, for the commands we print."""
-    from errorflow.store.database import DEFAULT_DB
+    from errorflow.store.database import default_db
 
-    return "" if db == str(DEFAULT_DB) else f" --db {shlex.quote(db)}"
+    return "" if db == str(default_db()) else f" --db {shlex.quote(db)}"
 
 
 def id_problem(

@@ -31,6 +31,12 @@ from errorflow.scoring.score import MessageLabel, Outcome, TrialScore
 from errorflow.scoring.summary import RunSummary
 
 DEFAULT_DB = Path("errorflow.db")
+DB_ENV = "ERRORFLOW_DB"
+
+
+def default_db() -> Path:
+    """The store a command uses without `--db`: `$ERRORFLOW_DB`, else ./errorflow.db."""
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
 
 
 class StoreError(RuntimeError):

@@ -136,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ours = [run_id] if run_id else []
     source = Source.of(args)
     with progress_bars(args) as progress, resume_on_failure(args.db, ours, group_id, source):
-        bars = Bars(progress, steps, unit="arm", log=both and wanted(args))
+        bars = Bars(progress, steps, unit="arm", log=wanted(args))
         options = run_options(
             args,
             bars,
