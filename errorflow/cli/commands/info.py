@@ -19,18 +19,38 @@ from errorflow.models.backends import check_backends
 from errorflow.protocol.envelope import json_schema
 from errorflow.scenario.bundled import bundled, describe, resolve
 from errorflow.scenario.loader import ScenarioError, warnings_for
+from errorflow.scenario.problems import Problem
+from errorflow.scenario.spec.model import Scenario
+
+
+def _problem_json(problem: Problem, file: str) -> dict[str, object]:
+    return {
+        "file": file,
+        "line": problem.line,
+        "column": problem.column,
+        "path": problem.path,
+        "message": problem.message,
+    }
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         scenario = load_ref(args.scenario)
     except ScenarioError as exc:
+        if args.json:  # every problem, for an editor or a CI step to read
+            problems = [_problem_json(p, exc.file) for p in exc.problems]
+            print(json.dumps({"ok": False, "problems": problems}, indent=2))
+            return EXIT_USAGE
         if not args.all:
             raise  # at most three lines, as every command says bad input
         lines = ["invalid scenario", *(p.render(exc.file) for p in exc.problems)]
         return fail("\n".join(bounded(line) for line in lines), EXIT_USAGE)
     check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
-    for line in warnings_for(scenario, resolve(args.scenario)):
+    warnings = warnings_for(scenario, resolve(args.scenario))
+    if args.json:
+        print(json.dumps(_validated_json(args.scenario, scenario, warnings), indent=2))
+        return EXIT_OK
+    for line in warnings:
         say(f"warning: {line}")  # never wrapped: `path:line:col` is read by editors
     facts = (
         f"{args.scenario}: scenario {scenario.name!r}, "
@@ -43,12 +63,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _validated_json(ref: str, scenario: Scenario, warnings: list[str]) -> dict[str, object]:
+    return {
+        "ok": True,
+        "file": ref,
+        "scenario": scenario.name,
+        "agents": len(scenario.agents),
+        "tools": len(scenario.tools),
+        "trials": scenario.trials,
+        "propagation": scenario.propagation,
+        "warnings": warnings,
+    }
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(json_schema(), indent=2))
     return EXIT_OK
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
+    if args.json:
+        rows = [
+            {"name": name, "path": str(path), "description": describe(path)}
+            for name, path in bundled().items()
+        ]
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
     table = Table(title="Bundled scenarios", title_justify="left")
     table.add_column("name")
     table.add_column("what it shows")
@@ -67,6 +107,12 @@ def add_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         action="store_true",
         help="say every problem, one a line (without: the first two and how many more)",
     )
+    v.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the scenario's facts and warnings, or every problem "
+        "with its file, line, column and field (exit 2)",
+    )
     v.set_defaults(func=cmd_validate)
 
 
@@ -77,4 +123,5 @@ def add_schema(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def add_scenarios(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sc = sub.add_parser("scenarios", help=summary("scenarios"))
+    sc.add_argument("--json", action="store_true", help="print them as a JSON list")
     sc.set_defaults(func=cmd_scenarios)
