@@ -46,7 +46,7 @@ def test_without_a_terminal_a_line_every_few_seconds_and_one_when_finishing(
     monkeypatch.setattr(progress_module, "say", lines.append)
     clock = Clock()
     scenario = load_scenario(resolve("contamination")).model_copy(update={"trials": 4})
-    bars = Bars(Progress(disable=True), log=True, clock=clock, every_s=5.0)
+    bars = Bars(Progress(disable=True), ["contamination"], log=True, clock=clock, every_s=5.0)
     bars.start("contamination", scenario)
     bars.trial(_score(0))
     clock.now += 6
@@ -56,9 +56,9 @@ def test_without_a_terminal_a_line_every_few_seconds_and_one_when_finishing(
     clock.now += 1
     bars.trial(_score(3))
     assert lines == [
-        "contamination: 4 trials",
-        "contamination: 2/4 trials, 0.3 trials/s, ETA 0:06, contained=1 contaminated=1",
-        "contamination: 4/4 trials, 0.5 trials/s, ETA 0:00, contained=3 contaminated=1; "
+        "cell 1 of 1: contamination: 4 trials",
+        "cell 1 of 1: contamination: 2/4 trials, 0.3 trials/s, ETA 0:06, contained=1 contaminated=1",
+        "cell 1 of 1: contamination: 4/4 trials, 0.5 trials/s, ETA 0:00, contained=3 contaminated=1; "
         "finishing: merging and writing the store",
     ]
 

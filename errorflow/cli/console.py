@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+import os
+
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 
 from errorflow.core.display import for_terminal
 
+#: The width of output that goes to a pipe or a file: a program or a pager reads it, not a
+#: terminal, so a table keeps each row on one line (rich would wrap at 80). COLUMNS, when
+#: set, still decides.
+PIPED_WIDTH = 240
+
 
 class _Console(Console):
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = super().size
+        if self._width is None and "COLUMNS" not in os.environ and not self.is_terminal:
+            return ConsoleDimensions(PIPED_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
     def on_broken_pipe(self) -> None:
         """The reader went away (`| head`): stop writing, and let the command line end
         quietly as for any other closed pipe (rich would exit with code 1 here)."""

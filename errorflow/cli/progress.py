@@ -1,7 +1,7 @@
 """Progress on stderr: a bar per run with a live outcome tally, the rate and the time
 left, and for an experiment of several runs (a sweep's cells, the arms of `--propagation
 both`) where it is: `cell 3 of 9`. Without a terminal (a log, CI) the same facts go out as
-plain lines: one when a run starts, one every few seconds, and one when its trials are
+plain lines: one when a run of an experiment starts, one every few seconds, and one when its trials are
 done and the run is finishing (merging worker stores, writing the summary), which can
 take a while on a large run."""
 
@@ -115,7 +115,7 @@ class Bars:
         self.description = for_terminal(self.describe(label))  # a sweep's label is user text
         self.total = scenario.trials
         self.started = self.logged = self.clock()
-        if self.log:
+        if self.log and self.steps:  # where an experiment is; one run's lines say it all
             say(f"{self.description}: {scenario.trials} trials")
         # The bar's description column is read as markup: `[/]` in a label is text.
         self.bar = self.progress.add_task(escape(self.description), total=self.total, tally="")
