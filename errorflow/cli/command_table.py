@@ -61,6 +61,8 @@ BUILDERS = (
     _one("trace", "add_trace", "trace",
          "look inside one trial: its root cause, provenance tree and timeline"),
     _one("export", "add_export", "export", "write a stored run or group in another format"),
+    _one("completion", "add_completion", "completion",
+         "print a shell completion script (bash, zsh, tcsh)"),
     Builder("errorflow.cli.commands.tui", "add_commands", (
         ("tui", "watch a run live in a terminal UI (start one, attach to one, or replay one)"),
         ("serve", "serve the TUI in a browser (textual-serve, on 127.0.0.1)"),

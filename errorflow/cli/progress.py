@@ -1,9 +1,9 @@
 """Progress on stderr: a bar per run with a live outcome tally, the rate and the time
 left, and for an experiment of several runs (a sweep's cells, the arms of `--propagation
-both`) where it is: `cell 3 of 9`. Without a terminal (a log, CI) the same facts go out as
-plain lines: one when a run of an experiment starts, one every few seconds, and one when its trials are
-done and the run is finishing (merging worker stores, writing the summary), which can
-take a while on a large run."""
+both`) where it is: `cell 3 of 9`. Without a terminal (a log, CI) the same facts go out
+as plain lines: one when a run of an experiment starts, one every few seconds, and one
+when its trials are done and the run is finishing (merging worker stores, writing the
+summary), which can take a while on a large run."""
 
 from __future__ import annotations
 
