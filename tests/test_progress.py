@@ -57,9 +57,10 @@ def test_without_a_terminal_a_line_every_few_seconds_and_one_when_finishing(
     bars.trial(_score(3))
     assert lines == [
         "cell 1 of 1: contamination: 4 trials",
-        "cell 1 of 1: contamination: 2/4 trials, 0.3 trials/s, ETA 0:06, contained=1 contaminated=1",
-        "cell 1 of 1: contamination: 4/4 trials, 0.5 trials/s, ETA 0:00, contained=3 contaminated=1; "
-        "finishing: merging and writing the store",
+        "cell 1 of 1: contamination: 2/4 trials, 0.3 trials/s, ETA 0:06, "
+        "contained=1 contaminated=1",
+        "cell 1 of 1: contamination: 4/4 trials, 0.5 trials/s, ETA 0:00, "
+        "contained=3 contaminated=1; finishing: merging and writing the store",
     ]
 
 

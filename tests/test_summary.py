@@ -36,6 +36,14 @@ def test_the_json_shape_is_the_stored_one() -> None:
         "max_depth",
         "per_trial",
         "pass^3",
+        "per_trial_ci95",
+    ]
+    assert list(summary["metrics"]["per_trial_ci95"]) == [
+        "backend_calls",
+        "model_calls",
+        "tokens",
+        "retries",
+        "sim_seconds",
     ]
     assert list(summary["outcomes"]) == [o.value for o in Outcome]
     assert list(summary["metrics"]["per_trial"]) == list(COST_KEYS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console, RenderableType
 
@@ -73,7 +74,7 @@ def test_print_run_shows_outcomes_costs_and_depth() -> None:
     assert "contamination  run r-1  seed 3  trials 4  propagation explicit" in out
     assert "│ contained    │      2 │  50% │" in out
     assert "bus_fault" not in out  # none happened: no row
-    assert "per trial: backend calls 1.00, model calls 2.00, tokens 350," in out
+    assert "per trial (95% CI): backend calls 1.00, model calls 2.00, tokens 350," in out
     assert "amplification" not in out  # no baseline
     assert "contamination depth: mean 2.00, max 2 hops" in out
     assert "rejected messages: {'bad_version': 2}" in out
@@ -241,3 +242,29 @@ def test_tables_show_outside_strings_as_text_with_controls_made_visible() -> Non
     assert SHOWN_LABEL in outputs[2] and "[/]" in outputs[2]
     assert f"{SHOWN_LABEL}  run {SHOWN_LABEL}" in outputs[3]
     assert "broker: [/]\\x1b[?1049l" in outputs[3]
+
+
+def test_the_cost_line_shows_an_interval_where_trials_differ() -> None:
+    data: Any = {
+        "metrics": {
+            "per_trial": {
+                "backend_calls": 1.375,
+                "model_calls": 3.0,
+                "input_tokens": 1000.0,
+                "output_tokens": 424.0,
+                "retries": 0.42,
+                "sim_seconds": 1.48,
+            },
+            "per_trial_ci95": {
+                "backend_calls": [1.15, 1.6],
+                "model_calls": [3.0, 3.0],
+                "tokens": [1422.0, 1427.0],
+                "retries": [0.23, 0.62],
+                "sim_seconds": [1.23, 1.71],
+            },
+        }
+    }
+    assert cost_line(data) == (
+        "per trial (95% CI): backend calls 1.38 (1.15–1.60), model calls 3.00, "
+        "tokens 1424 (1422–1427), retries 0.42 (0.23–0.62), simulated time 1.48s (1.23–1.71)"
+    )

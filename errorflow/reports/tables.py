@@ -98,11 +98,23 @@ def infra_line(data: RunJson) -> str | None:
 
 
 def cost_line(data: RunJson) -> str:
+    """`per trial (95% CI): backend calls 1.95 (1.60–2.30), ...`: means over the trials
+    that delivered their messages, with their bootstrap intervals when known."""
     per = data["metrics"]["per_trial"]
+    ci = data["metrics"].get("per_trial_ci95", {})
+
+    def shown(key: str, mean: float, digits: int, unit: str = "") -> str:
+        text = f"{mean:.{digits}f}{unit}"
+        low, high = (f"{x:.{digits}f}" for x in ci.get(key, (mean, mean)))
+        return text if low == high else f"{text} ({low}–{high})"  # no spread: no interval
+
+    tokens = per["input_tokens"] + per["output_tokens"]
     line = (
-        f"per trial: backend calls {per['backend_calls']:.2f}, model calls "
-        f"{per['model_calls']:.2f}, tokens {per['input_tokens'] + per['output_tokens']:.0f}, "
-        f"retries {per['retries']:.2f}, simulated time {per['sim_seconds']:.2f}s"
+        f"per trial{' (95% CI)' if ci else ''}: "
+        f"backend calls {shown('backend_calls', per['backend_calls'], 2)}, "
+        f"model calls {shown('model_calls', per['model_calls'], 2)}, "
+        f"tokens {shown('tokens', tokens, 0)}, retries {shown('retries', per['retries'], 2)}, "
+        f"simulated time {shown('sim_seconds', per['sim_seconds'], 2, 's')}"
     )
     amp = data.get("amplification")
     if amp and amp["backend_calls"] is not None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
+from errorflow.scoring.bootstrap import mean_interval
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import (
@@ -44,6 +45,9 @@ OutcomeCounts = dict[str, int]
 #: Mean cost per trial by cost field (`Costs.to_wire` keys), rounded to 4 places.
 PerTrialCosts = dict[str, float]
 
+#: The costs given a 95 % interval (bootstrap over trials): `tokens` is input + output.
+INTERVAL_COSTS = ("backend_calls", "model_calls", "tokens", "retries", "sim_seconds")
+
 # Functional syntax: "pass^3" is not an identifier.
 Metrics = TypedDict(
     "Metrics",
@@ -54,6 +58,8 @@ Metrics = TypedDict(
         "mean_depth": float,
         "max_depth": int,
         "per_trial": PerTrialCosts,
+        # [low, high] of the mean per trial, by INTERVAL_COSTS key (only with costed trials)
+        "per_trial_ci95": NotRequired[dict[str, list[float]]],
         "pass^3": float | None,  # None below 3 trials
         # Policy decisions by agent, summed over the measured trials (only when any).
         "policy": NotRequired[dict[str, dict[str, float]]],
@@ -131,11 +137,13 @@ class RunJson(TypedDict):
 
 def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     """The run's outcomes and metrics from its scores, in trial order. One pass, holding
-    one bool per trial: a run's scores may be a lazily read `ScoreTable` view."""
+    one bool and five costs per trial: a run's scores may be a lazily read `ScoreTable`
+    view."""
     counts: Counter[str] = Counter()
     total, costed, n = Costs(), 0, 0
     depth_sum, depth_n, depth_max = 0, 0, 0
     success: list[bool] = []
+    spread: dict[str, list[float]] = {k: [] for k in INTERVAL_COSTS}
     policy: dict[str, Counter[str]] = {}
     for s in scores:
         counts[s.outcome.value] += 1
@@ -146,6 +154,7 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         # and counting it as zero would make every other trial look cheaper.
         if s.outcome is not Outcome.BUS_FAULT:
             total, costed = total + s.costs, costed + 1
+            _add_spread(spread, s.costs)
         if s.outcome is Outcome.CONTAMINATED:
             depth_sum, depth_n = depth_sum + s.depth, depth_n + 1
             depth_max = max(depth_max, s.depth)
@@ -167,10 +176,22 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         "per_trial": {k: round(v, 4) for k, v in costs.to_wire().items()},
         "pass^3": pass_at_k(success, 3) if n >= 3 else None,
     }
+    if costed:
+        metrics["per_trial_ci95"] = {
+            k: [round(x, 4) for x in mean_interval(v)] for k, v in spread.items()
+        }
     totals = rounded_policy(policy)
     if totals:
         metrics["policy"] = totals
     return {"trials": sum(counts.values()), "outcomes": outcomes, "metrics": metrics}
+
+
+def _add_spread(spread: dict[str, list[float]], costs: Costs) -> None:
+    for key, values in spread.items():
+        if key == "tokens":
+            values.append(costs.input_tokens + costs.output_tokens)
+        else:
+            values.append(getattr(costs, key))
 
 
 def bus_fault_counts(
