@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from errorflow.reports.sweep_measure_table import measure_text
 from errorflow.scenario.spec.sweep_model import SweepMeasures
 from errorflow.scoring.sweep_measures import (
     BASELINE,
@@ -152,3 +153,54 @@ def test_the_interval_stays_open_when_both_cells_always_erred() -> None:
     assert interval is not None
     low, high = interval
     assert low < 0.7 and high > 1.4
+
+
+def _outcomes(success: int, trials: int = 40, first: bool = True) -> list[str]:
+    """`success` successes among `trials`, at the start (or the end) of the trials."""
+    hits = ["success"] * success + ["contaminated"] * (trials - success)
+    return hits if first else hits[::-1]
+
+
+def test_cells_that_share_seeds_carry_the_paired_difference_and_mcnemars_test() -> None:
+    outcomes = {label: _outcomes(k, n) for label, (k, n) in COUNTS.items()}
+    data = sweep_measures(AXES, MEASURES, COUNTS, outcomes=outcomes)
+    drop_m = data["cells"]["linear/0.2/none"]["drop"]
+    paired = drop_m["paired"]
+    # 20 of 40 succeeded against 40 of 40: 20 discordant trials, all one way.
+    assert (paired["only_a"], paired["only_b"], paired["n"]) == (0, 20, 40)
+    assert paired["diff"] == pytest.approx(-0.5)
+    assert paired["p"] == pytest.approx(2 * 0.5**20)
+    assert paired["low"] < -0.5 < paired["high"] < 0
+    assert "paired" not in data["cells"]["linear/0/none"]["drop"]  # its own baseline
+
+
+def test_the_paired_test_sees_what_the_counts_cannot() -> None:
+    """Same counts, different trials: 30 of 40 each, but not the same 30."""
+    counts = {"single/0/none": (30, 40), "single/0.2/none": (30, 40)}
+    outcomes = {
+        "single/0/none": _outcomes(30, first=True),
+        "single/0.2/none": _outcomes(30, first=False),
+    }
+    axes = [("topology", ["single"]), ("rate", ["0", "0.2"]), ("defence", ["none"])]
+    measures = SweepMeasures.model_validate({"drop": {"against": {"axis": "rate", "value": "0"}}})
+    paired = sweep_measures(axes, measures, counts, outcomes=outcomes)["cells"]["single/0.2/none"][
+        "drop"
+    ]["paired"]
+    assert paired["diff"] == 0 and (paired["only_a"], paired["only_b"]) == (10, 10)
+    assert paired["p"] == pytest.approx(1.0)
+
+
+def test_cells_of_different_trials_are_not_paired() -> None:
+    outcomes = {label: _outcomes(k, n) for label, (k, n) in COUNTS.items()}
+    outcomes["linear/0.2/none"] = outcomes["linear/0.2/none"][:30]
+    data = sweep_measures(AXES, MEASURES, COUNTS, outcomes=outcomes)
+    assert "paired" not in data["cells"]["linear/0.2/none"]["drop"]
+    assert "paired" in data["cells"]["linear/0.2/ch"]["drop"]
+
+
+def test_the_measure_cell_shows_the_paired_p_value() -> None:
+    outcomes = {label: _outcomes(k, n) for label, (k, n) in COUNTS.items()}
+    data = sweep_measures(AXES, MEASURES, COUNTS, outcomes=outcomes)
+    assert measure_text("drop", data["cells"]["linear/0.2/none"]["drop"]).endswith(" p<0.001")
+    no_pairs = sweep_measures(AXES, MEASURES, COUNTS)
+    assert "p" not in measure_text("drop", no_pairs["cells"]["linear/0.2/none"]["drop"])

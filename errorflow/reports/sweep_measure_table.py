@@ -30,13 +30,20 @@ MEANINGS = {
 
 
 def measure_text(kind: str, m: MeasureJson) -> str:
-    """A measure as a cell: value and 95 % interval, `base` or `n/a` when it has none."""
+    """A measure as a cell: value and 95 % interval, `base` or `n/a` when it has none,
+    and the paired test's p-value when the cells' trials were paired."""
     value, ci = m["value"], m["ci95"]
     if value is None:
         return "base" if m["note"] == BASELINE else "n/a"
     if kind == "amplification":
-        return f"{value:.2f}×" + (f" [{ci[0]:.1f},{ci[1]:.1f}]" if ci else "")
-    return f"{value:.0%}" + (f" [{ci[0] * 100:.0f},{ci[1] * 100:.0f}]" if ci else "")
+        text = f"{value:.2f}×" + (f" [{ci[0]:.1f},{ci[1]:.1f}]" if ci else "")
+    else:
+        text = f"{value:.0%}" + (f" [{ci[0] * 100:.0f},{ci[1] * 100:.0f}]" if ci else "")
+    paired = m.get("paired")
+    if paired is None:
+        return text
+    p = paired["p"]
+    return f"{text} p<0.001" if p < 0.001 else f"{text} p={p:.2g}"
 
 
 def measure_head(data: MeasuresJson, axis_names: Sequence[str]) -> list[str]:
@@ -72,6 +79,11 @@ def measure_notes(data: MeasuresJson) -> list[str]:
         "s: success over the measured trials; [low, high]: 95 % interval (none for "
         "recovered); base: the cell measured against; n/a: undefined (--json says why)"
     )
+    if any("paired" in m for row in data["cells"].values() for m in row.values()):
+        notes.append(
+            "p: exact McNemar test of the cell's success against that cell's, trial by "
+            "trial (the cells share seeds); --json has the paired difference and its interval"
+        )
     return notes
 
 

@@ -163,7 +163,8 @@ class ExperimentResult:
                 for label, c in data["cells"].items()
             }
             ref = scenario.reference.cells if scenario.reference else None
-            data["measures"] = sweep_measures(labels, measures, counts, ref)
+            outcomes = {a.label: [s.outcome.value for s in a.result.scores] for a in self.arms}
+            data["measures"] = sweep_measures(labels, measures, counts, ref, outcomes)
         return data
 
 

@@ -15,21 +15,30 @@ Drop and amplification carry a 95 % interval of the ratio of two independent
 proportions (MOVER from Wilson intervals: `ratio_ci`); recovered is a ratio of ratios
 and carries its counts only. Every measure lists the [success, measured trials] of
 each cell it was computed from, so a reader can check it or compute their own interval.
+
+The cells of a sweep run the same seeds, so trial i of one cell is trial i of every
+other: when the trials' outcomes are given, each measure also carries `paired`, the
+paired difference in success between the cell and the one it is measured against
+(Newcombe's interval and the exact McNemar test, as `--propagation both` has it). The
+ratio intervals treat the cells as independent and are wider than pairing allows; the
+paired test is the one to read for "did this cell differ".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from errorflow.scenario.spec.sweep_model import CellRef, SweepMeasures
-from errorflow.scoring.stats import wilson
+from errorflow.scoring.stats import PairedDifference, paired_difference, wilson
 
 #: A sweep's axes as the measures see them: name and value labels, in order.
 AxisLabels = Sequence[tuple[str, Sequence[str]]]
 #: [success, measured trials] of a cell, by cell label (`v1/v2/v3`).
 Counts = Mapping[str, tuple[int, int]]
+#: The outcome value of each trial of a cell, in trial order, by cell label.
+TrialOutcomes = Mapping[str, Sequence[str]]
 
 #: Notes said instead of a value.
 BASELINE = "baseline"  # the cell is the one the others are measured against
@@ -42,6 +51,8 @@ class MeasureJson(TypedDict):
     against: str  # the label of the cell it is measured against
     counts: dict[str, list[int]]  # [success, measured trials] of each cell it used
     note: str | None  # why there is no value (None when there is one)
+    #: Success of the cell minus success of `against`, trial by trial (same seeds).
+    paired: NotRequired[PairedDifference]
 
 
 class MeasuresJson(TypedDict):
@@ -200,14 +211,37 @@ def _subsequence(parts: Sequence[str], values: Sequence[str]) -> bool:
     return all(any(p == v for v in it) for p in parts)
 
 
+def paired_success(cell: Sequence[str], against: Sequence[str]) -> PairedDifference | None:
+    """Success of `cell` minus success of `against` on the same trials (None when they
+    did not run the same trials); a trial either measured nothing in is left out."""
+    if len(cell) != len(against):
+        return None
+    pairs = [(x, y) for x, y in zip(cell, against, strict=True) if "infra_fault" not in (x, y)]
+    return paired_difference([x == "success" for x, _ in pairs], [y == "success" for _, y in pairs])
+
+
+def _add_paired(cells: dict[str, dict[str, MeasureJson]], outcomes: TrialOutcomes) -> None:
+    for label, row in cells.items():
+        for m in row.values():
+            against = m["against"]
+            if against == label or label not in outcomes or against not in outcomes:
+                continue
+            paired = paired_success(outcomes[label], outcomes[against])
+            if paired is not None:
+                m["paired"] = paired
+
+
 def sweep_measures(
     axes: AxisLabels,
     measures: SweepMeasures,
     counts: Counts,
     reference: Mapping[str, Mapping[str, object]] | None = None,
+    outcomes: TrialOutcomes | None = None,
 ) -> MeasuresJson:
     """The measures document `errorflow sweep --json` and the report carry."""
     cells = cell_measures(axes, measures, counts)
+    if outcomes is not None:
+        _add_paired(cells, outcomes)
     figures = {}
     for label, row in cells.items():
         # A published figure is of a measured cell, not of the one measured against.
