@@ -36,6 +36,7 @@ from typing import Any
 import gmqtt  # type: ignore[import-untyped]  # no type hints
 from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
 
+from errorflow.bus.lost_cancel import cancels, raise_lost_cancel
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
 from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
@@ -106,23 +107,6 @@ def _ssl_context(url: BrokerURL) -> ssl.SSLContext | bool:
     if url.cert_file:
         ctx.load_cert_chain(url.cert_file, url.key_file)
     return ctx
-
-
-def cancels() -> int:
-    """How many cancellations of the current task are pending (`Task.cancelling`)."""
-    task = asyncio.current_task()
-    return task.cancelling() if task is not None else 0
-
-
-def raise_lost_cancel(before: int) -> None:
-    """Raise a cancellation an `asyncio.wait_for` lost. On Python 3.11, a wait_for whose
-    inner await finishes as its task is cancelled returns normally and drops the cancel
-    (fixed in 3.12); aiomqtt's publish awaits through one. A task whose cancel was lost
-    goes on (an endpoint's resend loop, for one), and whoever awaits its end waits
-    forever. `before`: `cancels()` before the await, so a task already cancelled that is
-    cleaning up (a goodbye) is left alone; only a cancel that came during it is raised."""
-    if cancels() > before:
-        raise asyncio.CancelledError
 
 
 def _expire(fut: asyncio.Future[None]) -> None:

@@ -27,18 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import secrets
 import socket
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import aiomqtt
 
 from errorflow.bus.aiomqtt_client import LoopClient
-from errorflow.bus.gmqtt_transport import GmqttConnection, cancels, raise_lost_cancel
+from errorflow.bus.lost_cancel import cancels, raise_lost_cancel
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
 from errorflow.bus.transport import WillFactory
@@ -48,6 +49,9 @@ from errorflow.bus.url import (
     DEFAULT_CLIENT,
     BrokerURL,
 )
+
+if TYPE_CHECKING:  # gmqtt is an optional extra: imported when a connection chooses it
+    from errorflow.bus.gmqtt_transport import GmqttConnection
 
 log = logging.getLogger(__name__)
 # aiomqtt warns on every publish past 10 in flight; in-flight publishes are our design.
@@ -68,6 +72,25 @@ def client_of(url: BrokerURL | None, env: Mapping[str, str] | None = None) -> st
     if chosen not in CLIENTS:
         raise ValueError(f"{CLIENT_ENV}={chosen!r}: expected one of {', '.join(CLIENTS)}")
     return chosen
+
+
+class ClientMissing(RuntimeError):
+    """The MQTT client library a connection chose is not installed."""
+
+
+def gmqtt_connection() -> type[GmqttConnection]:
+    """gmqtt's connection class: gmqtt is the `gmqtt` extra (its wheel also installs a
+    top-level `tests` package, which must not land in every user's site-packages)."""
+    try:
+        module = importlib.import_module("errorflow.bus.gmqtt_transport")
+    except ModuleNotFoundError as exc:
+        if exc.name != "gmqtt":
+            raise
+        raise ClientMissing(
+            "the gmqtt MQTT client is not installed: pip install 'errorflow[gmqtt]', "
+            "or use --mqtt-client aiomqtt"
+        ) from None
+    return cast("type[GmqttConnection]", module.GmqttConnection)
 
 
 def _tls_params(url: BrokerURL) -> aiomqtt.TLSParameters | None:
@@ -108,7 +131,7 @@ class MqttBus:
     def open(self, client_id: str) -> MqttConnection | GmqttConnection:
         """A session not connected yet (`start()` connects it): its will can be set
         first, once the participant that signs it exists."""
-        kind = GmqttConnection if client_of(self.url) == "gmqtt" else MqttConnection
+        kind = gmqtt_connection() if client_of(self.url) == "gmqtt" else MqttConnection
         conn = kind(self.url, unguessable(client_id), publish_wait_s=self.publish_wait_s)
         self._conns.append(conn)
         return conn

@@ -17,6 +17,7 @@ applies the same to an HTTP server's URL (a model server's `base_url`, an OTLP r
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Mapping
@@ -46,6 +47,13 @@ _HOST_PORT = re.compile(
 #: The client library when neither the URL nor the environment names one (README,
 #: "MQTT clients": why this one).
 DEFAULT_CLIENT = "aiomqtt"
+
+
+def missing_client(client: str) -> str | None:
+    """Why `client` cannot be used here (None: it can). gmqtt is an optional extra."""
+    if importlib.util.find_spec(client) is not None:
+        return None
+    return f"the {client} MQTT client is not installed: pip install 'errorflow[{client}]'"
 
 
 class URLError(ValueError):
@@ -101,6 +109,8 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerUR
         raise BrokerURLError(
             f"broker URL option client={_shown(client)}: expected one of {CLIENTS}"
         )
+    if client is not None and (why := missing_client(client)):
+        raise BrokerURLError(f"broker URL option client={client}: {why}")
     username = unquote(parts.username) if parts.username else env.get(USER_ENV) or None
     password = unquote(parts.password) if parts.password else env.get(PASSWORD_ENV) or None
     _check_credential("user name", username)

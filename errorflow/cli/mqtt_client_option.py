@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from errorflow.bus.url import CLIENT_ENV, CLIENTS, DEFAULT_CLIENT
+from errorflow.bus.url import CLIENT_ENV, CLIENTS, DEFAULT_CLIENT, missing_client
 from errorflow.cli.errors import UsageError, shown
 
 
@@ -30,3 +30,5 @@ def apply_mqtt_client_option(args: argparse.Namespace) -> None:
     named = os.environ.get(CLIENT_ENV)
     if named and named not in CLIENTS:
         raise UsageError(f"expected one of {', '.join(CLIENTS)}, found {shown(named)}", CLIENT_ENV)
+    if named and (why := missing_client(named)):
+        raise UsageError(why, "--mqtt-client" if chosen else CLIENT_ENV)
