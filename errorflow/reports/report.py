@@ -20,6 +20,18 @@ from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import COST_KEYS
 from errorflow.core.display import html_text, md_text
+from errorflow.reports import charts
+from errorflow.reports.blocks import (
+    Block,
+    Figure,
+    Heading,
+    Items,
+    OutcomeChart,
+    Para,
+    Strong,
+    TableBlock,
+    TimelineChart,
+)
 from errorflow.reports.policy_table import policy_rows
 from errorflow.reports.service_table import service_rows
 from errorflow.reports.sweep_report import SweepReportJson, stored_sweep, sweep_table
@@ -58,6 +70,8 @@ from errorflow.store.database import (
 OUTCOMES = [o.value for o in RATED]
 #: Counted, never rated: a count column when some run has any.
 INFRA_FAULT = Outcome.INFRA_FAULT.value
+#: More runs than this (a sweep's cells) get no per-run outcome charts: a heatmap instead.
+MAX_CHARTED_ARMS = 8
 COLOURS = {
     "success": "#2e7d32",
     "contained": "#f9a825",
@@ -277,51 +291,6 @@ def _fmt(v: Cell) -> str:
 # same way: a label, a scenario name or an id from the store is text, whatever it holds.
 
 
-@dataclass(frozen=True)
-class Strong:
-    text: str
-
-
-@dataclass(frozen=True)
-class Heading:
-    level: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Para:
-    spans: tuple[str | Strong, ...]
-
-
-@dataclass(frozen=True)
-class TableBlock:
-    head: list[str]
-    rows: list[list[str]]
-    #: HTML: folded under this summary line (the table repeats a chart above it).
-    folded: str | None = None
-
-
-@dataclass(frozen=True)
-class Items:
-    items: list[str]
-
-
-@dataclass(frozen=True)
-class OutcomeChart:
-    """The outcome bars (HTML only)."""
-
-
-@dataclass(frozen=True)
-class TimelineChart:
-    """One run's timeline chart, or (None) the line saying no run has one (HTML only)."""
-
-    label: str
-    timeline: TimelineJson | None
-
-
-Block = Heading | Para | TableBlock | Items | OutcomeChart | TimelineChart
-
-
 def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
     with_infra = any_infra_faults(arms)
     head = ["run", "success", "contained", "contaminated", "bus fault"]
@@ -339,10 +308,18 @@ def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
         ", over the trials that measured something (an infra fault is a model server "
         "that failed: not scored)."
     )
+    if len(arms) > MAX_CHARTED_ARMS:  # a sweep: its heatmap shows the cells
+        folded = f"The outcomes of all {len(arms)} runs"
+        return [Heading(2, "Outcomes"), TableBlock([*head, "mean depth"], cells, folded=folded)]
+    whiskers = [
+        (a["label"], {o: (r["rate"], *r["ci95"]) for o, r in a["metrics"]["rates"].items()})
+        for a in arms
+    ]
     return [
         Heading(2, "Outcomes"),
         OutcomeChart(),
         TableBlock([*head, "mean depth"], cells),
+        Figure(charts.rate_whiskers(whiskers, COLOURS)),
         Para(("Rates with 95 % Wilson intervals" + (over if with_infra else "."),)),
     ]
 
@@ -421,8 +398,15 @@ def _root_cause_blocks(arms: list[ReportArm]) -> list[Block]:
     ]
     if not cells:
         return []
+    by_agent = [
+        Figure(f"<h3>{html_text(a['label'])}</h3>" * (len(arms) > 1)
+               + charts.contamination_by_agent(a["root_causes"], COLOURS["contaminated"]))
+        for a in arms
+        if "root_causes" in a and a["root_causes"]["contaminated"]
+    ]  # fmt: skip
     return [
         Heading(2, "Root causes"),
+        *by_agent,
         TableBlock(["run", "what", "where", "trials"], cells),
         Para(("Of the failed trials: where the failure started (the agent, tool and error "
               "class of the first failure nothing upstream caused), who dropped it (swallowed "
@@ -431,6 +415,22 @@ def _root_cause_blocks(arms: list[ReportArm]) -> list[Block]:
               "was first contained, and the contamination depths. One trial whole: errorflow "
               "trace RUN_ID --trial N.",)),
     ]  # fmt: skip
+
+
+def _sweep_blocks(data: ReportJson) -> list[Block]:
+    """A sweep's heatmap and measures, first: the cells are what a sweep is about."""
+    if "sweep" not in data:
+        return []
+    head, cells, notes = sweep_table(data["sweep"])
+    sweep = data["sweep"]
+    axes = [(a["name"], a["values"]) for a in sweep["axes"]]
+    heatmap = charts.sweep_heatmap(axes, sweep["counts"], sweep["measures"]["published"])
+    return [
+        Heading(2, "Sweep measures"),
+        Figure(heatmap),
+        TableBlock(head, cells),
+        Para(("; ".join(notes),)),
+    ]
 
 
 def document(data: ReportJson) -> list[Block]:
@@ -442,6 +442,7 @@ def document(data: ReportJson) -> list[Block]:
         Heading(1, f"errorflow report: {data['id']}"),
         Para(("Scenario ", Strong(first["scenario"]), f", seed {first['seed']}, "
               f"{first['trials']} trials per run, {len(arms)} run(s).")),
+        *_sweep_blocks(data),
         *_outcome_blocks(arms, rows),
         *_cost_blocks(rows),
         *_policy_blocks(arms),
@@ -456,10 +457,12 @@ def document(data: ReportJson) -> list[Block]:
             f"{p_value_text(d.get('p'))}"
             for metric, d in data["paired"].items()
         ]
-        blocks += [Heading(2, "Paired difference (explicit − implicit, same trials)"), Items(items)]
-    if "sweep" in data:
-        head, cells, notes = sweep_table(data["sweep"])
-        blocks += [Heading(2, "Sweep measures"), TableBlock(head, cells), Para(("; ".join(notes),))]
+        forest = charts.forest(list(data["paired"].items()), "explicit − implicit, same trials")
+        blocks += [
+            Heading(2, "Paired difference (explicit − implicit, same trials)"),
+            Figure(forest),
+            Items(items),
+        ]
     rejects = {k: v for a in arms for k, v in (a["rejects"] or {}).items()}
     if rejects:
         blocks.append(Para((f"Rejected bus messages: {rejects}",)))
@@ -492,42 +495,6 @@ def to_markdown(data: ReportJson) -> str:
     return "\n\n".join(s for s in shown if s is not None) + "\n"
 
 
-def _bars_svg(arms: list[ReportArm]) -> str:
-    """Stacked horizontal bars: the outcome mix of each run."""
-    width, bar_h, gap, left = 640, 22, 10, 170
-    height = len(arms) * (bar_h + gap) + 30
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="outcomes per run">'
-    ]
-    shown = OUTCOMES + ([INFRA_FAULT] if any_infra_faults(arms) else [])
-    for i, a in enumerate(arms):
-        y = i * (bar_h + gap)
-        parts.append(f'<text x="0" y="{y + 16}" font-size="13">{html_text(a["label"])}</text>')
-        x = float(left)
-        total = max(1, sum(a["outcomes"].get(o, 0) for o in shown))
-        for o in shown:
-            w = (width - left - 10) * a["outcomes"].get(o, 0) / total
-            if w > 0:
-                parts.append(
-                    f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" '
-                    f'fill="{COLOURS[o]}"><title>{o}: {a["outcomes"].get(o, 0)}'
-                    f"</title></rect>"
-                )
-            x += w
-    y = len(arms) * (bar_h + gap) + 14
-    x = left
-    step = min(110, (width - left) // len(shown))  # the legend stays inside the picture
-    for o in shown:
-        parts.append(
-            f'<rect x="{x}" y="{y - 10}" width="10" height="10" fill="{COLOURS[o]}"/>'
-            f'<text x="{x + 14}" y="{y}" font-size="12">{o}</text>'
-        )
-        x += step
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
     match block:
         case Heading(level=level, text=text):
@@ -544,7 +511,11 @@ def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
         case Items(items=items):
             return [f"<li>{html_text(item)}</li>" for item in items]
         case OutcomeChart():
-            return [_bars_svg(arms)]
+            shown = OUTCOMES + ([INFRA_FAULT] if any_infra_faults(arms) else [])
+            bars = [(a["label"], a["outcomes"]) for a in arms]
+            return [charts.outcome_bars(bars, shown, COLOURS)]
+        case Figure(svg=svg):
+            return [svg]
         case TimelineChart(timeline=None):
             return [
                 "<p>No timeline: no run here has a service or a breaker that changed state.</p>"
