@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "ErrorflowError": "errorflow.core.errors",
     "Envelope": "errorflow.protocol.envelope",
     "Kind": "errorflow.protocol.envelope",
     "Status": "errorflow.protocol.envelope",
@@ -30,6 +31,7 @@ _EXPORTS = {
 
 __all__ = [
     "Envelope",
+    "ErrorflowError",
     "Kind",
     "Label",
     "Outcome",
@@ -46,6 +48,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from errorflow.core.errors import ErrorflowError
     from errorflow.core.tool_context import ToolContext
     from errorflow.protocol.envelope import (
         Envelope,

@@ -1,16 +1,27 @@
 """The architecture's rules, checked: import layers (import-linter contracts in
-pyproject.toml), pure policies that load no drivers, and short functions."""
+pyproject.toml), pure policies that load no drivers, short functions, one exception
+root, and no history in comments."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import io
+import pkgutil
+import re
 import shutil
 import subprocess
 import sys
+import tokenize
+import types
 from pathlib import Path
 
 import pytest
 from radon.complexity import cc_rank, cc_visit
+
+import errorflow
+from errorflow.core.errors import ErrorflowError
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "errorflow"
@@ -105,3 +116,82 @@ def test_no_function_of_radon_grade_e_or_worse() -> None:
         if cc_rank(b.complexity) in ("E", "F")
     ]
     assert worse == []
+
+
+#: Exceptions errorflow defines outside the root, on purpose.
+OUTSIDE_ROOT = {
+    # SIGTERM raised as Ctrl-C is: a KeyboardInterrupt, so no `except Exception` stops it.
+    "errorflow.cli.signals.Terminated",
+}
+#: Code a user writes, shown as an example: it raises its own exceptions, not errorflow's.
+EXAMPLES = "errorflow.examples"
+
+
+def _outside_root(module: types.ModuleType) -> list[str]:
+    """The exception classes `module` defines that do not derive from ErrorflowError."""
+    found = []
+    for value in vars(module).values():
+        if not (inspect.isclass(value) and issubclass(value, BaseException)):
+            continue
+        name = f"{value.__module__}.{value.__qualname__}"
+        if value.__module__ == module.__name__ and not issubclass(value, ErrorflowError):
+            found.append(name)
+    return [name for name in found if name not in OUTSIDE_ROOT]
+
+
+def _errorflow_modules() -> list[types.ModuleType]:
+    names = [
+        m.name
+        for m in pkgutil.walk_packages(errorflow.__path__, "errorflow.")
+        if not m.name.endswith("__main__") and not m.name.startswith(EXAMPLES)
+    ]
+    return [importlib.import_module(name) for name in names]
+
+
+def test_every_exception_derives_from_errorflow_error() -> None:
+    outside = [name for module in _errorflow_modules() for name in _outside_root(module)]
+    assert outside == []
+
+
+def test_the_root_check_sees_a_stray_exception() -> None:
+    module = types.ModuleType("errorflow.stray")
+    exec(
+        "from errorflow.core.errors import ErrorflowError\n"
+        "class Stray(ValueError): pass\n"
+        "class Rooted(ErrorflowError, ValueError): pass\n",
+        module.__dict__,
+    )
+    assert _outside_root(module) == ["errorflow.stray.Stray"]
+
+
+#: History belongs to the commits and bench/RESULTS.md; a comment says why, today.
+ISSUE = re.compile(r"issue #\d+", re.IGNORECASE)
+
+
+def _history(source: str, path: str) -> list[str]:
+    """Comments and docstrings of `source` that name an issue."""
+    found = [
+        f"{path}:{tok.start[0]}"
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT and ISSUE.search(tok.string)
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc and ISSUE.search(doc):
+                found.append(f"{path}:{getattr(node, 'lineno', 1)}")
+    return found
+
+
+def test_no_comment_or_docstring_names_an_issue() -> None:
+    found = [
+        f
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for f in _history(p.read_text(), str(p.relative_to(ROOT)))
+    ]
+    assert found == []
+
+
+def test_the_history_check_sees_an_issue_in_a_comment_and_a_docstring() -> None:
+    source = 'def f():\n    """Since Issue #19."""\n    return 1  # see issue #7\nx = "issue #3"\n'
+    assert sorted(_history(source, "m.py")) == ["m.py:1", "m.py:3"]

@@ -349,7 +349,8 @@ def test_read_only_stores_as_a_user_without_write_access(shared_dir: Path) -> No
 
 
 def test_a_long_or_many_lined_text_is_bounded() -> None:
-    from errorflow.cli.errors import MAX_LINE_CHARS, MAX_LINES, bounded
+    from errorflow.cli.errors import MAX_LINE_CHARS, bounded
+    from errorflow.core.errors import MAX_LINES
 
     many = bounded("\n".join(f"problem {i}" for i in range(5000)))
     assert many.splitlines() == ["problem 0", "problem 1", "(and 4,998 more problems)"]

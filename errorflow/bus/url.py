@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
+from errorflow.core.errors import InputError
 from errorflow.core.regular_file import FileRefused, regular_stat
 
 USER_ENV = "ERRORFLOW_MQTT_USERNAME"
@@ -56,12 +57,12 @@ def missing_client(client: str) -> str | None:
     return f"the {client} MQTT client is not installed: pip install 'errorflow[{client}]'"
 
 
-class URLError(ValueError):
+class URLError(InputError, ValueError):
     """A URL that names no server (said in one line)."""
 
 
 class BrokerURLError(URLError):
-    pass
+    where = "--broker"
 
 
 @dataclass(frozen=True)

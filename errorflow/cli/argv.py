@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from errorflow.cli.errors import UsageError, clipped
+from errorflow.cli.errors import UsageError
+from errorflow.core.errors import clipped
 
 #: The largest word: what a scenario file may hold (a `--set` value is a piece of one;
 #: scenario_file.MAX_SCENARIO_BYTES, not imported: `errorflow --help` need not load YAML).

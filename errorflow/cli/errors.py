@@ -5,7 +5,8 @@ printed the way `errorflow validate` prints a scenario problem, `WHERE: [PATH:] 
 (what is wrong, what was expected and found, and the closest valid choice), in one to
 three lines on stderr with exit code 2; nothing has started, so nothing is stored. A
 failure at run time (the broker, the store) is one line with exit code 1. No traceback:
-an exception no handler here knows is a bug, and keeps its traceback.
+errorflow's own exceptions (`ErrorflowError`) say what to print and the exit code, the
+system's are read here; any other exception is a bug, and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -17,30 +18,31 @@ import sqlite3
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from errorflow.bus.url import BrokerURLError
-from errorflow.protocol.signing import RunKeyError
+from errorflow.core.errors import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    MAX_LINES,
+    ErrorflowError,
+    InputError,
+    clipped,
+    first_line,
+)
 from errorflow.scenario.checks.wording import closest
-from errorflow.scenario.problems import Problem, ScenarioError
+from errorflow.scenario.problems import Problem
 
 if TYPE_CHECKING:
     from errorflow.store.database import IdLookupError
 
-# Every command imports this module, `errorflow --help` too: the runtime's exceptions
-# are imported where they are looked at (`explain`), not here (about half a second).
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`| head`)
 
 #: Candidates an ambiguous id lists before it says how many more there are.
 SHOWN_CANDIDATES = 4
-#: Bad input is said in one to three lines (README, "Commands")...
-MAX_LINES = 3
-#: ...each of a readable length: a longer one keeps its start and its end (what was
-#: wrong, what was expected) and says how much of the middle was cut.
+#: Bad input is said in at most `MAX_LINES` lines, each of a readable length: a longer
+#: one keeps its start and its end (what was wrong, what was expected) and says how much
+#: of the middle was cut.
 MAX_LINE_CHARS = 600
-#: An option or value a message quotes longer than this is shown by its start and length.
-MAX_QUOTED_CHARS = 200
 
 
 def shown(text: str, limit: int = 60) -> str:
@@ -51,16 +53,7 @@ def shown(text: str, limit: int = 60) -> str:
     return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
-def clipped(text: str) -> str:
-    """An option as a message names it (`--db PATH`): whole up to `MAX_QUOTED_CHARS`,
-    else its first 60 characters and its length."""
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # one line
-    if len(text) <= MAX_QUOTED_CHARS:
-        return text
-    return f"{text[:60]}... ({len(text):,} characters)"
-
-
-class UsageError(Exception):
+class UsageError(InputError):
     """Bad input from the user: exit code 2. `where` is the option or argument at fault
     (`--trials`, `--set agents.x.policy.strategy=clasify`), `path` the scenario field,
     `heading` what kind of problem it is (`invalid scenario`, as `validate` heads its)."""
@@ -79,12 +72,18 @@ class UsageError(Exception):
         return f"{self.heading}: {line}" if self.heading else line
 
 
-class RunFailure(Exception):
+class RunFailure(ErrorflowError):
     """A run that could not be carried out (exit code 1), said in one line."""
 
 
-class Interrupted(Exception):
+class Interrupted(ErrorflowError):
     """Ctrl-C during a run (exit code 130); the text says how to resume it."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    @property
+    def text(self) -> str:
+        return str(self)
 
 
 def db_option(db: str) -> str:
@@ -131,32 +130,15 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
 
 
 def _explained(exc: BaseException) -> tuple[int, str] | None:
-    if isinstance(exc, UsageError):  # the commonest (a mistyped argument): nothing to import
-        return EXIT_USAGE, exc.text
-    from errorflow.models.backend import InfrastructureError
-    from errorflow.models.backends import ConfigurationError
-    from errorflow.scenario.overrides import OverrideError
-    from errorflow.store.database import StoreError, UnusableStore
-
-    if isinstance(exc, ScenarioError):
-        return EXIT_USAGE, scenario_text(exc)
-    if isinstance(exc, BrokerURLError):
-        return EXIT_USAGE, UsageError(str(exc), where="--broker").text
-    if isinstance(exc, RunKeyError):
-        return EXIT_USAGE, UsageError(str(exc), where="run key").text
-    if isinstance(exc, UnusableStore):  # a directory, not SQLite, locked, read-only
-        message = f"{exc.reason}; expected {exc.expected}"
-        return EXIT_USAGE, UsageError(message, where=f"--db {exc.path}").text
-    if isinstance(exc, ConfigurationError | OverrideError | FileNotFoundError):
-        return EXIT_USAGE, _one_line(exc)
-    if isinstance(exc, Interrupted):
-        return EXIT_INTERRUPTED, str(exc)
+    if isinstance(exc, ErrorflowError):  # errorflow's own: it says what is printed
+        return exc.exit_code, exc.text
+    if isinstance(exc, FileNotFoundError):
+        return EXIT_USAGE, first_line(exc)
     if isinstance(exc, sqlite3.DatabaseError):  # an empty, foreign or damaged --db file
-        message = f"not an errorflow store ({_one_line(exc)}); expected one `errorflow run` wrote"
+        message = f"not an errorflow store ({first_line(exc)}); expected one `errorflow run` wrote"
         return EXIT_USAGE, UsageError(message, where="--db").text
-    infrastructure = RunFailure | InfrastructureError | ConnectionError | TimeoutError | StoreError
-    if isinstance(exc, infrastructure):
-        return EXIT_FAILURE, _one_line(exc)
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return EXIT_FAILURE, first_line(exc)
     if isinstance(exc, OSError):  # a path the system refused, or the system itself
         return _os_error(exc)
     return None
@@ -183,29 +165,10 @@ _PATH_ERRNOS = frozenset(
 
 def _os_error(exc: OSError) -> tuple[int, str]:
     code = EXIT_USAGE if exc.errno in _PATH_ERRNOS else EXIT_FAILURE
-    said = exc.strerror or _one_line(exc)
+    said = exc.strerror or first_line(exc)
     if exc.filename is None:
         return code, said
     return code, f"{clipped(os.fsdecode(exc.filename))}: {said}"
-
-
-def scenario_text(exc: ScenarioError) -> str:
-    """An invalid scenario, as `validate` heads its problems: every problem when they
-    fit in three lines, else how many there are and the first two."""
-    problems = [p.render(exc.file) for p in exc.problems] or [str(exc)]
-    if len(problems) < MAX_LINES:
-        return "\n".join(["invalid scenario", *problems])
-    head = f"invalid scenario ({len(problems)} problems; the first two below"
-    if _is_file(exc.file):
-        head += f", `errorflow validate --all {clipped(exc.file)}` lists every one"
-    return "\n".join([head + ")", *problems[: MAX_LINES - 1]])
-
-
-def _is_file(name: str) -> bool:
-    try:
-        return os.path.isfile(name)
-    except (OSError, ValueError):
-        return False
 
 
 def bounded(text: str) -> str:
@@ -224,9 +187,3 @@ def _short_line(line: str) -> str:
     head, tail = MAX_LINE_CHARS * 2 // 3, MAX_LINE_CHARS // 4
     cut = len(line) - head - tail
     return f"{line[:head]} ... ({cut:,} characters cut) ... {line[-tail:]}"
-
-
-def _one_line(exc: BaseException) -> str:
-    """The first line of a message (library messages can run to several)."""
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]

@@ -15,6 +15,8 @@ import os
 import stat
 from pathlib import Path
 
+from errorflow.core.errors import InputError
+
 #: Non-blocking, so a FIFO opens at once (then is refused); never our terminal.
 OPEN_FLAGS = (
     os.O_RDONLY
@@ -32,7 +34,7 @@ SPECIAL_KINDS = (
 )
 
 
-class FileRefused(Exception):
+class FileRefused(InputError):
     """A path that is not a readable regular file within the cap. The message says why
     in one line, without the path (the caller names it as its option does)."""
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from errorflow.core.errors import ErrorflowError
 
-class ToolException(Exception):
+
+class ToolException(ErrorflowError):
     raw: str
 
     def __init__(self, raw: str) -> None:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import JsonObject
@@ -165,7 +166,7 @@ class ModelResponse:
     stop_reason: str = "end_turn"
 
 
-class ModelCallError(Exception):
+class ModelCallError(ErrorflowError):
     """A model call that failed (429, 529, 5xx, timeout, or an unusable answer).
 
     `infrastructure` is set when the failure is errorflow's infrastructure rather than
@@ -189,7 +190,7 @@ class ModelCallError(Exception):
         self.infrastructure = infrastructure
 
 
-class InfrastructureError(Exception):
+class InfrastructureError(ErrorflowError):
     """A real model backend failed its check before the first trial (unreachable, key
     refused, no such model): the run cannot measure anything and does not start. The
     message is one line naming the server; it never holds the API key."""

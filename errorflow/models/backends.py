@@ -9,6 +9,7 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
+from errorflow.core.errors import InputError
 from errorflow.core.seeding import stream
 from errorflow.models.backend import InfrastructureError as InfrastructureError
 from errorflow.models.backend import ModelBackend
@@ -26,7 +27,7 @@ from errorflow.scenario.spec.model import ModelSpec, Scenario
 from errorflow.scenario.spec.profiles import behaviour
 
 
-class ConfigurationError(Exception):
+class ConfigurationError(InputError):
     """A run cannot start as configured (said in one line, before any trial runs)."""
 
 

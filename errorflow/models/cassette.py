@@ -24,6 +24,7 @@ from typing import TypedDict, cast
 
 from pydantic import JsonValue
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.core.redact import redact_obj
 from errorflow.core.regular_file import FileRefused, read_regular
 from errorflow.models.exchange import ExchangeRecord
@@ -41,7 +42,7 @@ MAX_CASSETTE_BYTES = 256 * 1024 * 1024
 WINDOW_SLACK_S = 1.0
 
 
-class CassetteError(Exception):
+class CassetteError(ErrorflowError):
     """A cassette that cannot be read or used, said in one line."""
 
 

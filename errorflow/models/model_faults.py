@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.core.seeding import stream
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.backend import (
@@ -106,7 +107,7 @@ class CrashNotice:
         return f"injected crash ({self.fault}) at model call {self.call} of trial {self.trial}"
 
 
-class InjectedCrash(Exception):
+class InjectedCrash(ErrorflowError):
     """The agent crashed (injected): raised through the gate and the loop to the agent."""
 
     def __init__(self, notice: CrashNotice) -> None:

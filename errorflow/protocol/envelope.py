@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol import signing
 
@@ -131,7 +132,7 @@ class Envelope(BaseModel):
         return signing.sign(key, self.model_dump_json(exclude={"sig"}).encode())
 
 
-class RejectedMessage(Exception):
+class RejectedMessage(ErrorflowError):
     """A message that failed validation at the edge; `reason` is a short stable token."""
 
     def __init__(self, reason: str, detail: str) -> None:

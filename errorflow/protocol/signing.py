@@ -25,6 +25,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from errorflow.core.errors import InputError
 from errorflow.core.regular_file import FileRefused, read_regular, regular_stat
 
 KEY_BYTES = 32
@@ -37,8 +38,10 @@ _MEMBER = b',"sig":"'
 _TAIL = len(_MEMBER) + SIG_HEX + 2  # ,"sig":" + hex + "}
 
 
-class RunKeyError(ValueError):
+class RunKeyError(InputError, ValueError):
     """A run key that cannot be used (wrong length, unreadable or too open a file)."""
+
+    where = "run key"
 
 
 def new_key() -> bytes:

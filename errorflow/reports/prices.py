@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from errorflow.core.errors import InputError
+
 CACHE_READ_FACTOR = 0.1
 CACHE_WRITE_FACTOR = 1.25
 PER = 1_000_000
 
 
-class PriceError(ValueError):
+class PriceError(InputError, ValueError):
     """A `--price` that does not read as MODEL=IN/OUT."""
 
 

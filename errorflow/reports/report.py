@@ -20,6 +20,7 @@ from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import COST_KEYS
 from errorflow.core.display import html_text, md_text
+from errorflow.core.errors import InputError
 from errorflow.reports import charts
 from errorflow.reports.blocks import (
     Block,
@@ -81,7 +82,7 @@ COLOURS = {
 }
 
 
-class ReportError(LookupError):
+class ReportError(InputError, LookupError):
     pass
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errorflow.bus.url import PASSWORD_ENV, USER_ENV
+from errorflow.core.errors import InputError
 from errorflow.protocol import signing, topics
 from errorflow.scenario.spec.model import Scenario
 
@@ -54,7 +55,7 @@ CONF_FILE, PASSWD_FILE, ACL_FILE, KEY_FILE = "mosquitto.conf", "passwd", "acl", 
 PUBLIC_MODE, BROKER_SECRET_MODE, OWNER_ONLY_MODE, DIR_MODE = 0o644, 0o640, 0o600, 0o755
 
 
-class BrokerConfigError(ValueError):
+class BrokerConfigError(InputError, ValueError):
     """A configuration that cannot be written; `what` is the input at fault: "run_id",
     "directory", "host", "port" or "scenario"."""
 

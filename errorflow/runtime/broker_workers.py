@@ -38,6 +38,7 @@ import aiosqlite
 from aiomqtt import Client
 
 from errorflow.bus.url import BrokerURL
+from errorflow.core.errors import ErrorflowError
 from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
 from errorflow.runtime import work_wire as wire
 from errorflow.runtime.runner import (
@@ -77,7 +78,7 @@ PER_WORKER = 2
 FORGED = "forged_worker_message"
 
 
-class NoWorkers(RuntimeError):
+class NoWorkers(ErrorflowError, RuntimeError):
     """No `errorflow worker` of the run (or too few) turned up in time."""
 
 

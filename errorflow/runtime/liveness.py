@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.scoring.score import Outcome, TrialScore
 
 #: How long the runner waits for a participant that went away (`--grace-s`).
@@ -61,7 +62,7 @@ class Lost:
         return f"{LOST}{self.what}"
 
 
-class ParticipantLost(ConnectionError):
+class ParticipantLost(ErrorflowError, ConnectionError):
     """The run ended because a participant (an agent, the recorder, the broker) went away
     and did not come back; the run is left interrupted, to be resumed."""
 

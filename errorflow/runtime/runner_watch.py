@@ -37,6 +37,7 @@ from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.mqtt import MqttBus
 from errorflow.bus.transport import Connection
 from errorflow.bus.url import BrokerURL
+from errorflow.core.errors import ErrorflowError
 from errorflow.protocol import topics
 from errorflow.protocol.control import (
     Alive,
@@ -55,7 +56,7 @@ WILL_WAIT_S = 5.0
 TICK_S = 0.25
 
 
-class RunnerGone(ConnectionError):
+class RunnerGone(ErrorflowError, ConnectionError):
     """The runner of the run went away: the agent leaves (`str()` says why)."""
 
 

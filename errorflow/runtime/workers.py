@@ -39,6 +39,7 @@ from typing import Any, Literal
 import aiosqlite
 
 from errorflow.bus.transport import InProcessBus
+from errorflow.core.errors import ErrorflowError, InputError
 from errorflow.core.redact import redact
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
@@ -79,11 +80,11 @@ POLL_S = 0.25
 STOP_S = 5.0
 
 
-class WorkersRefused(ValueError):
+class WorkersRefused(InputError, ValueError):
     """`--workers N` (N > 1) asked for a run that must run in one process."""
 
 
-class ShardFailed(RuntimeError):
+class ShardFailed(ErrorflowError, RuntimeError):
     """A worker's shard failed (or its process died); the run is left interrupted."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.protocol.envelope import MAX_PAYLOAD_VALUES
 from errorflow.scenario.checks.wording import found, short
 from errorflow.scenario.problems import (
@@ -78,14 +79,14 @@ class _Loader(yaml.SafeLoader):
             self.depth -= 1
 
 
-class _OverLimit(Exception):
+class _OverLimit(ErrorflowError):
     """Nesting or nodes over the limit, noticed while reading (before any recursion)."""
 
     def __init__(self, mark: yaml.Mark, deep: bool) -> None:
         self.mark, self.deep = mark, deep
 
 
-class _BadNode(Exception):
+class _BadNode(ErrorflowError):
     def __init__(self, path: NodePath, node: yaml.Node, message: str) -> None:
         self.path, self.node, self.message = path, node, message
 

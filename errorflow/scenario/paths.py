@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from errorflow.core.errors import InputError
 from errorflow.scenario.checks.wording import short
 
 
-class OverrideError(ValueError):
+class OverrideError(InputError, ValueError):
     """A path that cannot be set; `path` is the override's path as written."""
 
     def __init__(self, message: str, path: str = "") -> None:

@@ -6,8 +6,11 @@ carries every problem found, one a line.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from errorflow.core.errors import MAX_LINES, InputError, clipped
 
 Loc = tuple[int, int]  # 1-based line, column
 #: Where a node sits in the file's data: `("agents", "writer", "sends_to", 0)`.
@@ -40,13 +43,32 @@ def _clipped(path: str) -> str:
     return f"{path[:60]}... ({len(path):,} characters)"
 
 
-class ScenarioError(Exception):
+class ScenarioError(InputError):
     """A scenario file that cannot be used; `str()` lists every problem, one a line."""
 
     def __init__(self, file: str, problems: list[Problem]) -> None:
         self.file = file
         self.problems = problems
         super().__init__("\n".join(p.render(file) for p in problems))
+
+    @property
+    def text(self) -> str:
+        """As `validate` heads its problems: every problem when they fit in
+        `MAX_LINES`, else how many there are and the first ones."""
+        problems = [p.render(self.file) for p in self.problems] or [str(self)]
+        if len(problems) < MAX_LINES:
+            return "\n".join(["invalid scenario", *problems])
+        head = f"invalid scenario ({len(problems)} problems; the first two below"
+        if _is_file(self.file):
+            head += f", `errorflow validate --all {clipped(self.file)}` lists every one"
+        return "\n".join([head + ")", *problems[: MAX_LINES - 1]])
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return os.path.isfile(name)
+    except (OSError, ValueError):
+        return False
 
 
 def file_error(

@@ -21,12 +21,13 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import Field, create_model
 
+from errorflow.core.errors import InputError
 from errorflow.core.tool_context import ToolContext
 from errorflow.scenario.spec.arg_schema import ArgSpec, args_model
 from errorflow.scenario.spec.catalog import ToolArgs
 
 
-class PythonToolError(Exception):
+class PythonToolError(InputError):
     """A Python tool cannot be loaded or described; the message is one line, fit for a
     `file:line:col: ...` report."""
 

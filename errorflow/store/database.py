@@ -25,6 +25,7 @@ import aiosqlite
 
 from errorflow.bus.redaction import holds_secret
 from errorflow.core.costs import Costs
+from errorflow.core.errors import ErrorflowError, InputError, clipped
 from errorflow.core.redact import redact, redact_json
 from errorflow.protocol.envelope import Envelope
 from errorflow.scoring.score import MessageLabel, Outcome, TrialScore
@@ -39,7 +40,7 @@ def default_db() -> Path:
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
 
 
-class StoreError(RuntimeError):
+class StoreError(ErrorflowError, RuntimeError):
     """Rows could not be written: the run is incomplete in the store."""
 
 
@@ -352,14 +353,19 @@ WRITE_TIMEOUT_S = 5.0  # sqlite3's default, as before
 MIN_DB_BYTES = 512  # the smallest page: a database that is not empty is one page or more
 
 
-class UnusableStore(sqlite3.DatabaseError):
+class UnusableStore(InputError, sqlite3.DatabaseError):
     """The database at `path` cannot be used as asked: `reason` says why in a few words,
     `expected` what would do. Raised before anything is read or written. (A
     `sqlite3.DatabaseError`: what caught SQLite's own error on opening catches it.)"""
 
     def __init__(self, path: Path, reason: str, expected: str) -> None:
         self.path, self.reason, self.expected = path, reason, expected
+        self.where = f"--db {path}"
         super().__init__(f"cannot use the database at {path}: {reason}; expected {expected}")
+
+    @property
+    def text(self) -> str:
+        return f"{clipped(self.where)}: {self.reason}; expected {self.expected}"
 
 
 class UnwritableStore(UnusableStore):
@@ -796,7 +802,7 @@ def group_runs(path: Path, group_id: str) -> list[StoredRun]:
 # -- ids: what a user types (a whole id or a unique prefix) -----------------------------
 
 
-class IdLookupError(LookupError):
+class IdLookupError(InputError, LookupError):
     """An id the store cannot resolve to exactly one run or group."""
 
     def __init__(self, ident: str, candidates: list[str]) -> None:

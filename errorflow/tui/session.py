@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.runtime.runner import RunOptions, configure
 from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.sources import (
@@ -23,7 +24,7 @@ from errorflow.tui.sources import (
 Mode = Literal["live", "attach", "replay"]
 
 
-class SessionError(Exception):
+class SessionError(ErrorflowError):
     """An action this session cannot do (shown to the user, not raised out of the app)."""
 
 

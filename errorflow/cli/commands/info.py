@@ -11,10 +11,11 @@ from rich.text import Text
 
 from errorflow.cli.command_table import summary
 from errorflow.cli.console import fail, out, say
-from errorflow.cli.errors import EXIT_OK, EXIT_USAGE, bounded
+from errorflow.cli.errors import EXIT_OK, bounded
 from errorflow.cli.paths import path_arg
 from errorflow.cli.scenario_input import load_ref
 from errorflow.core.display import for_terminal
+from errorflow.core.errors import EXIT_USAGE
 from errorflow.models.backends import check_backends
 from errorflow.protocol.envelope import json_schema
 from errorflow.scenario.bundled import bundled, describe, resolve

@@ -17,7 +17,7 @@ from rich.text import Text
 from errorflow.cli.command_table import summary
 from errorflow.cli.commands.run import new_group_id, refuse_infra_faults, resume_on_failure
 from errorflow.cli.console import out
-from errorflow.cli.errors import EXIT_OK, UsageError, clipped
+from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.cli.errors import shown as quoted
 from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, writable_db
@@ -32,6 +32,7 @@ from errorflow.cli.run_options import (
 )
 from errorflow.cli.scenario_input import check_axis, checked_path, read
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
+from errorflow.core.errors import clipped
 from errorflow.reports.sweep_measure_table import measure_table
 from errorflow.reports.tables import measured_trials, shown, sweep_tables
 from errorflow.runtime.experiment import (
