@@ -1,16 +1,16 @@
-"""aiomqtt's client with socket I/O fitted to a busy event loop (issue #19).
+"""aiomqtt's client with socket I/O fitted to a busy event loop.
 
 aiomqtt drives paho from asyncio callbacks. Two of them cost a participant of a run more
 than the message itself:
 
 - Reading: paho's `loop_read` reads one packet when nothing of ours is in flight, so a
-  participant that mostly listens (the recorder, an attached TUI) read one message per
-  turn of the event loop, fell behind the run, and Mosquitto dropped QoS 1 messages for
-  it past its queue limit (1,000 by default). `LoopClient` reads every packet the
+  participant that mostly listens (the recorder, an attached TUI) would read one message
+  per turn of the event loop, fall behind the run, and Mosquitto would drop QoS 1
+  messages for it past its queue limit (1,000 by default). `LoopClient` reads every packet the
   socket holds (up to `READ_BURST`) each time it is readable.
-- Writing: every publish (and every PUBACK paho answers with) asked the loop for a
-  writer through `call_soon_threadsafe` (a write to the loop's wake-up pipe), the next
-  turn added the socket to epoll, the turn after that wrote and removed it: three
+- Writing: aiomqtt has every publish (and every PUBACK paho answers with) ask the loop
+  for a writer through `call_soon_threadsafe` (a write to the loop's wake-up pipe); the
+  next turn adds the socket to epoll, the turn after that writes and removes it: three
   system calls and two turns per burst of packets on a socket that is nearly always
   writable. `LoopClient` writes what paho queued in one callback on the next turn
   (`call_soon`: everything published in the same turn goes together), and waits for

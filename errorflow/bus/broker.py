@@ -5,7 +5,7 @@ participant subscribes before the runner publishes anything (the presence handsh
 in the runner guarantees it). Its own logging is loud; the CLI silences it unless -v
 (errorflow.cli.main).
 
-It can run off the runner's event loop (`EmbeddedBroker.mode`; issue #19): in a process
+It can run off the runner's event loop (`EmbeddedBroker.mode`): in a process
 of its own (the default, `default_mode`), where its work neither waits behind the
 runner's nor shares its GIL, or in a thread.
 
@@ -49,12 +49,10 @@ STOP_TIMEOUT_S = 10.0
 
 
 def default_mode() -> str:
-    """Where amqtt runs unless told: in its own process, whichever the client
-    (bench/RESULTS.md, "#19 transports" and "fourth session"). With aiomqtt it stayed on
-    the runner's loop while paho read one packet per readable socket: a broker in its own
-    process could get more than amqtt's 5 s PUBACK limit ahead of it. The aiomqtt adapter
-    now reads every ready packet: no such timeouts in 7 loaded 2,000-trial runs, at
-    1.9x the loop's throughput on a quiet machine."""
+    """Where amqtt runs unless told: in its own process, whichever the client. Its work
+    then neither waits behind the runner's nor shares its GIL; a client keeps up with it
+    because the aiomqtt adapter reads every ready packet (`bus.aiomqtt_client`), so a
+    broker ahead of it stays within amqtt's 5 s PUBACK limit (bench/RESULTS.md)."""
     return "process"
 
 
@@ -118,8 +116,8 @@ def _require_loopback(host: str) -> None:
 class EmbeddedBroker:
     """amqtt for one run. `mode` (else ERRORFLOW_EMBEDDED_BROKER, else `default_mode()`):
     "process" (a child process: its own interpreter and core), "thread" (its own event
-    loop in a thread of this process) or "loop" (on the caller's event loop, as before
-    issue #19). Off the caller's loop, the broker's work does not queue behind the
+    loop in a thread of this process) or "loop" (on the caller's event loop, nothing of
+    its own to start). Off the caller's loop, the broker's work does not queue behind the
     runner's, and in a process it does not share the GIL either."""
 
     def __init__(
@@ -182,7 +180,7 @@ class _Running(Protocol):
 
 
 class _OnLoop:
-    """On the caller's loop (the path before issue #19)."""
+    """On the caller's loop (mode "loop"): its work queues behind the caller's."""
 
     def __init__(self) -> None:
         self._stop = asyncio.Event()

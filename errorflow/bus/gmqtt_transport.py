@@ -1,8 +1,8 @@
 """The MQTT transport on gmqtt: asyncio-native, the same `Connection` as `bus.mqtt`.
 
 gmqtt parses MQTT in the event loop's own protocol callbacks (no paho, no loop thread,
-no per-message futures in a wrapper), which made it the fastest Python client measured
-here (issue #19). It gives less than we need out of the box, so this adapter adds it:
+no per-message futures in a wrapper), which makes it the fastest of the Python clients
+compared in bench/RESULTS.md. It gives less than we need out of the box, so this adapter adds it:
 
 - **Awaited publish acks.** gmqtt's `publish()` returns at once; it hands every QoS 1
   packet to its `persistent_storage` and removes it there on PUBACK. `_AckStore` is that

@@ -60,7 +60,7 @@ logging.getLogger("mqtt").setLevel(logging.ERROR)
 #: How long a publish waits for the broker to come back before it fails.
 PUBLISH_OUTAGE_LIMIT_S = 60.0
 #: Nagle off: paho leaves it on, and small QoS 1 publishes then wait for delayed ACKs
-#: (~40 ms on Linux). Measured: 2.4x sweep throughput on Mosquitto.
+#: (~40 ms on Linux), which would pace a run's messages.
 NO_DELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 CLIENT_ID_SUFFIX_BYTES = 6
 
@@ -146,8 +146,8 @@ class _Handoff(asyncio.Queue["aiomqtt.Message"]):
     """Stands in for aiomqtt's incoming-message queue: each message goes on to the
     connection in paho's callback and is never kept here. aiomqtt's own iterator makes
     a task and an `asyncio.wait` per message, one message per turn of the event loop or
-    less: a participant that hears everything (the recorder) fell behind the run, and
-    the backlog grew with it (issue #19: 47,000 messages at trial 3,000)."""
+    less: a participant that hears everything (the recorder) would fall behind the run,
+    with a backlog growing as long as the run."""
 
     def __init__(self, deliver: Callable[[aiomqtt.Message], None]) -> None:
         super().__init__()
@@ -172,7 +172,7 @@ class MqttConnection:
         self.publish_wait_s = publish_wait_s
         self.subscribed = Subscriptions()
         # Filled from paho's callback, which cannot wait: unbounded, as aiomqtt's own
-        # queue is (issue #19: aiomqtt has no way to stop reading the socket).
+        # queue is (aiomqtt has no way to stop reading the socket).
         self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
         self.reconnects = 0
         self._client: aiomqtt.Client | None = None

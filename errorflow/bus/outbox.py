@@ -23,9 +23,9 @@ after each send, before it is given up. `next_due` tells the driver how long it 
 sleep.
 
 A receiver that is busy, not gone, acks late: its inbox holds a backlog. With a fixed
-timeout every message queued longer than 2 s was sent again, the copies lengthened the
-backlog, and a run's cost grew with its length (issue #19: a 32-wide fan-in on Mosquitto
-resent 1,961 messages in 40 trials, every one a duplicate). With `adaptive`, the timeout
+timeout every message queued longer than 2 s would be sent again, the copies would
+lengthen the backlog, and a run's cost would grow with its length (a wide fan-in on a
+real broker resends mostly duplicates). With `adaptive`, the timeout
 follows the acks as TCP's retransmission timer does (RFC 6298): a smoothed ack time and
 its variation from every message acked after one send (Karn: a resent message's ack
 says nothing of which send it answers), timeout = srtt + 4 * rttvar, never below

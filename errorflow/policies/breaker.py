@@ -23,7 +23,7 @@ simulated seconds); it never reads time itself::
 The window (`BreakerConfig.window`) decides when CLOSED opens, and how the probes
 are judged:
 
-* ``consecutive`` (the default; the only behaviour before issue 14):
+* ``consecutive`` (the default, and the presets'):
   `failure_threshold` failed calls in a row open (reason ``failure_threshold``);
   a success resets the count. Any failed probe reopens (``probe_failed``); all
   `half_open_probes` succeeding close (``probes_succeeded``). Durations are ignored.

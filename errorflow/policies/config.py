@@ -83,7 +83,7 @@ class BreakerConfig(BaseModel):
     """A circuit breaker per tool (or per tool + argument pattern); see `breaker.py`.
 
     `window` picks what opens the circuit. ``consecutive`` (the default, and the
-    only behaviour before issue 14) opens after `failure_threshold` failed logical
+    presets') opens after `failure_threshold` failed logical
     calls in a row. ``count`` and ``time`` are resilience4j's sliding windows: the
     last `window_size` calls, or the calls of the last `window_size` seconds, open
     the circuit once at least `minimum_calls` of them are in the window and their
@@ -194,7 +194,7 @@ class BreakerConfig(BaseModel):
 class BulkheadConfig(BaseModel):
     """At most `max_concurrent_calls` calls in flight per tool (per agent); see `bulkhead.py`.
 
-    Off by default, so the presets behave as before it existed. A call that finds the
+    Off by default, and in every preset. A call that finds the
     bulkhead full waits up to `max_wait_s` simulated seconds for a permit (0: rejected at
     once), like resilience4j's semaphore bulkhead.
     """

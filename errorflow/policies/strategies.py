@@ -29,8 +29,8 @@ per-tool breaker (5 failures, 30 s cooldown), loop guards and actionable errors.
 Every preset keeps max_steps 25 so even blind-retry loops end, and retries model
 calls (429/529/5xx/timeout) resilient-style: the model edge is not what the
 strategies are compared on. Every breaker is the consecutive-failure kind with
-``scope: trial``, and no preset turns on a bulkhead or a client-side rate limiter
-(both new with issue 14), so the presets run exactly as before those existed.
+``scope: trial``, and no preset turns on a bulkhead or a client-side rate limiter:
+what the presets are compared on stays the strategies themselves.
 """
 
 from __future__ import annotations
@@ -114,8 +114,8 @@ _GUARDS_STEP_CAP_ONLY = GuardConfig(
     no_progress_steps=0,
 )
 
-# Bulkheads and client-side rate limits are new with issue 14: off in every preset, so
-# the presets run as they did before; a scenario turns them on.
+# Bulkheads and client-side rate limits are off in every preset (the presets compare
+# strategies, not capacity limits); a scenario turns them on.
 _BULKHEAD_OFF = BulkheadConfig(enabled=False)
 _LIMITER_OFF = LimiterConfig(enabled=False)
 

@@ -60,8 +60,8 @@ if hasattr(os, "register_at_fork"):
 def new_id() -> str:
     """Time-ordered and unique: nanoseconds, then this process's random tag and a
     counter (32 hex digits, the format ids always had). Ids that sort by creation keep
-    SQLite's primary-key inserts at the end of the index (1.4x recorder speed); the tag
-    keeps the ids of processes that make them at the same nanosecond apart."""
+    SQLite's primary-key inserts at the end of the index, which keeps the recorder fast;
+    the tag keeps the ids of processes that make them at the same nanosecond apart."""
     return f"{time.time_ns():016x}{_ids.tag}{next(_ids.count) & 0xFFFFFFFF:08x}"
 
 
@@ -181,7 +181,7 @@ def payload_problem(payload: object) -> str | None:
 def _decode(raw: bytes, max_bytes: int) -> Envelope:
     if len(raw) > max_bytes:
         raise RejectedMessage("too_large", f"{len(raw)} bytes > limit {max_bytes}")
-    try:  # fast path: pydantic parses and validates in one pass (1.7x faster)
+    try:  # fast path: pydantic parses and validates in one pass
         env = Envelope.model_validate_json(raw)
         if "v" in env.model_fields_set:  # the wire must state its version
             return env

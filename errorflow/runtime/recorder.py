@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 #: One flush's rows, table by table, in `insert_rows` order.
 _Batch = tuple[list[MessageRow], list[EventRow], list[RejectRow], list[TrialRow], list[LabelRow]]
 
-#: Hoisted: looking a member up on its enum class costs the hot path 0.2 us each time.
+#: Hoisted out of the hot path: a member looked up on its enum class is slower than a global.
 _ACK = ControlAction.ACK
 
 BATCH = 2000

@@ -468,7 +468,7 @@ class _Runner:
         numbers = range(self.scenario.trials) if wanted is None else wanted
         # `in_flight` lanes, each starting the next trial not started when its last one
         # is over: trials start in order, and a run of any length holds `in_flight`
-        # coroutines (not one per trial: 100,000 waiting tasks are ~150 MB).
+        # coroutines (not one per trial: waiting tasks would cost memory per trial).
         todo = (t for t in numbers if t not in self.scores)  # --resume
 
         async def lane() -> None:
@@ -497,8 +497,8 @@ class _Runner:
         """Back-pressure from the store: the next trial waits while the recorder is far
         behind. In-process the bounded queues hold the publishers back; an aiomqtt
         connection cannot stop paho reading, so there a recorder slower than the run (its
-        writes slow down as the database grows) held the difference in memory: 86 MB at
-        trial 60,000 of a Mosquitto run, 168 MB at 100,000 (issue #19)."""
+        writes slow down as the database grows) would hold the difference in memory,
+        growing with the run."""
         recorder = self.recorder
         while recorder is not None and recorder.backlog() > RECORDER_LAG_LIMIT:
             await asyncio.sleep(RECORDER_WAIT_S)

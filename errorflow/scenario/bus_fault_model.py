@@ -4,7 +4,7 @@ end-to-end acknowledgements try to recover them.
 The block is checked here (shapes) and by `bus_problems` (names: a partition between
 participants that exist and talk to each other); `plan` turns it into the pure
 `BusFaultPlan` every endpoint of the run holds (errorflow.bus.bus_faults). The default
-block is empty: a scenario without one dumps, hashes and runs exactly as before.
+block is empty: a scenario without one dumps, hashes and runs as if the block did not exist.
 """
 
 from __future__ import annotations

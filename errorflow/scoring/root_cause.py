@@ -95,7 +95,7 @@ class RootCause:
         return self.origins[0] if self.origins else None
 
     def to_wire(self) -> dict[str, Any]:
-        # By hand: dataclasses.asdict deep-copies every value (3x slower, and this runs
+        # By hand: dataclasses.asdict deep-copies every value (slower, and this runs
         # for every failed trial of a run).
         return {
             "outcome": self.outcome,

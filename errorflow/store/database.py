@@ -226,7 +226,7 @@ async def insert_rows(
     """One batch, one transaction. A message or event already stored is kept (the
     runner's backfill repeats what the recorder has); a trial or label is replaced.
     Rows are bound as plain tuples: sqlite3 binds a tuple subclass item by item through
-    the sequence protocol, 40 % slower on the recorder's batches."""
+    the sequence protocol, slower on the recorder's batches."""
     async with writing(db):
         await db.executemany(
             "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", map(tuple, messages)
