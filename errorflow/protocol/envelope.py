@@ -59,7 +59,7 @@ if hasattr(os, "register_at_fork"):
 
 def new_id() -> str:
     """Time-ordered and unique: nanoseconds, then this process's random tag and a
-    counter (32 hex digits, the format ids always had). Ids that sort by creation keep
+    counter (32 hex digits, one format for every id). Ids that sort by creation keep
     SQLite's primary-key inserts at the end of the index, which keeps the recorder fast;
     the tag keeps the ids of processes that make them at the same nanosecond apart."""
     return f"{time.time_ns():016x}{_ids.tag}{next(_ids.count) & 0xFFFFFFFF:08x}"

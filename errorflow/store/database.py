@@ -349,7 +349,7 @@ async def stopped_by(
 #: How long opening waits for a lock another process holds before it says so (the CLI
 #: answers a locked store in one line within 5 s). A run's own writes wait longer.
 OPEN_TIMEOUT_S = 1.0
-WRITE_TIMEOUT_S = 5.0  # sqlite3's default, as before
+WRITE_TIMEOUT_S = 5.0  # sqlite3's default
 MIN_DB_BYTES = 512  # the smallest page: a database that is not empty is one page or more
 
 

@@ -37,7 +37,7 @@ class ToolCatalog:
                 catalog.python[name] = PythonTool(fn, name=name, args_model=model)
             assert model is not None
             catalog.models[name] = model
-            if spec.kind in ARG_MODELS:  # the built-in kinds' schemas, exactly as before
+            if spec.kind in ARG_MODELS:  # the built-in kinds' own schemas
                 catalog.schemas[name] = input_schema(spec.kind)
             else:
                 catalog.schemas[name] = tool_schema(model)  # type: ignore[assignment]
