@@ -16,7 +16,9 @@ from errorflow.protocol.events import (
     RetryScheduled,
     ToolCallEvent,
 )
-from errorflow.scoring.genealogy import StoredLabel, genealogy, silent
+from errorflow.scoring.genealogy import genealogy
+from errorflow.scoring.genealogy_types import StoredLabel
+from errorflow.scoring.labels import silent
 from errorflow.scoring.score import (
     RECOVERED,
     Label,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.envelope import Status, WireError
 from errorflow.protocol.events import AgentStart, ModelCall, ToolCallEvent
-from errorflow.scoring.genealogy import StoredLabel, genealogy
+from errorflow.scoring.genealogy import genealogy
+from errorflow.scoring.genealogy_types import StoredLabel
 from errorflow.scoring.root_cause import RootCause, root_cause
 from errorflow.scoring.root_cause_summary import summarize_causes, summary_rows
 from tests.test_genealogy import implicit_chain

@@ -15,7 +15,7 @@ import pytest
 
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
-from errorflow.scoring.genealogy import Genealogy
+from errorflow.scoring.genealogy_types import Genealogy
 from errorflow.store import root_causes
 from errorflow.store.database import connect_ro
 from errorflow.store.trial_store import read_range, run_meta, trace_of

@@ -43,7 +43,6 @@ from errorflow.agents.propagation import (
     fallback_answer,
     infra_answer,
     infra_failure,
-    infra_reason,
     infra_text,
     open_tools,
     own_needs,
@@ -77,7 +76,7 @@ from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
 from errorflow.protocol import topics
-from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, JsonObject, Kind
 from errorflow.protocol.events import (
     AgentEvent,
@@ -85,7 +84,7 @@ from errorflow.protocol.events import (
     AgentStart,
     DefenceActed,
 )
-from errorflow.protocol.result import ResultPayload
+from errorflow.protocol.result import ResultPayload, infra_reason
 from errorflow.protocol.stop import CRASHED, StopReason
 from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
@@ -647,7 +646,7 @@ class Agent:
             status=env.status.value,
             confidence=env.confidence,
             errors=[e.model_dump(mode="json") for e in env.errors],
-            answer=answer_from_wire(env.payload.get("answer")),
+            answer=ResultPayload.from_wire(env.payload).answer,
         )
 
     async def _publish_result(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from errorflow.protocol import result
 from errorflow.protocol.envelope import Envelope, Kind
 
 #: Trials whose original inputs a reviewer may still send back (far above any number of
@@ -44,8 +45,8 @@ class Rejected:
 
 
 def round_of(env: Envelope) -> int:
-    value = env.payload.get("round", 0)
-    return value if isinstance(value, int) and 0 <= value <= MAX_ROUND else 0
+    value = result.round_of(env.payload)
+    return value if 0 <= value <= MAX_ROUND else 0
 
 
 class InputCollector:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.classify import Failure
 from errorflow.protocol.envelope import Envelope
+from errorflow.protocol.result import ResultPayload
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,6 @@ class Arrivals:
     waited_s: float
 
 
-def delay_of(env: Envelope) -> float:
-    value = env.payload.get("delay_s", 0.0)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def arrivals(inputs: Sequence[Envelope], wait_s: float) -> Arrivals:
@@ -35,8 +33,9 @@ def arrivals(inputs: Sequence[Envelope], wait_s: float) -> Arrivals:
     missing: list[Failure] = []
     waited = 0.0
     for env in inputs:
-        delay = delay_of(env)
-        if env.payload.get("withheld") or delay > wait_s:
+        payload = ResultPayload.from_wire(env.payload)
+        delay = payload.delay_s
+        if payload.withheld or delay > wait_s:
             missing.append(
                 Failure(
                     ErrorCode.TIMEOUT,

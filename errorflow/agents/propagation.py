@@ -21,14 +21,14 @@ without calling its model, so the trial ends at once and the scorer leaves it ou
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from errorflow.core.taxonomy import RETRYABLE, ErrorCode
 from errorflow.models.backend import NeedView
 from errorflow.policies.classify import Failure
-from errorflow.protocol.claims import Claim, FinalAnswer, answer_from_wire
+from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.envelope import Status, WireError
 from errorflow.protocol.stop import StopReason
 
@@ -198,31 +198,9 @@ def fallback_answer(
 INFRA_STOP = StopReason(ErrorCode.INFRA_FAULT)
 
 
-class CarriesPayload(Protocol):
-    """A message as far as its payload goes (an `Envelope` is one)."""
-
-    @property
-    def sender(self) -> str: ...
-
-    @property
-    def payload(self) -> Mapping[str, object]: ...
-
-
 def infra_failure(failures: Sequence[Failure]) -> Failure | None:
     """The model failure that was the infrastructure's, if the loop had one."""
     return next((f for f in failures if f.code is ErrorCode.INFRA_FAULT), None)
-
-
-def infra_reason(messages: Iterable[CarriesPayload]) -> str | None:
-    """The reason the first message reporting an infrastructure fault gives (its
-    answer's text), or None when no message reports one."""
-    for m in messages:
-        trace = m.payload.get("trace")
-        failures = trace.get("failures") if isinstance(trace, dict) else None
-        if isinstance(failures, list) and ErrorCode.INFRA_FAULT.value in failures:
-            text = answer_from_wire(m.payload.get("answer")).text
-            return text or f"infrastructure fault at {m.sender}"
-    return None
 
 
 def infra_answer(reason: str, needs: Sequence[NeedView]) -> FinalAnswer:

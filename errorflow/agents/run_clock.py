@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from errorflow.protocol.result import ResultPayload
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.spec.run_time import arrival
 
@@ -23,6 +24,6 @@ class Sent(Protocol):
 def start_time(scenario: Scenario, trial: int, inputs: Sequence[Sent]) -> float:
     if not scenario.run_scoped:
         return 0.0
-    sent = [m.payload.get("t") for m in inputs]
-    times = [float(t) for t in sent if isinstance(t, int | float) and not isinstance(t, bool)]
+    sent = (ResultPayload.from_wire(m.payload).ended_at for m in inputs)
+    times = [t for t in sent if t is not None]
     return max([arrival(scenario, trial), *times])

@@ -58,7 +58,7 @@ from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
     Ack,
     Control,
-    ControlAction,
+    is_ack,
     parse_control,
 )
 from errorflow.protocol.envelope import (
@@ -71,6 +71,7 @@ from errorflow.protocol.envelope import (
     decode,
 )
 from errorflow.protocol.events import BusFaultFired, BusUndelivered, Event
+from errorflow.protocol.result import round_of
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +224,7 @@ class Endpoint:
         if tracked:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
         if tracked and self.faults is not None:
-            round_ = env.payload.get("round", 0)
-            message = f"{kind.value}/{round_ if isinstance(round_, int) else 0}"
+            message = f"{kind.value}/{round_of(env.payload)}"
             self._faulted[env.id] = _Faulted(trial, trace_id, recipient, message, at or 0.0)
             await self._attempt(env.id, topic, raw, 1)
         else:
@@ -397,7 +397,7 @@ class Endpoint:
                 await self._ack(to_ack)
             if env is None:
                 continue
-            if env.kind is Kind.CONTROL and env.payload.get("action") == ControlAction.ACK:
+            if env.kind is Kind.CONTROL and is_ack(env.payload):
                 ack = parse_control(env.payload)  # a malformed ack acknowledges nothing
                 if isinstance(ack, Ack) and env.recipient == self.name:
                     self.outbox.ack(ack.id, self._clock())

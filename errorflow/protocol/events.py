@@ -9,7 +9,8 @@ that is not a known event parses to None (counted by the consumer, never a crash
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -309,3 +310,41 @@ def parse_event(payload: object) -> Event | None:
         return _ADAPTER.validate_python(payload)
     except ValidationError:
         return None
+
+
+def event_type(payload: Mapping[str, object]) -> str:
+    """The kind an event payload says it is (`""` if none), known or not."""
+    return str(payload.get("type", ""))
+
+
+@dataclass(frozen=True)
+class EventFacts:
+    """What any event payload says, read without parsing it into its model: the
+    fields the reports show for every event, a kind they do not know included."""
+
+    type: str
+    tool: str | None
+    code: str | None
+    #: Run time (simulated seconds) at which it happened, where the event says it.
+    at: float | None
+    #: A backoff, where the event has one.
+    delay_s: float | None
+    #: Every field but `type` and `agent`, as sent.
+    fields: dict[str, Any]
+
+    @classmethod
+    def from_wire(cls, payload: Mapping[str, Any]) -> EventFacts:
+        tool, code = payload.get("tool"), payload.get("code")
+        return cls(
+            type=event_type(payload),
+            tool=tool if isinstance(tool, str) else None,
+            code=None if code is None else str(code),
+            at=_number(payload.get("at")),
+            delay_s=_number(payload.get("delay_s")),
+            fields={k: v for k, v in payload.items() if k not in ("type", "agent")},
+        )
+
+
+def _number(value: object) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok else None  # type: ignore[arg-type]

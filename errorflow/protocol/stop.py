@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from errorflow.core.taxonomy import ErrorCode
 
 UNRECOVERABLE_PREFIX = "unrecoverable:"
+_CODES = frozenset(c.value for c in ErrorCode)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class StopReason:
     @property
     def wire(self) -> str:
         return (UNRECOVERABLE_PREFIX if self.unrecoverable else "") + self.code_value
+
+    @classmethod
+    def from_wire(cls, wire: str) -> StopReason:
+        """The inverse of `wire`: a code that is not an `ErrorCode` stays a string."""
+        unrecoverable = wire.startswith(UNRECOVERABLE_PREFIX)
+        value = wire.removeprefix(UNRECOVERABLE_PREFIX) if unrecoverable else wire
+        code: ErrorCode | str = ErrorCode(value) if value in _CODES else value
+        return cls(code, unrecoverable)
 
 
 #: The agent itself failed (an exception in its own code), not its tools or model.

@@ -13,7 +13,7 @@ import json
 import textwrap
 from collections.abc import Iterator, Sequence
 
-from errorflow.scoring.genealogy import Genealogy, Invocation, MessageNode
+from errorflow.scoring.genealogy_types import Genealogy, Invocation, MessageNode
 from errorflow.scoring.root_cause import Origin, RootCause
 from errorflow.scoring.trial_trace import TrialTrace
 

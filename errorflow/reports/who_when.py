@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, TypedDict
 
-from errorflow.scoring.genealogy import Genealogy, Invocation, MessageNode
+from errorflow.scoring.genealogy_types import Genealogy, Invocation, MessageNode
 from errorflow.scoring.root_cause import Origin
 from errorflow.scoring.trial_trace import TrialTrace
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.result import ResultPayload
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import BusFaultCount, bus_fault_counts
 
@@ -40,11 +41,11 @@ class AgentFaultTally:
         self.trials += 1
         seen: Counter[str] = Counter()
         for m in messages:
-            trace = m.payload.get("trace") if m.kind is Kind.RESULT else None
-            faults = trace.get("faults") if isinstance(trace, dict) else None
-            for f in faults if isinstance(faults, list) else ():
-                if isinstance(f, dict) and f"{m.sender}.{f.get('kind')}" in self.kinds:
-                    seen[f"{m.sender}.{f.get('kind')}"] += 1
+            if m.kind is not Kind.RESULT:
+                continue
+            for f in ResultPayload.from_wire(m.payload).faults:
+                if f"{m.sender}.{f.kind}" in self.kinds:
+                    seen[f"{m.sender}.{f.kind}"] += 1
         if seen:
             self.fired[trial] = dict(seen)
 

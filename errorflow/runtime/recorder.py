@@ -28,8 +28,8 @@ from errorflow.core.redact import redact
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
     Bye,
-    ControlAction,
     End,
+    is_ack,
     parse_control,
 )
 from errorflow.protocol.envelope import (
@@ -55,9 +55,6 @@ log = logging.getLogger(__name__)
 
 #: One flush's rows, table by table, in `insert_rows` order.
 _Batch = tuple[list[MessageRow], list[EventRow], list[RejectRow], list[TrialRow], list[LabelRow]]
-
-#: Hoisted out of the hot path: a member looked up on its enum class is slower than a global.
-_ACK = ControlAction.ACK
 
 BATCH = 2000
 FLUSH_S = 0.2
@@ -160,7 +157,7 @@ class Recorder:
         self._messages.append(MessageRow.from_envelope(env, topic, now, text))
         # Acks are most of the control traffic and say nothing about the run's end:
         # skipped before parsing (as Endpoint.receive does).
-        if env.kind is Kind.CONTROL and env.payload.get("action") != _ACK:
+        if env.kind is Kind.CONTROL and not is_ack(env.payload):
             self._control(env)
 
     def _control(self, env: Envelope) -> None:

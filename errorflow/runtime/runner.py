@@ -36,7 +36,6 @@ from typing import Any
 import aiosqlite
 
 from errorflow.agents.agent import Agent, OnTrace
-from errorflow.agents.propagation import infra_reason
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
@@ -62,6 +61,8 @@ from errorflow.protocol.events import (
     TrialOutcomeEvent,
     parse_event,
 )
+from errorflow.protocol.result import infra_reason
+from errorflow.protocol.task import TaskPayload
 from errorflow.runtime.agent_fault_tally import AgentFaultTally
 from errorflow.runtime.bus_fault_tally import BusFaultTally, bus_recovery
 from errorflow.runtime.crashes import (
@@ -653,7 +654,7 @@ class _Runner:
                 recipient=name,
                 trial=trial,
                 trace_id=trace_id,
-                payload={"prompt": redact(task.prompt), "needs": [n.id for n in task.needs]},
+                payload=TaskPayload(redact(task.prompt), tuple(n.id for n in task.needs)).to_wire(),
                 at=arrival(self.scenario, trial) if self.scenario.run_scoped else 0.0,
             )
             # The results may have been filed while the send awaited its ack: then this

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.result import ResultPayload
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import ToolFaultCount, bus_fault_counts
 from errorflow.world.tool_client import hidden_identifier
@@ -37,10 +38,10 @@ class ToolFaultTally:
         self.trials += 1
         seen: Counter[str] = Counter()
         for m in messages:
-            trace = m.payload.get("trace") if m.kind is Kind.RESULT else None
-            counts = trace.get("tool_faults") if isinstance(trace, dict) else None
-            for path, n in counts.items() if isinstance(counts, dict) else ():
-                if path in self.kinds and isinstance(n, int):
+            if m.kind is not Kind.RESULT:
+                continue
+            for path, n in ResultPayload.from_wire(m.payload).tool_faults.items():
+                if path in self.kinds:
                     seen[path] += n
         seen.update(self._withheld(trial))
         if seen:

@@ -29,13 +29,13 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from errorflow.agents.propagation import infra_reason
 from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
-from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.result import ResultPayload, infra_reason, round_of
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scoring.genealogy import silent
+from errorflow.scoring.labels import silent, touched_ids
 from errorflow.world.ground_truth import need_truths
 
 #: The reason of a message a failure touched whose answer is nonetheless whole and true.
@@ -106,7 +106,9 @@ class Truth:
 
 
 def label_message(env: Envelope, truth_: Truth, touched: bool) -> MessageLabel:
-    answer = answer_from_wire(env.payload.get("answer"))
+    """The labelling rule (see the module's docstring; `touched` and silence as
+    errorflow.scoring.labels decides them)."""
+    answer = ResultPayload.from_wire(env.payload).answer
     false = [c.key for c in answer.claims if c.certain and not truth_.is_true(c.key, c.value)]
     if false:
         return MessageLabel(
@@ -136,29 +138,20 @@ def score_trial(
     # Arrival order depends on the transport; labels must not (same seed, same events).
     results = sorted(
         (m for m in messages if m.kind is Kind.RESULT),
-        key=lambda m: (m.payload.get("round", 0), m.sender, m.recipient),
+        key=lambda m: (round_of(m.payload), m.sender, m.recipient),
     )
     # Provenance runs through results and through revision requests (tasks an agent
     # sends back); the runner's own tasks carry no claims and start every chain.
     by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}
     # Each message carries what its sender spent on it; by id, a message counts once.
-    costs = Costs.total(
-        Costs.from_wire(m.payload.get("trace", {}).get("costs")) for m in by_id.values()
-    )
-    policy = policy_counts(by_id.values())
+    payloads = {mid: ResultPayload.from_wire(m.payload) for mid, m in by_id.items()}
+    costs = Costs.total(p.costs or Costs() for p in payloads.values())
+    policy = policy_counts((by_id[mid].sender, p) for mid, p in payloads.items())
     infra = infra_reason(results)
     if infra is not None:
         return TrialScore(trial, Outcome.INFRA_FAULT, 0, [], costs, reason=infra, policy=policy)
-    touched: dict[str, bool] = {}
-
-    def is_touched(m: Envelope) -> bool:
-        if m.id not in touched:
-            touched[m.id] = False  # provenance is acyclic; this guards bad input
-            own = bool(m.payload.get("trace", {}).get("failures"))
-            touched[m.id] = own or any(is_touched(by_id[d]) for d in m.derived_from if d in by_id)
-        return touched[m.id]
-
-    labels = {m.id: label_message(m, truth_, is_touched(m)) for m in results}
+    touched = touched_ids(list(by_id.values()))
+    labels = {m.id: label_message(m, truth_, touched[m.id]) for m in results}
     finals = [m for m in results if m.recipient == "runner"]
     score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs, policy=policy)
     if not finals:
@@ -179,27 +172,18 @@ def score_trial(
     return score
 
 
-def policy_counts(messages: Iterable[Envelope]) -> dict[str, dict[str, float]]:
+def policy_counts(sent: Iterable[tuple[str, ResultPayload]]) -> dict[str, dict[str, float]]:
     """The policy decisions the messages report (`trace.policy`), summed by sender."""
     out: dict[str, dict[str, float]] = {}
-    for m in messages:
-        trace = m.payload.get("trace")
-        counts = trace.get("policy") if isinstance(trace, dict) else None
-        if not isinstance(counts, dict):
-            continue
-        mine = out.setdefault(m.sender, {})
-        for key, value in counts.items():
-            if (
-                isinstance(key, str)
-                and isinstance(value, int | float)
-                and not isinstance(value, bool)
-            ):
-                mine[key] = round(mine.get(key, 0.0) + float(value), 6)
+    for sender, payload in sent:
+        mine = out.setdefault(sender, {})
+        for key, value in payload.policy.items():
+            mine[key] = round(mine.get(key, 0.0) + value, 6)
     return {agent: counts for agent, counts in sorted(out.items()) if counts}
 
 
 def _complete(m: Envelope, truth_: Truth) -> bool:
-    return _answers_all(answer_from_wire(m.payload.get("answer")), truth_)
+    return _answers_all(ResultPayload.from_wire(m.payload).answer, truth_)
 
 
 def _answers_all(answer: FinalAnswer, truth_: Truth) -> bool:

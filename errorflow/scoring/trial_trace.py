@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.scoring.genealogy import Genealogy, StoredLabel, genealogy
+from errorflow.protocol.task import TaskPayload
+from errorflow.scoring.genealogy import genealogy
+from errorflow.scoring.genealogy_types import Genealogy, StoredLabel
 from errorflow.scoring.root_cause import RootCause, root_cause
 
 
@@ -57,8 +59,7 @@ def trace_trial(
 ) -> TrialTrace:
     g = genealogy(messages, events, labels, propagation)
     tasks = [m for m in messages if m.kind is Kind.TASK and m.sender == "runner"]
-    prompt = str(tasks[0].payload.get("prompt", "")) if tasks else ""
-    needs = tuple(str(n) for n in tasks[0].payload.get("needs") or []) if tasks else ()
+    task = TaskPayload.from_wire(tasks[0].payload) if tasks else TaskPayload("", ())
     cause = root_cause(g, outcome.outcome, outcome.depth) if outcome is not None else None
     return TrialTrace(
         run_id=run_id,
@@ -68,8 +69,8 @@ def trace_trial(
         outcome=outcome.outcome if outcome is not None else None,
         depth=outcome.depth if outcome is not None else 0,
         reason=outcome.reason if outcome is not None else "",
-        task=prompt,
-        needs=needs,
+        task=task.prompt,
+        needs=task.needs,
         genealogy=g,
         root_cause=cause,
     )

@@ -28,6 +28,7 @@ from errorflow.core.costs import Costs
 from errorflow.core.errors import ErrorflowError, InputError, clipped
 from errorflow.core.redact import redact, redact_json
 from errorflow.protocol.envelope import Envelope
+from errorflow.protocol.events import event_type
 from errorflow.scoring.score import MessageLabel, Outcome, TrialScore
 from errorflow.scoring.summary import RunSummary
 
@@ -164,7 +165,7 @@ class EventRow(NamedTuple):
                 env.trial,
                 env.seq,
                 env.sender,
-                str(env.payload.get("type", "")),
+                event_type(env.payload),
                 _stored(env, env.encode().decode() if text is None else text),
                 received,
             ),

@@ -16,7 +16,7 @@ from pathlib import Path
 import aiosqlite
 
 from errorflow.protocol.envelope import Envelope
-from errorflow.scoring.genealogy import StoredLabel
+from errorflow.scoring.genealogy_types import StoredLabel
 from errorflow.scoring.trial_trace import TrialOutcome, TrialTrace, trace_trial
 from errorflow.store.database import connect_ro
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from errorflow.policies.breaker import BreakerState
 from errorflow.protocol import topics
 from errorflow.protocol.control import (
-    ControlAction,
     End,
     RollCall,
+    is_ack,
     parse_control,
 )
 from errorflow.protocol.envelope import Envelope, Kind, Status
@@ -51,6 +51,7 @@ from errorflow.protocol.events import (
     TrialOutcomeEvent,
     parse_event,
 )
+from errorflow.protocol.result import failures_of
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.spec.model import Scenario
@@ -235,7 +236,7 @@ class RunModel:
     def _control(self, env: Envelope) -> None:
         # Only the runner's end and roll call matter here; acks, most of the control
         # traffic, are skipped before parsing (as Endpoint.receive does).
-        if env.sender != topics.RUNNER or env.payload.get("action") == ControlAction.ACK:
+        if env.sender != topics.RUNNER or is_ack(env.payload):
             return
         action = parse_control(env.payload)
         if isinstance(action, End):
@@ -292,7 +293,7 @@ class RunModel:
             if done:  # its results came first (another topic): this task completes it
                 self._score(env.trial)
             return
-        touched = bool(env.payload.get("trace", {}).get("failures")) or any(
+        touched = bool(failures_of(env.payload)) or any(
             self._touched.get(d, False) for d in env.derived_from
         )
         self._touched[env.id] = touched
@@ -311,7 +312,7 @@ class RunModel:
         sender.confidence = env.confidence
         sender.batch = self.batch
         sender.sent(env.trial, env.id)
-        if env.payload.get("trace", {}).get("failures"):
+        if failures_of(env.payload):
             sender.origins += 1
         if env.errors:
             sender.last_error = env.errors[0].code.value

@@ -24,6 +24,7 @@ from textual.widgets import Static
 
 from errorflow.core.display import for_terminal
 from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.result import failures_of
 from errorflow.tui.feed import status_text
 from errorflow.tui.palette import label_text, outcome_text
 from errorflow.tui.state import RunModel
@@ -64,7 +65,7 @@ def message_line(model: RunModel, env: Envelope, others: list[str],
     out = Text()
     out.append(for_terminal(f"{env.sender} → {env.recipient} "), "bold")
     out.append_text(status_text(env))
-    own = env.payload.get("trace", {}).get("failures") if env.kind is Kind.RESULT else None
+    own = failures_of(env.payload) if env.kind is Kind.RESULT else None
     if own:  # the failure starts here: its sender's own tool calls failed
         out.append("  !" + for_terminal(", ".join(map(str, own))), "bold red")
     if env.kind is Kind.RESULT:
