@@ -1,6 +1,7 @@
 """The architecture's rules, checked: import layers (import-linter contracts in
-pyproject.toml), pure policies that load no drivers, short functions, one exception
-root, and no history in comments."""
+pyproject.toml), pure policies that load no drivers, payloads read only through the
+protocol's typed readers, short functions, one exception root, and no history in
+comments."""
 
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ def test_import_rules_hold() -> None:
         ("bus/endpoint.py", "import errorflow.agents.agent"),  # bus importing agents
         ("scoring/stats.py", "import errorflow.tui.palette"),  # the TUI from below
         ("policies/breaker.py", "import asyncio"),  # I/O in a pure policy
+        ("scoring/stats.py", "import errorflow.agents.propagation"),  # scoring reading agents
+        ("scoring/stats.py", "import errorflow.models.backend"),  # scoring reading models
+        ("protocol/stop.py", "import errorflow.scenario.model"),  # the protocol above core
     ],
 )
 def test_import_rules_catch_a_broken_rule(tmp_path: Path, module: str, line: str) -> None:
@@ -81,6 +85,53 @@ def test_pure_policies_load_no_drivers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     assert out.strip() == "[]"
+
+
+#: Reading a dict: what a raw payload read looks like (`payload.get(...)`, `.items()`).
+DICT_READS = frozenset({"get", "items", "keys", "values", "pop", "setdefault"})
+
+
+def _raw_payload_reads(source: str, path: str) -> list[str]:
+    """Subscripts and dict reads on a name or attribute called `payload`: a message's
+    payload is read through errorflow.protocol's typed readers (`ResultPayload.from_wire`
+    and the like), which decide once what a malformed field reads as."""
+
+    def is_payload(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "payload") or (
+            isinstance(node, ast.Attribute) and node.attr == "payload"
+        )
+
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        subscript = isinstance(node, ast.Subscript) and is_payload(node.value)
+        read = (
+            isinstance(node, ast.Attribute) and node.attr in DICT_READS and is_payload(node.value)
+        )
+        if subscript or read:
+            lines.add(getattr(node, "lineno", 0))
+    return [f"{path}:{n}" for n in sorted(lines)]
+
+
+def test_payloads_are_read_only_through_the_protocol() -> None:
+    raw = [
+        f
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p.parent.name != "protocol"
+        for f in _raw_payload_reads(p.read_text(), str(p.relative_to(ROOT)))
+    ]
+    assert raw == []
+
+
+def test_the_payload_check_sees_a_raw_read() -> None:
+    source = (
+        "a = env.payload.get('round')\n"
+        "b = payload['trace']\n"
+        "c = m.payload['answer']['text']\n"
+        "for k, v in payload.items(): pass\n"
+        "d = ResultPayload.from_wire(env.payload).round\n"  # the typed reader: fine
+        "e = parse_event(env.payload)\n"
+    )
+    assert _raw_payload_reads(source, "m.py") == ["m.py:1", "m.py:2", "m.py:3", "m.py:4"]
 
 
 def _long_functions(source: str, path: str) -> list[str]:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import pytest
+
 from errorflow.agents.routing import route
 from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.envelope import Kind
-from errorflow.protocol.result import ResultPayload
+from errorflow.protocol.result import (
+    FaultMark,
+    ResultPayload,
+    failures_of,
+    infra_reason,
+    round_of,
+)
 from errorflow.protocol.stop import StopReason
 from errorflow.scenario.spec.model import AgentSpec
 
@@ -60,6 +70,68 @@ def test_no_stop_is_null_and_no_costs_are_empty() -> None:
     wire = payload(stopped=None).without_costs().to_wire()
     assert wire["stopped"] is None
     assert wire["trace"] == {"costs": {}, "failures": ["permission_denied", "permission_denied"]}
+
+
+def test_a_payload_reads_back_from_its_wire() -> None:
+    full = payload(
+        policy={"retries": 2.0},
+        ended_at=3.5,
+        tool_faults={"tools.kpi.faults[0]": 1},
+        faults=(FaultMark("corrupt", "writer", ("x",)), FaultMark("slow", delay_s=1.5)),
+        withheld="drop",
+        delay_s=1.5,
+    )
+    for p in (payload(), payload(stopped=None).without_costs(), full):
+        assert ResultPayload.from_wire(p.to_wire()) == p
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        {},
+        {"round": "2", "answer": 7, "stopped": 3, "t": True, "trace": []},
+        {"trace": {"costs": "x", "failures": "x", "policy": [1], "tool_faults": {"a": 1.5}}},
+        {"trace": {"faults": [1, {"kind": 2}, {"claims": ["x"]}]}},
+    ],
+)
+def test_a_malformed_payload_reads_as_the_defaults(wire: dict[str, object]) -> None:
+    read = ResultPayload.from_wire(wire)
+    assert (read.role, read.round, read.stopped, read.costs, read.ended_at) == (
+        "",
+        0,
+        None,
+        None,
+        None,
+    )
+    assert (read.failures, read.policy, read.tool_faults, read.faults) == ([], {}, {}, ())
+    assert (read.withheld, read.delay_s) == (None, 0.0)
+    assert read.answer.abstained  # no answer: an abstention (claims.answer_from_wire)
+
+
+def test_a_failure_code_the_contract_does_not_name_still_reads_as_a_failure() -> None:
+    wire = {"trace": {"failures": ["permission_denied", "gremlins", ["x"]]}}
+    assert failures_of(wire) == [
+        ErrorCode.PERMISSION_DENIED,
+        ErrorCode.INTERNAL_ERROR,
+        ErrorCode.INTERNAL_ERROR,
+    ]
+
+
+def test_a_round_is_a_whole_number() -> None:
+    assert [round_of({"round": r}) for r in (3, -1, True, 2.0, None)] == [3, -1, 0, 0, 0]
+
+
+def test_the_first_infrastructure_fault_gives_its_reason() -> None:
+    @dataclass
+    class Message:
+        sender: str
+        payload: dict[str, object]
+
+    down = payload(failures=[ErrorCode.INFRA_FAULT], answer=FinalAnswer(text="server gone"))
+    quiet = payload(failures=[ErrorCode.INFRA_FAULT], answer=FinalAnswer())
+    assert infra_reason([Message("a", payload().to_wire())]) is None
+    assert infra_reason([Message("a", down.to_wire())]) == "server gone"
+    assert infra_reason([Message("b", quiet.to_wire())]) == "infrastructure fault at b"
 
 
 def spec(**fields: object) -> AgentSpec:

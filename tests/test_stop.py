@@ -25,3 +25,13 @@ def test_stop_reasons_are_values() -> None:
     assert StopReason(ErrorCode.STEP_LIMIT) == StopReason(ErrorCode.STEP_LIMIT)
     assert StopReason(ErrorCode.STEP_LIMIT) != StopReason(ErrorCode.STEP_LIMIT, True)
     assert len({StopReason(ErrorCode.STEP_LIMIT), StopReason(ErrorCode.STEP_LIMIT)}) == 1
+
+
+def test_a_stop_reads_back_from_its_wire() -> None:
+    for stop in (
+        StopReason(ErrorCode.NO_PROGRESS),
+        StopReason(ErrorCode.PERMISSION_DENIED, unrecoverable=True),
+        CRASHED,
+    ):
+        assert StopReason.from_wire(stop.wire) == stop
+    assert StopReason.from_wire("no_progress").code is ErrorCode.NO_PROGRESS
