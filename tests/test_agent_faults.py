@@ -1,4 +1,4 @@
-"""Agent faults (errorflow.agents.agent_faults): each fires at its configured rate, the
+"""Agent faults (errorflow.faults.agent): each fires at its configured rate, the
 wrong values are plausible, and a run counts the trials where a fault never fired."""
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 
 from errorflow import api
-from errorflow.agents.agent_faults import AgentFaults, apply_copy, wrong_value
 from errorflow.cli.main import main
-from errorflow.protocol.claims import Claim, FinalAnswer
-from errorflow.scenario.agent_fault_model import (
+from errorflow.faults.agent import (
+    AgentFaults,
     CorruptFault,
     DropFault,
     FaultyFault,
     HangFault,
     SlowFault,
+    apply_copy,
+    wrong_value,
 )
+from errorflow.protocol.claims import Claim, FinalAnswer
 
 ANSWER = FinalAnswer(claims=[Claim(f"k{i}", 1000 + i) for i in range(5)])
 
@@ -194,7 +196,7 @@ def test_model_faults_and_crashes_are_counted_per_trial_like_agent_faults() -> N
         ({"kind": "corupt", "p": 0.2}, "found 'corupt' (a string); did you mean 'corrupt'?"),
         ({"p": 0.2}, "missing required field 'kind'"),
         ({"kind": "drop", "p": 0.2, "to": ["writr"]}, "unknown recipient 'writr'"),
-        ({"kind": "slow", "p": 1.5}, "expected a value <= 1, found 1.5"),
+        ({"kind": "slow", "p": 1.5}, "expected a probability from 0 to 1, found 1.5"),
     ],
 )
 def test_a_bad_agent_fault_is_refused_in_words(fault: dict[str, object], message: str) -> None:

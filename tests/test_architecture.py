@@ -60,7 +60,7 @@ def test_import_rules_hold() -> None:
         ("policies/breaker.py", "import asyncio"),  # I/O in a pure policy
         ("scoring/stats.py", "import errorflow.agents.propagation"),  # scoring reading agents
         ("scoring/stats.py", "import errorflow.models.backend"),  # scoring reading models
-        ("protocol/stop.py", "import errorflow.scenario.model"),  # the protocol above core
+        ("protocol/stop.py", "import errorflow.scenario.spec.model"),  # the protocol above core
     ],
 )
 def test_import_rules_catch_a_broken_rule(tmp_path: Path, module: str, line: str) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from errorflow.bus.bus_faults import Partition
+from errorflow.faults.bus import BusFaultSpec, Partition
 from errorflow.scenario.bundled import bundled
-from errorflow.scenario.bus_fault_model import BusFaultSpec, bus_plan
 from errorflow.scenario.loader import ScenarioError, load, load_text
 from errorflow.scenario.overrides import apply, without_faults
 from errorflow.scenario.spec import identity
@@ -44,7 +43,7 @@ bus:
   max_resends: 2
 """
     )
-    plan = bus_plan(s)
+    plan = s.bus.plan(s.seed, s.time_scale)
     assert plan is not None
     assert (plan.seed, plan.time_scale) == (4, 0.5)
     assert (plan.drop_p, plan.duplicate_p, plan.delay_p, plan.delay_s, plan.reorder_p) == (
@@ -61,7 +60,7 @@ bus:
 
 def test_no_block_no_plan_and_older_scenarios_dump_and_hash_as_before() -> None:
     s = load_text(BASE)
-    assert bus_plan(s) is None and not s.bus.configured
+    assert s.bus.plan(s.seed, s.time_scale) is None and not s.bus.configured
     assert "bus" not in s.model_dump()
     for path in bundled().values():
         scenario = load(path)
@@ -73,7 +72,7 @@ def test_no_block_no_plan_and_older_scenarios_dump_and_hash_as_before() -> None:
 
 def test_the_fault_free_baseline_has_no_bus_faults() -> None:
     s = apply(load_text(BASE), {"bus": {"drop": {"p": 0.5}, "ack_timeout_s": 0.1}})
-    assert bus_plan(s) is not None
+    assert s.bus.plan(s.seed, s.time_scale) is not None
     assert not without_faults(s).bus.drop
 
 
@@ -116,5 +115,5 @@ def test_the_runner_may_be_one_end_of_a_partition() -> None:
     s = load_text(
         BASE + "bus:\n  partitions: [{between: [runner, researcher], from_s: 0, to_s: 1}]\n"
     )
-    plan = bus_plan(s)
+    plan = s.bus.plan(s.seed, s.time_scale)
     assert plan is not None and plan.partitions[0].a == "runner"

@@ -14,16 +14,17 @@ from pathlib import Path
 from rich.console import Console
 
 from errorflow.bus.transport import InProcessBus
+from errorflow.faults.bus import BusFaultSpec
+from errorflow.faults.tally import fault_counts
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.reports.tables import print_run
 from errorflow.runtime.bus_fault_tally import BusFaultTally
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.runtime.trial_tracker import TrialTracker
-from errorflow.scenario.bus_fault_model import BusFaultSpec
 from errorflow.scenario.overrides import apply
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome
-from errorflow.scoring.summary import bus_fault_counts, bus_fault_line
+from errorflow.scoring.summary import bus_fault_line
 from tests.conftest import Mosquitto, scenario
 from tests.test_bus_faults import within_3_sigma
 
@@ -234,7 +235,7 @@ def test_the_tally_files_faults_per_open_trial_and_ends_a_trial_that_cannot_fini
 
 
 def test_counts_and_the_line_say_where_a_kind_never_fired() -> None:
-    counts = bus_fault_counts(["drop", "reorder"], {0: {"drop": 2}, 5: {"drop": 1}}, 200)
+    counts = fault_counts(["drop", "reorder"], {0: {"drop": 2}, 5: {"drop": 1}}, 200)
     assert counts == {
         "drop": {"fired": 2, "never": 198, "times": 3},
         "reorder": {"fired": 0, "never": 200, "times": 0},

@@ -11,8 +11,10 @@ from collections import Counter
 
 import pytest
 
-from errorflow.bus import bus_faults as bf
-from errorflow.bus.bus_faults import (
+from errorflow.bus.endpoint import Endpoint
+from errorflow.bus.transport import InProcessBus, InProcessConnection
+from errorflow.faults import bus as bf
+from errorflow.faults.bus import (
     DELIVERED,
     BusFaultPlan,
     Partition,
@@ -20,8 +22,6 @@ from errorflow.bus.bus_faults import (
     attempt_at,
     undelivered_reason,
 )
-from errorflow.bus.endpoint import Endpoint
-from errorflow.bus.transport import InProcessBus, InProcessConnection
 from errorflow.protocol import topics
 from errorflow.protocol.envelope import Envelope, Kind, decode
 from errorflow.protocol.events import BusFaultFired, BusUndelivered, parse_event

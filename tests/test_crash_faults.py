@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from errorflow.agents.agent import Agent
 from errorflow.bus.transport import InProcessBus
+from errorflow.faults.crash import CrashFault, crash_fires
 from errorflow.protocol import signing
 from errorflow.protocol.events import AgentCrashed, parse_event
 from errorflow.runtime.agent_process import CRASH_EXIT, ProcessCrash, serve
@@ -33,7 +34,6 @@ from errorflow.runtime.crashes import (
 )
 from errorflow.runtime.liveness import Liveness, ParticipantLost
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario.crash_fault_model import CrashFault, crash_fires
 from errorflow.scenario.overrides import apply
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 import errorflow
-from errorflow.cli.errors import Interrupted, RunFailure, UsageError, explain
+from errorflow.cli.errors import (
+    Interrupted,
+    RunFailure,
+    UsageError,
+    explain,
+)
 from errorflow.core.errors import (
     EXIT_FAILURE,
     EXIT_USAGE,

@@ -19,6 +19,12 @@ from errorflow.agents.model_gate import ModelGate
 from errorflow.bus.transport import InProcessBus
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.faults.model import (
+    ModelCallFaults,
+    ModelFault,
+    Struck,
+    model_fault_fires,
+)
 from errorflow.models.backend import (
     ModelCallError,
     ModelRequest,
@@ -26,12 +32,7 @@ from errorflow.models.backend import (
     Usage,
 )
 from errorflow.models.backends import BackendFactory
-from errorflow.models.model_faults import (
-    AgentFaults,
-    FaultyModel,
-    InjectedModelError,
-    model_fault_fires,
-)
+from errorflow.models.model_faults import FaultyModel, InjectedModelError
 from errorflow.policies.budget import Budget
 from errorflow.policies.strategies import build_policy
 from errorflow.protocol.events import (
@@ -42,7 +43,6 @@ from errorflow.protocol.events import (
     parse_event,
 )
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
-from errorflow.scenario.model_fault_model import ModelFault
 from errorflow.scenario.overrides import apply
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import ModelSpec, Scenario
@@ -104,7 +104,7 @@ def test_an_injected_error_is_the_real_backends_for_the_same_answer(
 ) -> None:
     from errorflow.models.anthropic_backend import classify_status
 
-    err = InjectedModelError(fault, "agents.w.model.faults[0]", call=0, attempt=1)
+    err = InjectedModelError(Struck(fault, "agents.w.model.faults[0]", call=0, attempt=1))
     assert isinstance(err, ModelCallError)
     assert (err.code, err.status, err.infrastructure) == (code, status, None)
     assert err.retry_after_s == fault.retry_after_s
@@ -160,7 +160,9 @@ class Gate:
     def __init__(self, *faults: dict[str, Any], overrides: dict[str, Any] | None = None) -> None:
         spec = ModelSpec.model_validate({"faults": list(faults)})
         self.inner = Answers()
-        self.faulty = FaultyModel(self.inner, AgentFaults.of(spec, None, "writer", 3), 0, "writer")
+        self.faulty = FaultyModel(
+            self.inner, ModelCallFaults.of(spec.faults, [], "writer", 3), 0, "writer"
+        )
         self.events: list[AgentEvent] = []
         policy = build_policy("resilient", overrides)
         self.clock = SimClock(0.0)

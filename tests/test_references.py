@@ -246,7 +246,7 @@ def test_a_second_source_must_be_another_tool_taking_the_needs_arguments(
         ("{kind: transient, drift: 0.2}", "drift", "drift applies only to kind 'stale'"),
         ("{kind: stale, value: 90, drop: 2}", "drop", "not both"),
         ("{kind: stale, drift: 0}", "drift", "leaves the answer right"),
-        ("{kind: corrupt, mode: truncated_json}", "mode", "expected one of: unit, digits"),
+        ("{kind: corrupt, mode: truncated_json}", "mode", "expected one of 'unit', 'digits'"),
         ("{kind: timeout, mode: digits}", "mode", "applies only to kind 'corrupt'"),
     ],
 )

@@ -136,21 +136,22 @@ def test_reserved_names_returns_to_and_faults() -> None:
             "runner": {"role": "researcher", "sends_to": ["b"], "tools": ["m"]},
             "b": {"role": "reviewer", "returns_to": "nobody"},
         },
-        tools__m={
-            "kind": "metric_store",
-            "faults": [{"kind": "partial"}, {"kind": "empty", "item_p": 0.1}],
-        },
+        tools__m={"kind": "metric_store", "faults": [{"kind": "partial"}]},
     )
     assert [loc for loc, _ in errors] == [
         ("agents", "runner"),
         ("agents", "b", "returns_to"),
         ("tools", "m", "faults", 0, "kind"),
-        ("tools", "m", "faults", 1, "item_p"),
     ]
     assert "reserved for the bus (all, observers, runner)" in errors[0][1]
     assert "sends to 'b' (runner)" in errors[1][1]
     assert "expected a batch tool (kind batch_fetch, or a lookup" in errors[2][1]
     assert "found kind 'metric_store'" in errors[2][1]
+    # A field another kind owns is the fault's shape: refused before the cross-checks.
+    foreign = _errors(
+        tools__m={"kind": "metric_store", "faults": [{"kind": "empty", "item_p": 0.1}]}
+    )
+    assert [loc for loc, _ in foreign] == [("tools", "m", "faults", 0, "empty", "item_p")]
 
 
 def test_a_cycle_has_no_entry_agent() -> None:

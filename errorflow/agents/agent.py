@@ -20,13 +20,6 @@ from typing import TypeVar
 
 from pydantic import JsonValue
 
-from errorflow.agents.agent_faults import (
-    AgentFaults,
-    Fired,
-    apply_copy,
-    mark_fired,
-    model_faults_fired,
-)
 from errorflow.agents.call_limits import CallLimits
 from errorflow.agents.carry import CARRIERS, carry_forward
 from errorflow.agents.defence_effects import changes, overruled
@@ -59,6 +52,14 @@ from errorflow.core.redact import redact
 from errorflow.core.seeding import stream
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.faults.agent import (
+    AgentFaults,
+    Fired,
+    apply_copy,
+    mark_fired,
+    model_faults_fired,
+)
+from errorflow.faults.crash import InjectedCrash
 from errorflow.models.backend import (
     Inspection,
     NeedView,
@@ -70,7 +71,6 @@ from errorflow.models.backend import (
     shape_of,
 )
 from errorflow.models.backends import BackendFactory
-from errorflow.models.model_faults import InjectedCrash
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
@@ -86,7 +86,6 @@ from errorflow.protocol.events import (
 )
 from errorflow.protocol.result import ResultPayload, infra_reason
 from errorflow.protocol.stop import CRASHED, StopReason
-from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.spec.policy import policy_for
 from errorflow.scenario.spec.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
@@ -139,9 +138,8 @@ class Agent:
         self.policy = policy_for(scenario, name)
         self.mode = scenario.propagation
         members = set(scenario.agents) | {topics.RUNNER}
-        self.endpoint = Endpoint(
-            conn, run_id, name, members, key=run_key, faults=bus_plan(scenario)
-        )
+        bus_faults = scenario.bus.plan(scenario.seed, scenario.time_scale)
+        self.endpoint = Endpoint(conn, run_id, name, members, key=run_key, faults=bus_faults)
         self.run_id = run_id
         self.backends = BackendFactory(
             self.spec.model, scenario.seed, name, api_key, scenario=scenario

@@ -26,13 +26,14 @@ from errorflow.agents.attempts import (
 )
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.faults.crash import InjectedCrash
 from errorflow.models.backend import (
     ModelBackend,
     ModelCallError,
     ModelRequest,
     ModelResponse,
 )
-from errorflow.models.model_faults import InjectedCrash, InjectedModelError
+from errorflow.models.model_faults import InjectedModelError
 from errorflow.models.model_usage import cache_read, cache_write
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget

@@ -30,6 +30,7 @@ from errorflow.core.redact import redact, redact_obj
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import SOFT, ErrorCode
 from errorflow.core.tool_errors import CallTimeout, ToolException
+from errorflow.faults.tool import empty_of
 from errorflow.models.backend import ToolCall
 from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
@@ -45,7 +46,7 @@ from errorflow.protocol.events import (
     RetryScheduled,
     ToolCallEvent,
 )
-from errorflow.world.tool_client import ToolClient, empty_of
+from errorflow.world.tool_client import ToolClient
 
 #: Arguments as they reached the tool: a mapping, or the text of an unparseable call.
 ToolArgs = Mapping[str, object] | str

@@ -25,7 +25,7 @@ is decided by the pure `Outbox` (`errorflow.bus.outbox`); the endpoint only carr
 its decisions out, on the clock it was given.
 
 Bus faults (a scenario's `bus:` block) are injected here, on the send side: with a
-`BusFaultPlan` (errorflow.bus.bus_faults), every send of a task or result message, the
+`BusFaultPlan` (errorflow.faults.bus), every send of a task or result message, the
 first and each resend, gets its fate from the plan (lost, doubled, delayed, held back
 until our next message) and each fault fired is published first as a `bus_fault`
 event. The acks and resends above are what recovers them; a message still lost after
@@ -43,17 +43,17 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from errorflow.bus.bus_faults import (
-    BusFaultPlan,
-    Send,
-    attempt_at,
-    undelivered_reason,
-)
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
 from errorflow.bus.redaction import redacted
 from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
 from errorflow.bus.transport import Connection
 from errorflow.core.redact import redact
+from errorflow.faults.bus import (
+    BusFaultPlan,
+    Send,
+    attempt_at,
+    undelivered_reason,
+)
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
     Ack,

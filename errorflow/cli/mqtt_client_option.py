@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from errorflow.bus.url import CLIENT_ENV, CLIENTS, DEFAULT_CLIENT, missing_client
+from errorflow.bus.url import (
+    CLIENT_ENV,
+    CLIENTS,
+    DEFAULT_CLIENT,
+    missing_client,
+)
 from errorflow.cli.errors import UsageError, shown
 
 

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from errorflow.core.errors import InputError
 from errorflow.core.seeding import stream
+from errorflow.faults.crash import OnCrash
 from errorflow.models.backend import InfrastructureError as InfrastructureError
 from errorflow.models.backend import ModelBackend
 from errorflow.models.exchange import Experiment, Place
-from errorflow.models.model_faults import AgentFaults, OnCrash
+from errorflow.models.model_faults import model_call_faults, wrap
 from errorflow.models.serving import (
     Serving,
     current,
@@ -81,7 +82,7 @@ class BackendFactory:
         self.serving = current()
         #: Injected model faults and crashes (errorflow/models/model_faults.py); an agent
         #: process sets `on_crash` so that a crash ends it (errorflow/runtime/agent_process.py).
-        self.faults = AgentFaults.of(spec, scenario, agent, seed)
+        self.faults = model_call_faults(spec, scenario, agent, seed)
         self.on_crash: OnCrash | None = None
         self._shared: AnthropicBackend | None = None
         real = spec.backend != "simulated"
@@ -103,7 +104,7 @@ class BackendFactory:
     def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
         name = owner or self.agent
         backend = self._backend(trial, name)
-        return self.faults.wrap(backend, trial, name, self.on_crash)
+        return wrap(self.faults, backend, trial, name, self.on_crash)
 
     def _backend(self, trial: int, name: str) -> ModelBackend:
         if self.spec.backend == "simulated":

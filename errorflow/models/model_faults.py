@@ -1,6 +1,7 @@
-"""Injected faults on an agent's model calls: a backend wrapper that fails attempts as a
-model server does (429, 529, 5xx, timeouts: `agents.NAME.model.faults`) and crashes the
-agent at a model call (`agents.NAME.faults`, kind crash).
+"""Injected faults on an agent's model calls, applied: a backend wrapper that fails
+attempts as a model server does (429, 529, 5xx, timeouts: `agents.NAME.model.faults`)
+and crashes the agent at a model call (`agents.NAME.faults`, kind crash). Which attempt
+a fault strikes is decided by errorflow.faults.model; this module carries it out.
 
 A failed attempt raises `InjectedModelError`, a `ModelCallError` with the code, status
 and Retry-After the real backend (errorflow/models/anthropic_backend.py) gives the same
@@ -14,173 +15,65 @@ A crash raises `InjectedCrash` (not a `ModelCallError`: no retry catches it) up 
 agent's crash path, or, for an agent in a process of its own, hands the crash to
 `on_crash`, which announces it and ends the process.
 
-Draws are pure functions of (seed, trial, owner, fault index, call index, attempt), so
-the first listed fault that hits fires, a fault's hits do not depend on the others, and
-adding a fault to one agent never moves another's. A retry is told from a new call by its
-request: the gate sends the same `ModelRequest` object again for each attempt.
+A retry is told from a new call by its request: the gate sends the same `ModelRequest`
+object again for each attempt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
-from errorflow.core.errors import ErrorflowError
-from errorflow.core.seeding import stream
-from errorflow.core.taxonomy import ErrorCode
+from errorflow.faults.crash import InjectedCrash, OnCrash
+from errorflow.faults.model import ModelCallFaults, Struck
 from errorflow.models.backend import (
     ModelBackend,
     ModelCallError,
     ModelRequest,
     ModelResponse,
 )
-from errorflow.protocol.events import AgentCrashed, ModelFaultFired
-from errorflow.scenario.crash_fault_model import CrashFault, crash_fires
-from errorflow.scenario.model_fault_model import ModelFault
+from errorflow.protocol.events import ModelFaultFired
 from errorflow.scenario.spec.model import ModelSpec, Scenario
-
-#: The code each kind gets (as `classify_status` of the real backend classifies its
-#: status; a timeout is the client's `APITimeoutError`).
-CODES = {
-    "rate_limit": ErrorCode.RATE_LIMIT,
-    "overloaded": ErrorCode.TRANSIENT,
-    "server_error": ErrorCode.TRANSIENT,
-    "timeout": ErrorCode.TIMEOUT,
-}
-#: The error type and message an Anthropic server sends with each status.
-_API_ERRORS = {
-    429: "rate_limit_error: Number of request tokens has exceeded your rate limit",
-    529: "overloaded_error: Overloaded",
-    408: "timeout_error: Request timed out",
-}
-
-
-def model_fault_path(agent: str, index: int) -> str:
-    return f"agents.{agent}.model.faults[{index}]"
-
-
-def crash_fault_path(agent: str, index: int) -> str:
-    return f"agents.{agent}.faults[{index}]"
 
 
 class InjectedModelError(ModelCallError):
     """One attempt an injected model fault failed (the same type a real failure raises)."""
 
-    def __init__(self, fault: ModelFault, path: str, call: int, attempt: int) -> None:
-        status = fault.http_status
-        if status is None:
-            text = f"Anthropic API request timed out after {fault.hangs_s:g}s"
-        else:
-            text = f"Anthropic API error HTTP {status} {_API_ERRORS.get(status, 'api_error')}"
-        code = ErrorCode.TIMEOUT if status == 408 else CODES[fault.kind]
+    def __init__(self, struck: Struck) -> None:
+        fault = struck.fault
         super().__init__(
-            code, f"injected ({path}): {text}", status=status, retry_after_s=fault.retry_after_s
+            fault.code,
+            f"injected ({struck.path}): {fault.error_text()}",
+            status=fault.http_status,
+            retry_after_s=fault.retry_after_s,
         )
-        self.fault, self.path, self.call, self.attempt = fault, path, call, attempt
+        self.struck = struck
+        self.fault, self.path, self.call, self.attempt = (
+            fault,
+            struck.path,
+            struck.call,
+            struck.attempt,
+        )
 
     def event(self, agent: str) -> ModelFaultFired:
-        return ModelFaultFired(
-            agent=agent,
-            fault=self.path,
-            kind=self.fault.kind,
-            status=self.status,
-            call=self.call,
-            attempt=self.attempt,
-        )
+        return self.struck.event(agent, self.status)
 
 
-@dataclass(frozen=True)
-class CrashNotice:
-    """Where an injected crash struck: `owner` (the agent, or its revision round) at its
-    model call `call` of `trial`."""
-
-    agent: str
-    owner: str
-    trial: int
-    call: int
-    fault: str
-
-    def event(self, *, process: bool) -> AgentCrashed:
-        return AgentCrashed(agent=self.agent, fault=self.fault, call=self.call, process=process)
-
-    def __str__(self) -> str:
-        return f"injected crash ({self.fault}) at model call {self.call} of trial {self.trial}"
+def model_call_faults(
+    spec: ModelSpec, scenario: Scenario | None, agent: str, seed: int
+) -> ModelCallFaults:
+    """The agent's model faults (`spec.faults`) and crash faults (its `faults`)."""
+    agent_spec = scenario.agents.get(agent) if scenario is not None else None
+    listed = list(agent_spec.faults) if agent_spec is not None else []
+    return ModelCallFaults.of(spec.faults, listed, agent, seed)
 
 
-class InjectedCrash(ErrorflowError):
-    """The agent crashed (injected): raised through the gate and the loop to the agent."""
-
-    def __init__(self, notice: CrashNotice) -> None:
-        super().__init__(str(notice))
-        self.notice = notice
-
-
-#: What an agent in a process of its own does with a crash: announce it and die.
-OnCrash = Callable[[CrashNotice], Awaitable[None]]
-
-
-def model_fault_fires(
-    fault: ModelFault,
-    *,
-    seed: int,
+def wrap(
+    faults: ModelCallFaults,
+    backend: ModelBackend,
     trial: int,
     owner: str,
-    index: int,
-    call: int,
-    attempt: int,
-    nth: int,
-) -> bool:
-    """Whether `fault` (the `index`-th of the agent's model) fails attempt `attempt` of
-    model call `call`, the trial's `nth` attempt (0: the first). Pure."""
-    if fault.first_n is not None:
-        return nth < fault.first_n
-    if fault.p is None:
-        return True
-    return stream(seed, trial, owner, "model-fault", index, call, attempt).random() < fault.p
-
-
-@dataclass(frozen=True)
-class AgentFaults:
-    """The injected faults on one agent's model calls, as the scenario configures them."""
-
-    agent: str
-    seed: int
-    model: tuple[ModelFault, ...] = ()
-    #: (index in `agents.NAME.faults`, fault) of the crash faults.
-    crashes: tuple[tuple[int, CrashFault], ...] = ()
-
-    @classmethod
-    def of(cls, spec: ModelSpec, scenario: Scenario | None, agent: str, seed: int) -> AgentFaults:
-        agent_spec = scenario.agents.get(agent) if scenario is not None else None
-        listed: list[object] = list(agent_spec.faults) if agent_spec is not None else []
-        crashes = tuple((i, f) for i, f in enumerate(listed) if isinstance(f, CrashFault))
-        return cls(agent, seed, tuple(spec.faults), crashes)
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.model or self.crashes)
-
-    def wrap(
-        self, backend: ModelBackend, trial: int, owner: str, on_crash: OnCrash | None = None
-    ) -> ModelBackend:
-        return FaultyModel(backend, self, trial, owner, on_crash) if self.configured else backend
-
-    def crash_at(self, trial: int, owner: str, call: int) -> CrashNotice | None:
-        for index, fault in self.crashes:
-            if crash_fires(fault, seed=self.seed, trial=trial, owner=owner, index=index, call=call):
-                path = crash_fault_path(self.agent, index)
-                return CrashNotice(self.agent, owner, trial, call, path)
-        return None
-
-    def failure_at(
-        self, trial: int, owner: str, call: int, attempt: int, nth: int
-    ) -> InjectedModelError | None:
-        seed = self.seed
-        for index, fault in enumerate(self.model):
-            where = {"trial": trial, "index": index, "call": call, "attempt": attempt, "nth": nth}
-            if model_fault_fires(fault, seed=seed, owner=owner, **where):
-                return InjectedModelError(fault, model_fault_path(self.agent, index), call, attempt)
-        return None
+    on_crash: OnCrash | None = None,
+) -> ModelBackend:
+    """`backend` with the agent's injected faults (itself when there are none)."""
+    return FaultyModel(backend, faults, trial, owner, on_crash) if faults.configured else backend
 
 
 class FaultyModel:
@@ -189,7 +82,7 @@ class FaultyModel:
     def __init__(
         self,
         inner: ModelBackend,
-        faults: AgentFaults,
+        faults: ModelCallFaults,
         trial: int,
         owner: str,
         on_crash: OnCrash | None = None,
@@ -212,7 +105,7 @@ class FaultyModel:
                 raise InjectedCrash(notice)
         self._attempt += 1
         nth, self.attempts = self.attempts, self.attempts + 1
-        failure = self.faults.failure_at(self.trial, self.owner, self.calls - 1, self._attempt, nth)
-        if failure is not None:
-            raise failure
+        struck = self.faults.failure_at(self.trial, self.owner, self.calls - 1, self._attempt, nth)
+        if struck is not None:
+            raise InjectedModelError(struck)
         return await self.inner.complete(request)

@@ -43,7 +43,12 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from errorflow import __version__
-from errorflow.scoring.genealogy_types import Decision, Genealogy, Invocation, ToolCallView
+from errorflow.scoring.genealogy_types import (
+    Decision,
+    Genealogy,
+    Invocation,
+    ToolCallView,
+)
 from errorflow.scoring.trial_trace import TrialTrace
 
 SCOPE = InstrumentationScope("errorflow", __version__)

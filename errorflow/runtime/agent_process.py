@@ -28,8 +28,8 @@ from errorflow.agents.presence import HEARTBEAT_S
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
+from errorflow.faults.crash import CrashNotice
 from errorflow.models.backends import ConfigurationError, check_backends, check_servers
-from errorflow.models.model_faults import CrashNotice
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec.model import Scenario
 

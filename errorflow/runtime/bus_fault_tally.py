@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from errorflow.bus.bus_faults import BusFaultPlan
+from errorflow.faults.bus import BusFaultPlan
+from errorflow.faults.tally import FaultCount, Tally
 from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.events import BusFaultFired, BusUndelivered, parse_event
 from errorflow.runtime.trial_tracker import TrialState, TrialTracker
 from errorflow.scoring.score import Outcome, TrialScore
-from errorflow.scoring.summary import BusFaultCount, BusRecovery, bus_fault_counts
+from errorflow.scoring.summary import BusRecovery
 
 
 class BusFaultTally:
@@ -26,8 +27,11 @@ class BusFaultTally:
         self.plan = plan
         self.tracker = tracker
         #: Faults fired per trial, by kind (trials where some fired), and trials counted.
-        self.fired: dict[int, dict[str, int]] = {}
-        self.trials = 0
+        self.tally = Tally(plan.kinds if plan is not None else ())
+
+    @property
+    def fired(self) -> dict[int, dict[str, int]]:
+        return self.tally.fired
 
     @property
     def active(self) -> bool:
@@ -60,17 +64,12 @@ class BusFaultTally:
 
     def finish(self, trial: int, state: TrialState) -> None:
         """A trial is over: what fired on it is kept (only while faults are configured)."""
-        if self.plan is None:
-            return
-        self.trials += 1
-        if state.bus_faults:
-            self.fired[trial] = dict(state.bus_faults)
+        if self.plan is not None:
+            self.tally.add(trial, state.bus_faults)
 
-    def counts(self) -> dict[str, BusFaultCount] | None:
+    def counts(self) -> dict[str, FaultCount] | None:
         """Per configured kind: the trials it fired in and those it never did."""
-        if self.plan is None or not self.plan.kinds:
-            return None
-        return bus_fault_counts(self.plan.kinds, self.fired, self.trials)
+        return self.tally.counts()
 
 
 def bus_recovery(

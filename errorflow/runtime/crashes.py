@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from errorflow.faults.crash import CrashFault
 from errorflow.protocol.events import AgentCrashed
-from errorflow.scenario.crash_fault_model import CrashFault
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
 

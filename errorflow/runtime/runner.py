@@ -43,6 +43,8 @@ from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Bus, Connection, offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.core.redact import redact
+from errorflow.faults.agent import AgentFaultTally
+from errorflow.faults.tool_tally import ToolFaultTally
 from errorflow.models.backends import check_backends, check_servers
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
@@ -63,7 +65,6 @@ from errorflow.protocol.events import (
 )
 from errorflow.protocol.result import infra_reason
 from errorflow.protocol.task import TaskPayload
-from errorflow.runtime.agent_fault_tally import AgentFaultTally
 from errorflow.runtime.bus_fault_tally import BusFaultTally, bus_recovery
 from errorflow.runtime.crashes import (
     crash_reason,
@@ -81,9 +82,7 @@ from errorflow.runtime.liveness import (
 )
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner_presence import runner_endpoint
-from errorflow.runtime.tool_fault_tally import ToolFaultTally
 from errorflow.runtime.trial_tracker import TrialTracker
-from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.problems import file_error
 from errorflow.scenario.spec import identity
@@ -346,9 +345,10 @@ class _Runner:
         # the run's load figures).
         self.services = ServiceRegistry(scenario)
         self.tracker = TrialTracker(scenario.terminal_agents())
-        self.bus_faults = BusFaultTally(bus_plan(scenario), self.tracker)
-        self.agent_faults = AgentFaultTally(scenario)
-        self.tool_faults = ToolFaultTally(scenario)
+        bus_plan = scenario.bus.plan(scenario.seed, scenario.time_scale)
+        self.bus_faults = BusFaultTally(bus_plan, self.tracker)
+        self.agent_faults = AgentFaultTally(scenario.agents)
+        self.tool_faults = ToolFaultTally(scenario.tools, scenario.task.needs, scenario.seed)
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         # Without kept messages the labels are in the store only, and the scores are
         # kept by column (a few bytes a trial: memory stays flat over long runs).
@@ -394,7 +394,7 @@ class _Runner:
             self.bus,
             f"{self.run_id}-runner",
             lambda c: Endpoint(c, self.run_id, topics.RUNNER, self.members, key=self.key,
-                               faults=bus_plan(s)),
+                               faults=s.bus.plan(s.seed, s.time_scale)),
         )  # fmt: skip
         self.endpoint, conn = ep, ep.conn
         self.conns.append(conn)

@@ -41,6 +41,7 @@ import aiosqlite
 from errorflow.bus.transport import InProcessBus
 from errorflow.core.errors import ErrorflowError, InputError
 from errorflow.core.redact import redact
+from errorflow.faults.tally import FaultCount
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.liveness import taken_by_lost
@@ -53,11 +54,10 @@ from errorflow.runtime.runner import (
     register,
     run_scenario,
 )
-from errorflow.scenario.bus_fault_model import bus_plan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.score_table import in_trial_order, score_map
-from errorflow.scoring.summary import BusFaultCount, RunSummary, summarize
+from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store import root_causes
 from errorflow.store.database import (
     StoreFailed,
@@ -100,7 +100,7 @@ def refusal(scenario: Scenario, options: RunOptions) -> str | None:
             "`scope: run`, or arrivals over run time): each trial must see the trials "
             "before it, so they run in one process"
         )
-    if bus_plan(scenario) is not None:
+    if scenario.bus.configured:
         return "its bus faults are tallied over the whole run, in one process"
     real = [n for n, a in scenario.agents.items() if a.model.backend != "simulated"]
     if real:
@@ -175,7 +175,7 @@ class ShardResult:
     #: for a run that can be split: checked, never merged by guess).
     extra: tuple[str, ...] = ()
     #: Where each configured fault fired, per kind (summed over the shards).
-    fault_counts: dict[str, dict[str, BusFaultCount]] = field(default_factory=dict)
+    fault_counts: dict[str, dict[str, FaultCount]] = field(default_factory=dict)
 
 
 #: What a worker puts on the results queue: ("trial", run_id, score) as each trial is
@@ -245,7 +245,7 @@ def merged_summary(
     """The run's summary from every shard's scores, with the fault counts summed."""
     summary = summarize(in_trial_order(scores))
     for key in sorted({k for r in done.values() for k in r.fault_counts}):
-        total: dict[str, BusFaultCount] = {}
+        total: dict[str, FaultCount] = {}
         for r in done.values():
             for kind, c in r.fault_counts.get(key, {}).items():
                 t = total.setdefault(kind, {"fired": 0, "never": 0, "times": 0})

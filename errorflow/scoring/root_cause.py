@@ -34,7 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from errorflow.scoring.genealogy_types import FailureView, Genealogy, Invocation, MessageNode
+from errorflow.scoring.genealogy_types import (
+    FailureView,
+    Genealogy,
+    Invocation,
+    MessageNode,
+)
 
 FAILED_OUTCOMES = frozenset({"contained", "contaminated"})
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
+from errorflow.faults.tally import FaultCount, ToolFaultCount
 from errorflow.scoring.bootstrap import mean_interval
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
@@ -67,22 +68,6 @@ Metrics = TypedDict(
 )
 
 
-class BusFaultCount(TypedDict):
-    """One configured bus fault kind over a run's trials: a fault that never fired in a
-    trial is no evidence about it (`never`)."""
-
-    fired: int  # trials in which it fired at least once
-    never: int  # trials in which it never fired
-    times: int  # sends it struck, over every trial
-
-
-class ToolFaultCount(BusFaultCount):
-    """One configured tool fault (by its place, `tools.kpi.faults[0]`) over a run's
-    trials; `times` counts the calls it struck."""
-
-    kind: str
-
-
 class BusRecovery(TypedDict):
     """The trials a bus fault struck: recovered by acks and resends, or lost."""
 
@@ -96,9 +81,9 @@ class RunSummary(TypedDict):
     outcomes: OutcomeCounts
     metrics: Metrics
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
-    bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
+    bus_faults: NotRequired[dict[str, FaultCount]]  # by kind (a `bus:` block)
     bus_recovery: NotRequired[BusRecovery]
-    agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
+    agent_faults: NotRequired[dict[str, FaultCount]]  # by `agent.kind`
     tool_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
 
 
@@ -129,9 +114,9 @@ class RunJson(TypedDict):
     rejects: dict[str, int]  # rejected bus messages by reason
     amplification: NotRequired[Amplification]  # a run measured against a baseline
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
-    bus_faults: NotRequired[dict[str, BusFaultCount]]  # by kind (a `bus:` block)
+    bus_faults: NotRequired[dict[str, FaultCount]]  # by kind (a `bus:` block)
     bus_recovery: NotRequired[BusRecovery]
-    agent_faults: NotRequired[dict[str, BusFaultCount]]  # by `agent.kind`
+    agent_faults: NotRequired[dict[str, FaultCount]]  # by `agent.kind`
     tool_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
 
 
@@ -194,18 +179,6 @@ def _add_spread(spread: dict[str, list[float]], costs: Costs) -> None:
             values.append(getattr(costs, key))
 
 
-def bus_fault_counts(
-    kinds: Sequence[str], fired: Mapping[int, Mapping[str, int]], trials: int
-) -> dict[str, BusFaultCount]:
-    """Each configured kind: in how many of `trials` it fired, and how often (`fired`:
-    the trials where any fault fired, by trial, times by kind)."""
-    out: dict[str, BusFaultCount] = {}
-    for kind in kinds:
-        hit = [f[kind] for f in fired.values() if f.get(kind)]
-        out[kind] = {"fired": len(hit), "never": trials - len(hit), "times": sum(hit)}
-    return out
-
-
 def bus_recovery_line(r: BusRecovery) -> str:
     """`bus faults struck 35 trials: 35 recovered by resends, 0 lost (bus_fault)`"""
     return (
@@ -215,7 +188,7 @@ def bus_recovery_line(r: BusRecovery) -> str:
 
 
 def bus_fault_line(
-    counts: Mapping[str, BusFaultCount], what: str = "bus faults", unit: str = "sends"
+    counts: Mapping[str, FaultCount], what: str = "bus faults", unit: str = "sends"
 ) -> str:
     """`bus faults: drop fired in 37 of 200 trials (41 sends), never in 163; ...` (a
     tool fault's kind follows its place: `tools.kpi.faults[0] stale fired in ...`)."""

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from errorflow.core.seeding import stream
+from errorflow.core.shapes import MAX_RUN_S
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scenario.spec.service_model import MAX_RUN_S, MAX_UTILISATION, ServiceSpec
+from errorflow.scenario.spec.service_model import MAX_UTILISATION, ServiceSpec
 
 Verdict = Literal["ok", "rate_limited", "overloaded", "down", "degraded"]
 

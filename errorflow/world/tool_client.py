@@ -32,7 +32,17 @@ from errorflow.core.tool_errors import (
     UnknownTool,
     UnknownValue,
 )
-from errorflow.scenario.fault_model import SILENT_KINDS
+from errorflow.faults import tool_answers
+from errorflow.faults.tool_base import (
+    Answered,
+    Call,
+    Failure,
+    FaultPlan,
+    Instead,
+    ToolFaultBase,
+    plan_for,
+    withheld,
+)
 from errorflow.scenario.spec.catalog import (
     FetchManyArgs,
     QueryMetricArgs,
@@ -41,7 +51,6 @@ from errorflow.scenario.spec.catalog import (
     ToolArgs,
 )
 from errorflow.scenario.spec.model import (
-    FaultSpec,
     NeedSpec,
     Scenario,
     ToolSpec,
@@ -50,7 +59,7 @@ from errorflow.scenario.spec.model import (
 from errorflow.scenario.spec.run_time import arrival
 from errorflow.scenario.spec.tool_args import enum_options
 from errorflow.world import records
-from errorflow.world import silent_faults as silent
+from errorflow.world.other_entities import other_calls
 from errorflow.world.python_tool import business_error
 from errorflow.world.services import Admission, ServiceRegistry
 from errorflow.world.tool_catalog import ToolCatalog
@@ -106,79 +115,6 @@ def _search(world: WorldSpec, query: str) -> list[str]:
     )
 
 
-# -- fault plan ------------------------------------------------------------------
-
-
-class FaultPlan:
-    """Decides, call by call, which injected fault (if any) fires on a tool.
-
-    Each fault has its own random stream, derived from `rng` and the fault's position,
-    and draws one number on every call whether it fires or not. So the hit pattern of
-    a fault depends only on (seed, trial, agent, tool, position): adding a fault to
-    another tool, or appending one to this tool, never shifts it."""
-
-    def __init__(self, faults: list[FaultSpec], rng: random.Random | None) -> None:
-        """`rng` may be None for a tool without faults (nothing ever draws from it)."""
-        self._faults = faults
-        self._rngs: list[random.Random] = []
-        self._base = 0
-        if faults:
-            if rng is None:
-                raise ValueError("a fault plan with faults needs its random stream")
-            self._base = rng.getrandbits(64)
-            self._rngs = [random.Random(f"{self._base}:{i}") for i in range(len(faults))]
-        self._picks: dict[int, random.Random] = {}
-        self.calls = 0
-        #: The position (in this plan's faults) of the fault that fired on the last call.
-        self.fired: int | None = None
-
-    def next(self, kinds: frozenset[str] | None = None) -> FaultSpec | None:
-        """Advance the call counter and return the first fault that fires (among
-        `kinds`, when given). Every fault draws, fired, shadowed or filtered out."""
-        index = self.calls
-        self.calls += 1
-        fired: FaultSpec | None = None
-        self.fired = None
-        for position, (fault, rng) in enumerate(zip(self._faults, self._rngs, strict=True)):
-            draw = rng.random()
-            if kinds is not None and fault.kind not in kinds:
-                continue
-            if fault.first_n is not None:
-                hit = index < fault.first_n
-            elif fault.p is not None:
-                hit = draw < fault.p
-            else:
-                hit = True
-            if hit and fired is None:
-                fired, self.fired = fault, position
-        return fired
-
-    def pick(self) -> random.Random:
-        """The stream of the choices the last fault that fired makes (which other
-        entity, which digits): a stream of its own, so what it picks never moves the
-        draws that decide whether a fault fires."""
-        assert self.fired is not None
-        rng = self._picks.get(self.fired)
-        if rng is None:
-            rng = self._picks[self.fired] = random.Random(f"{self._base}:{self.fired}:pick")
-        return rng
-
-
-CALL_FAULTS = frozenset(
-    {
-        "transient",
-        "timeout",
-        "rate_limit",
-        "permission",
-        "not_found",
-        "business_rule",
-        "empty",
-        "partial",
-        *SILENT_KINDS,
-    }
-)
-
-
 class ToolClient:
     """One agent's connection to the tool world within one trial."""
 
@@ -213,23 +149,16 @@ class ToolClient:
         self._sent: dict[str, SendReceipt] = {}  # idempotency key -> first result
         self._python_calls: dict[str, int] = {}  # a Python tool's calls so far (ToolContext)
         self.sent_reports: list[SentReport] = []
-        # A stream is seeded only for a tool with faults of that kind (seeding costs
-        # microseconds, per agent, tool and trial; the draws are the same either way).
         for name, spec in self.tools.items():
-            call_faults = [f for f in spec.faults if f.kind in CALL_FAULTS]
-            rng = stream(scenario.seed, trial, agent, name) if call_faults else None
-            self._plans[name] = FaultPlan(call_faults, rng)
-            bad = [f for f in spec.faults if f.kind == "malformed_call"]
-            rng = stream(scenario.seed, trial, agent, name, "mal") if bad else None
-            self._malform[name] = FaultPlan(bad, rng)
-            for plan, kinds in (("call", CALL_FAULTS), ("mal", {"malformed_call"})):
-                places = [i for i, f in enumerate(spec.faults) if f.kind in kinds]
-                self._places[name, plan] = places
+            for stage in ("call", "args"):
+                plan, places = plan_for(spec.faults, stage, scenario.seed, trial, agent, name)
+                (self._plans if stage == "call" else self._malform)[name] = plan
+                self._places[name, stage] = places
 
-    def _note(self, tool: str, plan: str, position: int | None) -> None:
+    def _note(self, tool: str, stage: str, position: int | None) -> None:
         """Record that the fault at `position` of a plan fired, by its scenario place."""
         if position is not None:
-            self.fired.append(f"tools.{tool}.faults[{self._places[tool, plan][position]}]")
+            self.fired.append(f"tools.{tool}.faults[{self._places[tool, stage][position]}]")
 
     def _items_rng(self, tool: str) -> random.Random:
         rng = self._rng_items.get(tool)
@@ -237,28 +166,15 @@ class ToolClient:
             rng = self._rng_items[tool] = stream(self.seed, self.trial, self.agent, tool, "items")
         return rng
 
-    # The model's call as it arrives may be mangled (malformed_call): the JSON is
-    # truncated, a field dropped, a type changed or an extra field added.
     def mangle(self, tool: str, args: Mapping[str, object]) -> dict[str, object] | str:
+        """The model's call as it arrives: a `malformed_call` fault may mangle it."""
         plan = self._malform.get(tool)
         fault = plan.next() if plan else None
         if fault is None or plan is None:
             return dict(args)
-        self._note(tool, "mal", plan.fired)
-        # Drop or retype a field the schema requires (an optional one would not fail).
-        required = [n for n, f in self.catalog.models[tool].model_fields.items() if f.is_required()]
-        first = next((k for k in args if k in required), next(iter(args), None))
-        if fault.mode == "truncated_json" or fault.mode is None:
-            text = json.dumps(dict(args), ensure_ascii=False)
-            return text[: max(1, len(text) // 2)]
-        mangled = dict(args)
-        if fault.mode == "missing_field" and first is not None:
-            mangled.pop(first)
-        elif fault.mode == "wrong_type" and first is not None:
-            mangled[first] = 12345 if isinstance(mangled[first], str) else "12345"
-        elif fault.mode == "extra_field":
-            mangled["verbose"] = True
-        return mangled
+        self._note(tool, "args", plan.fired)
+        model = self.catalog.models[tool]
+        return fault.mangle(args, [n for n, f in model.model_fields.items() if f.is_required()])
 
     def validate(self, tool: str, args: Mapping[str, object] | str) -> ToolArgs:
         """Pre-flight: check the call against the tool's schema before it runs."""
@@ -295,7 +211,7 @@ class ToolClient:
             return before
         fault, latency = before
         value, item_errors = self._serve(tool, args, fault)
-        if fault is not None and fault.kind in SILENT_KINDS:
+        if fault is not None and fault.silent:
             value = self._silent(tool, args, fault, value)
         if spec.kind == "report_sink":
             value = self._send(args, idempotency_key)
@@ -323,7 +239,7 @@ class ToolClient:
             return before
         fault, latency = before
         value = await self._python(tool, args, timeout_s)
-        if fault is not None and fault.kind in SILENT_KINDS:
+        if fault is not None and fault.silent:
             value = await self._python_silent(tool, args, fault, value, timeout_s)
         refused = business_error(spec.business_failure, value) if spec.business_failure else None
         return ToolResult(value, latency, business_error=refused, empty=value in ([], {}, None, ""))
@@ -335,10 +251,10 @@ class ToolClient:
         timeout_s: float,
         idempotency_key: str | None,
         now: float = 0.0,
-    ) -> ToolResult | tuple[FaultSpec | None, float]:
+    ) -> ToolResult | tuple[ToolFaultBase | None, float]:
         """The injected faults' turn, before the tool itself: a raised failure, a result
         the fault makes up (a refusal, an empty answer, a deduplicated send), or the
-        fault left for the tool to apply (partial) and the call's latency."""
+        fault left for the tool to apply (partial, silent) and the call's latency."""
         spec = self.tools[tool]
         if spec.kind == "report_sink" and idempotency_key and idempotency_key in self._sent:
             # Deduplicated on the key: the retried send is not sent twice.
@@ -346,23 +262,17 @@ class ToolClient:
         fault = self._plans[tool].next()
         self._note(tool, "call", self._plans[tool].fired)
         latency = spec.latency_s
-        if fault is not None and fault.kind == "timeout":
-            if fault.duration_s is not None and fault.duration_s < timeout_s:
-                latency = fault.duration_s  # slow, but answered within the timeout
-                fault = None
-            elif spec.kind == "report_sink":
-                # The client gave up, the server did not: the report went out, and a
-                # retry without an idempotency key sends it a second time.
-                self._send(args, idempotency_key)
-        if fault is not None:
-            self._raise_for(fault, tool, args, timeout_s)
-            if fault.kind == "business_rule":
-                reason = fault.reason or "request rejected by business rule"
-                return ToolResult(
-                    {"success": False, "reason": reason}, latency, business_error=reason
-                )
-            if fault.kind == "empty":
-                return ToolResult(empty_of(spec.kind), latency, empty=True)
+        before = fault.before(Call(tool, spec.kind, timeout_s)) if fault is not None else None
+        if isinstance(before, Answered):
+            latency, fault = before.latency_s, None  # slow, but answered within the timeout
+        elif isinstance(before, Failure):
+            if before.served and spec.kind == "report_sink":
+                self._send(args, idempotency_key)  # the report went out all the same
+            raise before.error
+        elif isinstance(before, Instead):
+            return ToolResult(
+                before.value, latency, business_error=before.business_error, empty=before.empty
+            )
         service = self.services.get(spec.service) if self.services is not None else None
         if service is not None:
             if self._rng_service is None:
@@ -374,38 +284,31 @@ class ToolClient:
             latency = self._raise_for_service(admission, tool, timeout_s)
         return fault, latency
 
-    # -- silent wrong answers (errorflow.world.silent_faults) -----------------------
-    def _silent(self, tool: str, args: ToolArgs, fault: FaultSpec, value: Any) -> Any:
+    # -- silent wrong answers (errorflow.faults.tool) ---------------------------------
+    def _silent(self, tool: str, args: ToolArgs, fault: ToolFaultBase, value: Any) -> Any:
         """The right answer made wrong by a silent fault that fired on this call."""
         rng = self._plans[tool].pick()
-        if fault.kind != "wrong_entity":
-            return (
-                silent.stale(value, fault)
-                if fault.kind == "stale"
-                else silent.corrupt(value, fault, rng)
-            )
-        for call in silent.other_calls(self._scenario, tool, args.model_dump(), rng):
+        if not fault.another_entity:
+            return fault.after(value, rng)
+        for call in other_calls(self._scenario, tool, args.model_dump(), rng):
             try:
                 other, _ = self._serve(tool, self.validate(tool, call), None)
             except ToolException:
                 continue
             if other not in (None, [], {}, "") and other != value:
-                return silent.relabelled(other, value) if self._is_batch(tool, args) else other
+                batch = self._is_batch(tool, args)
+                return tool_answers.relabelled(other, value) if batch else other
         return value
 
     async def _python_silent(
-        self, tool: str, args: ToolArgs, fault: FaultSpec, value: Any, timeout_s: float
+        self, tool: str, args: ToolArgs, fault: ToolFaultBase, value: Any, timeout_s: float
     ) -> Any:
         """`_silent` for a Python tool: another entity's answer is its code's answer."""
         rng = self._plans[tool].pick()
-        if fault.kind != "wrong_entity":
-            return (
-                silent.stale(value, fault)
-                if fault.kind == "stale"
-                else silent.corrupt(value, fault, rng)
-            )
+        if not fault.another_entity:
+            return fault.after(value, rng)
         options = enum_options(self.catalog.models[tool])
-        for call in silent.other_calls(self._scenario, tool, args.model_dump(), rng, options):
+        for call in other_calls(self._scenario, tool, args.model_dump(), rng, options):
             try:
                 other = await self._python(tool, self.validate(tool, call), timeout_s)
             except Exception:  # another entity's call failing is no answer to give
@@ -460,36 +363,8 @@ class ToolClient:
             self._sent[idempotency_key] = value
         return value
 
-    def _raise_for(self, fault: FaultSpec, tool: str, args: ToolArgs, timeout_s: float) -> None:
-        kind = fault.kind
-        host = f"{tool.replace('_', '-')}.internal"
-        if kind == "transient":
-            if fault.status:
-                raise HTTPStatusError(fault.status, fault.error_text or f"HTTP {fault.status}")
-            raise ConnectTimeout(
-                fault.error_text or f"Error: connect ETIMEDOUT {host}:443 (upstream did not answer)"
-            )
-        if kind == "timeout":
-            # The tool hangs for duration_s (forever when not given); the client gives up
-            # at its per-call timeout, so that is the (simulated) time the call cost.
-            raise CallTimeout(
-                fault.error_text or f"TimeoutError: {tool} did not answer within {timeout_s:g}s",
-                waited_s=timeout_s,
-            )
-        if kind == "rate_limit":
-            ra = fault.retry_after_s if fault.retry_after_s is not None else 1.0
-            raise HTTPStatusError(
-                429, fault.error_text or f"HTTP 429 Too Many Requests (Retry-After: {ra:g})", ra
-            )
-        if kind == "permission":
-            status = fault.status or 403
-            text = "Unauthorized" if status == 401 else "Forbidden"
-            raise HTTPStatusError(status, fault.error_text or f"HTTP {status} {text}")
-        if kind == "not_found":
-            raise HTTPStatusError(404, fault.error_text or "HTTP 404 Not Found")
-
     def _serve(
-        self, tool: str, args: ToolArgs, fault: FaultSpec | None
+        self, tool: str, args: ToolArgs, fault: ToolFaultBase | None
     ) -> tuple[Any, dict[str, str]]:
         if isinstance(args, QueryMetricArgs):
             if args.name not in self.world.metrics:
@@ -503,19 +378,12 @@ class ToolClient:
         if isinstance(args, SearchPapersArgs):
             ids = _search(self.world, args.query)[: args.limit]
             return ids, {}
+        item_p = fault.item_failure_p if fault is not None else None
         if isinstance(args, FetchManyArgs):
             out: dict[str, str] = {}
             errors: dict[str, str] = {}
             for doc_id in args.ids:
-                failed = (
-                    fault is not None
-                    and fault.kind == "partial"
-                    and (
-                        self._items_rng(tool).random()
-                        < (fault.item_p if fault.item_p is not None else 0.5)
-                    )
-                )
-                if failed:
+                if item_p is not None and self._items_rng(tool).random() < item_p:
                     errors[doc_id] = "HTTP 503 Service Unavailable"
                 elif doc_id not in self.world.documents:
                     errors[doc_id] = "HTTP 404 Not Found"
@@ -531,10 +399,9 @@ class ToolClient:
             if spec.kind == "search":
                 return records.search(spec, table, given), {}
             value, errors = records.lookup(spec, table, given)
-            if fault is not None and fault.kind == "partial" and isinstance(value, dict):
-                p = fault.item_p if fault.item_p is not None else 0.5
+            if item_p is not None and isinstance(value, dict):
                 for item in sorted(value):
-                    if self._items_rng(tool).random() < p:
+                    if self._items_rng(tool).random() < item_p:
                         del value[item]
                         errors[item] = "HTTP 503 Service Unavailable"
             return value, errors
@@ -594,21 +461,7 @@ def _schema_violation(
     )
 
 
-def empty_of(kind: str) -> Any:
-    return {"metric_store": None, "paper_search": [], "batch_fetch": {}, "search": []}.get(kind)
-
-
 def hidden_identifier(scenario: Scenario, trial: int, need: NeedSpec) -> bool:
-    """Is the real identifier of `need` withheld from the model in this trial?
-
-    A `bad_args` fault on the need's tool means the task only gives the human wording
-    (seed 000: '2024年营收' for `fin.rev.2024`); with `p`, it applies to that share of
-    trials; with `first_n`, to the first n trials."""
-    for fault in scenario.tools[need.tool].faults:
-        if fault.kind == "bad_args":
-            if fault.first_n is not None:
-                return trial < fault.first_n
-            if fault.p is None:
-                return True
-            return stream(scenario.seed, trial, "world", need.id, "bad_args").random() < fault.p
-    return False
+    """Is the real identifier of `need` withheld from the model in this trial (a
+    `bad_args` fault on the need's tool: errorflow.faults.tool)?"""
+    return withheld(scenario.tools[need.tool].faults, scenario.seed, trial, need.id) is not None

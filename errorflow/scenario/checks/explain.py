@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -62,6 +62,7 @@ class _Error:
     root: type[BaseModel]
     path: NodePath  # the data path it is about
     prefix: str  # "name: " when it is about a mapping key, not its value
+    data: Any = None  # the data validated (picks the member of a union tagged by `kind`)
 
     @property
     def kind(self) -> str:
@@ -79,7 +80,12 @@ class _Error:
 def _unknown_key(e: _Error) -> str | None:
     if not e.path:
         return None
-    parent = model_for_path(e.root, e.path[:-1])
+    parent = model_for_path(e.root, e.path[:-1], e.data)
+    # A block may word a key it does not take itself (a field of another kind's).
+    foreign = getattr(parent, "foreign_key", None)
+    said = foreign(str(e.path[-1]), e.value) if callable(foreign) else None
+    if isinstance(said, str):
+        return said
     known = list(parent.model_fields) if parent else []
     close = closest(e.path[-1], known)
     if close:
@@ -103,22 +109,45 @@ def _not_an_option(e: _Error) -> str:
 
 
 def _unknown_tag(e: _Error) -> str:
-    """A tagged choice (an agent fault's `kind`) naming no known tag."""
-    key = str(e.ctx.get("discriminator", "kind")).strip("'")
+    """A tagged choice (a fault's `kind`) naming no known tag (said at the tag's key)."""
     tag = e.ctx.get("tag")
     expected = str(e.ctx.get("expected_tags", ""))
-    msg = f"{key}: expected one of {expected}, found {found(tag)}"
+    first, _, last = expected.rpartition(", ")
+    msg = f"expected one of {f'{first} or {last}' if first else last}, found {found(tag)}"
     close = closest(tag, quoted_options(expected)) if isinstance(tag, str) else None
     return msg + (f"; did you mean {close!r}?" if close else "")
 
 
 def _missing_tag(e: _Error) -> str:
-    key = str(e.ctx.get("discriminator", "kind")).strip("'")
+    key = _discriminator(e.details)
+    if e.path and e.path[-1] != key:  # a typo of the tag's key (`_tag_key`)
+        return f"unknown key {short(e.path[-1])}; did you mean {key!r}? ({key!r} is required)"
     return f"missing required field {key!r}"
 
 
+def _tag_key(err: ErrorDetails, node: Any) -> str:
+    """Where a union's tag error is: its key, or the key that is a typo of it."""
+    key = _discriminator(err)
+    if err["type"] == "union_tag_not_found" and isinstance(node, dict):
+        typo = next((k for k in node if closest(str(k), [key]) == key), None)
+        if typo is not None:
+            return str(typo)
+    return key
+
+
+def _node_at(data: Any, path: NodePath) -> Any:
+    for key in path:
+        data = _child(data, key)
+    return data
+
+
+def _discriminator(err: ErrorDetails) -> str:
+    """The key that tags a union's members (`kind`)."""
+    return str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'")
+
+
 def _out_of_bounds(e: _Error) -> str:
-    parent = model_for_path(e.root, e.path[:-1]) if e.path else None
+    parent = model_for_path(e.root, e.path[:-1], e.data) if e.path else None
     field = parent.model_fields.get(str(e.path[-1])) if parent and e.path else None
     lo, hi = _bounds(field)
     if lo == 0 and hi == 1:
@@ -187,9 +216,11 @@ _WORDING: dict[str, Callable[[_Error], str | None]] = {
 }
 
 
-def message(err: ErrorDetails, root: type[BaseModel], path: NodePath, key_error: bool) -> str:
+def message(
+    err: ErrorDetails, root: type[BaseModel], path: NodePath, key_error: bool, data: Any = None
+) -> str:
     """One pydantic error as "expected X, found Y" (plus a suggestion where we have one)."""
-    e = _Error(err, root, path, "name: " if key_error else "")
+    e = _Error(err, root, path, "name: " if key_error else "", data)
     wording = _WORDING.get(e.kind)
     said = wording(e) if wording is not None else None
     return said if said is not None else _as_pydantic_says(e)
@@ -265,7 +296,9 @@ def _messages_by_path(
     merged: dict[NodePath, list[str]] = {}
     for err in exc.errors():
         path, key_error = clean_loc(err["loc"], data, err["type"] == "missing")
-        msg = message(err, root, path, key_error)
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            path = (*path, _tag_key(err, _node_at(data, path)))
+        msg = message(err, root, path, key_error, data)
         msgs = merged.setdefault(path, [])
         if msg not in msgs:
             msgs.append(msg)
@@ -300,38 +333,61 @@ def _join_union_branches(msgs: list[str]) -> list[str]:
     ]
 
 
-def model_for_path(root: type[BaseModel], path: NodePath) -> type[BaseModel] | None:
+def model_for_path(
+    root: type[BaseModel], path: NodePath, data: Any = None
+) -> type[BaseModel] | None:
     """Walk `root`'s fields along `path`, dict keys and list indexes consumed by their
-    containers; the model found there, if any."""
+    containers; the model found there, if any. Of a union of models, the one whose
+    `kind` the data there names (`data`: what was validated), else the first."""
     model: Any = root
+    node: Any = data
     i = 0
     while i < len(path):
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        if not _is_model(model):
             return None
         field = model.model_fields.get(str(path[i]))
         if field is None:
             return None
-        model, consumed = _unwrap(field.annotation)
-        i += 1 + consumed
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _unwrap(ann: Any) -> tuple[Any, int]:
-    """The item type inside containers and optionals, and how many path elements the
-    containers consume (one per dict or list)."""
-    consumed = 0
-    while True:
-        origin = get_origin(ann)
-        args = [a for a in get_args(ann) if a is not type(None)]
-        if origin in (dict, list) and args:
-            ann = args[-1]
-            consumed += 1
-            continue
-        if origin in (Union, UnionType) and args:
-            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-            ann = models[0] if models else args[0]
-            if not models and get_origin(ann) is None:
+        node = _child(node, path[i])
+        i += 1
+        ann: Any = field.annotation
+        while True:
+            origin = get_origin(ann)
+            args = [a for a in get_args(ann) if a is not type(None)]
+            if origin is Annotated:
+                ann = args[0]
+            elif origin in (dict, list) and args:
+                ann = args[-1]
+                node = _child(node, path[i]) if i < len(path) else None
+                i += 1
+            elif origin in (Union, UnionType) and args:
+                models = [a for a in args if _is_model(a)]
+                ann = _tagged(models, node) if models else args[0]
+                if not models and get_origin(ann) is None:
+                    break
+            else:
                 break
-            continue
-        break
-    return ann, consumed
+        model = ann
+    return model if _is_model(model) else None
+
+
+def _is_model(ann: Any) -> bool:
+    return isinstance(ann, type) and issubclass(ann, BaseModel)
+
+
+def _child(node: Any, key: str | int) -> Any:
+    if isinstance(node, dict):
+        return next((v for k, v in node.items() if k == key or str(k) == str(key)), None)
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return None
+
+
+def _tagged(models: list[Any], node: Any) -> Any:
+    """The member of a union the data names by its `kind` (else the first)."""
+    tag = node.get("kind") if isinstance(node, dict) else None
+    for m in models:
+        field = m.model_fields.get("kind")
+        if field is not None and tag is not None and tag in get_args(field.annotation):
+            return m
+    return models[0]

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from errorflow.scenario.checks.discussion_checks import defence_problems, discussion_problems
+from errorflow.scenario.checks.fault_checks import fault_problems
 from errorflow.scenario.checks.reference_problem import Loc, Reference, unknown
-from errorflow.scenario.checks.silent_checks import silent_fault_problems
 from errorflow.scenario.spec.roles import GATHERS
 
 __all__ = ["Loc", "Reference", "all_problems", "key_columns", "modelling_warnings", "unknown"]
@@ -30,7 +30,7 @@ def all_problems(s: Scenario, reserved: frozenset[str]) -> list[Reference]:
     problems = [
         *agent_problems(s, reserved),
         *tool_problems(s),
-        *fault_problems(s),
+        *fault_problems(s.tools, s.world, s.is_batch_tool),
         *need_problems(s),
         *discussion_problems(s),
         *defence_problems(s),
@@ -138,26 +138,6 @@ def key_columns(tool: ToolSpec, columns: list[str]) -> dict[str, str]:
     if tool.key is not None:
         return dict(tool.key)
     return {a: a for a in (tool.args or {}) if a in columns and a != tool.select}
-
-
-def fault_problems(s: Scenario) -> Iterator[Reference]:
-    for tname, tool in s.tools.items():
-        for i, fault in enumerate(tool.faults):
-            if fault.kind == "partial" and not s.is_batch_tool(tname):
-                yield Reference(
-                    ("tools", tname, "faults", i, "kind"),
-                    f"fault 'partial' cannot apply to tool {tname!r}: expected a batch tool "
-                    "(kind batch_fetch, or a lookup whose key argument is an array), "
-                    f"found kind {tool.kind!r}",
-                    fault.kind,
-                )
-            if fault.item_p is not None and fault.kind != "partial":
-                yield Reference(
-                    ("tools", tname, "faults", i, "item_p"),
-                    f"item_p applies only to kind 'partial', found kind {fault.kind!r}",
-                    fault.item_p,
-                )
-            yield from silent_fault_problems(s, tname, i, fault)
 
 
 # -- needs ------------------------------------------------------------------------------

@@ -18,8 +18,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.spec.world_model import Ident, Strict
+from errorflow.core.shapes import Ident, Probability, Strict
 
 
 class InspectorSpec(Strict):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from errorflow.scenario.spec.world_model import Ident, Strict
+from errorflow.core.shapes import Ident, Strict
 
 
 class DiscussionSpec(Strict):

@@ -4,8 +4,9 @@ A scenario names the agents (role, what they do, model, tools, policy, who they 
 to), the tools (their kind, schema and injected faults), the world of facts the tools
 serve, and the task. The loader (errorflow.scenario.loader) validates everything a run
 needs before anything starts, and words every problem for the person who wrote the
-file. The blocks live in their own modules (world_model, tool_model, fault_model,
-need_model); cross-references are checked in errorflow.scenario.checks.references.
+file. The blocks live in their own modules (world_model, tool_model, need_model; the
+faults' in errorflow.faults); cross-references are checked in
+errorflow.scenario.checks.references.
 See scenarios/FORMAT.md for the reference.
 """
 
@@ -18,11 +19,17 @@ from typing import Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from errorflow.scenario.agent_fault_model import AgentFault
-from errorflow.scenario.bus_fault_model import BusFaultSpec, bus_problems
+from errorflow.core.shapes import (
+    Extended,
+    Ident,
+    Probability,
+    Strict,
+)
+from errorflow.faults.agent import AgentFault
+from errorflow.faults.bus import BusFaultSpec
+from errorflow.faults.model import ModelFault
+from errorflow.scenario.checks.fault_checks import bus_problems
 from errorflow.scenario.checks.references import all_problems, key_columns
-from errorflow.scenario.fault_model import FaultKind, FaultSpec, Probability
-from errorflow.scenario.model_fault_model import ModelFault
 from errorflow.scenario.spec.agent_policy import AgentPolicy
 from errorflow.scenario.spec.catalog import BATCH_KINDS
 from errorflow.scenario.spec.defence_model import InspectorSpec
@@ -32,20 +39,11 @@ from errorflow.scenario.spec.roles import GATHERS, ROLE_PRESETS, Behaviour
 from errorflow.scenario.spec.service_model import ArrivalSpec, ServiceSpec
 from errorflow.scenario.spec.sweep_model import SweepAxis, SweepSpec
 from errorflow.scenario.spec.tool_model import BusinessFailure, ToolSpec
-from errorflow.scenario.spec.world_model import (
-    Extended,
-    Ident,
-    Paper,
-    Strict,
-    TableSpec,
-    WorldSpec,
-)
+from errorflow.scenario.spec.world_model import Paper, TableSpec, WorldSpec
 
 __all__ = [
     "AgentSpec",
     "BusinessFailure",
-    "FaultKind",
-    "FaultSpec",
     "FromNeed",
     "ModelSpec",
     "NeedSpec",
@@ -93,7 +91,7 @@ class ModelSpec(Extended):
     base_url: str | None = None
     max_tokens: int = Field(default=1024, ge=1, le=200_000)
     temperature: float = Field(default=0.7, ge=0, le=2)
-    #: Injected 429s, 529s, 5xxs and timeouts on the model's calls (model_fault_model).
+    #: Injected 429s, 529s, 5xxs and timeouts on the model's calls (errorflow.faults.model).
     faults: list[ModelFault] = Field(default_factory=list, max_length=16)
 
 
@@ -131,7 +129,7 @@ class AgentSpec(Extended):
     #: Upstream agents, declared from the receiving side (the same edges as their
     #: `sends_to`: a result goes to every agent that waits for it).
     waits_for: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
-    #: Faults injected into the agent itself (agent_fault_model).
+    #: Faults injected into the agent itself (errorflow.faults.agent).
     faults: list[AgentFault] = Field(default_factory=list, max_length=16)
     #: How long (simulated seconds) the agent waits for an input before going on without it.
     wait_s: float = Field(default=120.0, gt=0, le=86_400)
@@ -185,7 +183,7 @@ class Scenario(Extended):
     services: dict[Ident, ServiceSpec] = Field(default_factory=dict, max_length=64)
     arrivals: ArrivalSpec = Field(default_factory=ArrivalSpec)
     discussion: DiscussionSpec = Field(default_factory=DiscussionSpec)
-    #: Faults in the messages between agents (bus_fault_model).
+    #: Faults in the messages between agents (errorflow.faults.bus).
     bus: BusFaultSpec = Field(default_factory=BusFaultSpec)
     agents: dict[Ident, AgentSpec] = Field(min_length=1, max_length=MAX_AGENTS)
     task: TaskSpec
@@ -203,7 +201,7 @@ class Scenario(Extended):
     def _references(self) -> Scenario:
         """Cross-references, each reported at the path that names it (so the loader can
         point at the line): every problem at once, as one ValidationError."""
-        problems = [*all_problems(self, RESERVED_NAMES), *bus_problems(self)]
+        problems = [*all_problems(self, RESERVED_NAMES), *bus_problems(self.agents, self.bus)]
         if problems:
             raise ValidationError.from_exception_data(
                 "Scenario", [problem.details() for problem in problems]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
-from errorflow.scenario.spec.world_model import Extended, Ident, Strict
+from errorflow.core.shapes import Extended, Ident, Strict
 
 
 class FromNeed(Strict):

@@ -19,11 +19,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.spec.world_model import Strict
+from errorflow.core.shapes import MAX_RUN_S, Probability, Strict
 
-#: Longest run time a scenario may describe (seconds): about 11.6 days.
-MAX_RUN_S = 1_000_000.0
 #: Highest utilisation a service that does not shed load reaches (its latency and
 #: failure curves stop growing there).
 MAX_UTILISATION = 10.0

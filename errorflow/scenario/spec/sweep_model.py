@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationError, model_validator
 
+from errorflow.core.shapes import Extended, Strict
 from errorflow.scenario.checks.reference_problem import Reference, unknown
-from errorflow.scenario.spec.world_model import Extended, Strict
 
 #: The most axes a sweep may have (topology × corruption rate × defence fits).
 MAX_SWEEP_AXES = 3

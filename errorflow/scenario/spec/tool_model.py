@@ -10,7 +10,7 @@
   `path/to/file.py:callable`), its arguments declared (`args`) or taken from its type
   hints. A scenario with Python tools runs that code.
 
-Every kind takes the same injected faults.
+Every kind takes the same injected faults (errorflow.faults.tool).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from errorflow.scenario.fault_model import FaultSpec
+from errorflow.core.shapes import Extended, Ident, Strict
+from errorflow.faults.tool import ToolFault
 from errorflow.scenario.spec.arg_schema import ArgSpec
 from errorflow.scenario.spec.catalog import ToolKind
-from errorflow.scenario.spec.world_model import Extended, Ident, Strict
 
 DeclarativeKind = Literal["lookup", "search", "python"]
 AnyKind = ToolKind | DeclarativeKind
@@ -60,7 +60,7 @@ class ToolSpec(Extended):
     description: str = ""
     idempotent: bool = True
     latency_s: float = Field(default=0.05, ge=0, le=3600)
-    faults: list[FaultSpec] = Field(default_factory=list, max_length=32)
+    faults: list[ToolFault] = Field(default_factory=list, max_length=32)
     #: The service that answers the tool (under `services:`), shared with other tools.
     service: Ident | None = None
     #: lookup / search / python: the arguments (a python tool may leave them to its hints)

@@ -1,4 +1,17 @@
-"""Deciding an agent's injected faults (errorflow.scenario.agent_fault_model), purely.
+"""Faults injected into an agent (`agents.NAME.faults`), not into its tools.
+
+The shapes follow the multi-agent resilience literature:
+- `corrupt` (AutoInject, Huang et al. 2025): a fraction `p` of the agent's outgoing
+  messages is rewritten in transit and, within each, a fraction `claims` of its claims
+  gets a plausible but wrong value. The agent itself still believes the right values.
+- `faulty` (AutoTransform): the agent's model errs: each claim it states is wrong with
+  probability `p`, in every message it sends (it believes the wrong value).
+- `drop`: a message is silently lost (the agent thinks it sent it).
+- `hang`: the agent never replies; the recipient waits its `wait_s` and goes on
+  without the message.
+- `crash` (errorflow.faults.crash): the agent dies at a model call.
+- `slow`: the reply takes `delay_s` more simulated seconds; past the recipient's
+  `wait_s` it is too late and counts as no reply.
 
 One instance per (trial, agent round), drawing from the agent's own fault stream, so a
 fault's draws never move any other stream: an agent without faults draws nothing. Per
@@ -8,28 +21,66 @@ whether or not it fires, so the same seed fires the same faults whatever the tim
 
 Wrong values are plausible: a number moves by 5-50 %, a text or list takes another value
 of the same type from the world (`pool`), so a reader cannot tell them by their shape.
+
+`AgentFaultTally` counts, per `agent.kind`, the trials each fault fired in and those it
+never did, from what the messages of a trial say under `trace.faults` (`mark_fired`).
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import JsonValue
+from pydantic import Field, JsonValue
 
+from errorflow.core.shapes import Ident, Probability, Strict
+from errorflow.faults.crash import CrashFault
+from errorflow.faults.model import ModelFault
+from errorflow.faults.tally import FaultCount, Tally
 from errorflow.protocol.claims import Claim, FinalAnswer, answer_to_wire
-from errorflow.protocol.envelope import JsonObject
-from errorflow.scenario.agent_fault_model import (
-    AgentFault,
-    CorruptFault,
-    DropFault,
-    FaultyFault,
-    HangFault,
-    SlowFault,
-)
-from errorflow.scenario.crash_fault_model import CrashFault
+from errorflow.protocol.envelope import Envelope, JsonObject, Kind
+
+
+class _AgentFault(Strict):
+    #: Probability per message (corrupt, drop, hang, slow) or per claim (faulty).
+    p: Probability
+    #: Only messages to these recipients (`runner` for final results); default: all.
+    to: list[Ident] | None = Field(default=None, max_length=64)
+
+
+class CorruptFault(_AgentFault):
+    kind: Literal["corrupt"]
+    #: Within a corrupted message, the probability that each claim is rewritten.
+    claims: Probability = 0.6
+
+
+class FaultyFault(_AgentFault):
+    kind: Literal["faulty"]
+
+
+class DropFault(_AgentFault):
+    kind: Literal["drop"]
+
+
+class HangFault(_AgentFault):
+    kind: Literal["hang"]
+
+
+class SlowFault(_AgentFault):
+    kind: Literal["slow"]
+    delay_s: float = Field(default=30.0, gt=0, le=86_400)
+
+
+AgentFault = Annotated[
+    CorruptFault | FaultyFault | DropFault | HangFault | SlowFault | CrashFault,
+    Field(discriminator="kind"),
+]
+
+#: Kinds that decide the fate of one outgoing message (a copy per recipient).
+MESSAGE_FATES = ("drop", "hang", "slow")
 
 
 @dataclass(frozen=True)
@@ -179,3 +230,49 @@ def model_faults_fired(counts: Mapping[str, int]) -> list[Fired]:
     """Injected model faults that fired on the way to an answer, one entry per kind
     (`model.overloaded`), recorded with the answer like the agent's own faults."""
     return [Fired(f"model.{kind}") for kind in sorted(counts) if counts[kind]]
+
+
+# -- tally ----------------------------------------------------------------------------
+
+
+class _Model(Protocol):
+    @property
+    def faults(self) -> Sequence[ModelFault]: ...
+
+
+class _Agent(Protocol):
+    @property
+    def faults(self) -> Sequence[AgentFault]: ...
+
+    @property
+    def model(self) -> _Model: ...
+
+
+class AgentFaultTally:
+    """Where each configured agent or model fault fired, by `agent.kind` and
+    `agent.model.kind` (a crash of an `errorflow agent` process is counted by the
+    runner's crash accounting, not here)."""
+
+    def __init__(self, agents: Mapping[str, _Agent]) -> None:
+        kinds = [f"{name}.{f.kind}" for name, agent in agents.items() for f in agent.faults]
+        kinds += [f"{n}.model.{f.kind}" for n, agent in agents.items() for f in agent.model.faults]
+        self.tally = Tally(list(dict.fromkeys(kinds)))
+
+    @property
+    def kinds(self) -> list[str]:
+        return self.tally.keys
+
+    def finish(self, trial: int, messages: Sequence[Envelope]) -> None:
+        if not self.kinds:
+            return
+        seen: Counter[str] = Counter()
+        for m in messages:
+            trace = m.payload.get("trace") if m.kind is Kind.RESULT else None
+            faults = trace.get("faults") if isinstance(trace, dict) else None
+            for f in faults if isinstance(faults, list) else ():
+                if isinstance(f, dict) and f"{m.sender}.{f.get('kind')}" in self.kinds:
+                    seen[f"{m.sender}.{f.get('kind')}"] += 1
+        self.tally.add(trial, seen)
+
+    def counts(self) -> dict[str, FaultCount] | None:
+        return self.tally.counts()

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A scenario's `bus:` block (errorflow.scenario.bus_fault_model) becomes a `BusFaultPlan`
+A scenario's `bus:` block (`BusFaultSpec`) becomes a `BusFaultPlan`
 that every endpoint of the run holds. On each send of a task or result message (the
 first, and every resend: its *attempt*, 1, 2, ...) the endpoint asks `plan.fate(send)`
 what happens to it and carries the answer out:
@@ -25,6 +25,11 @@ time is the first send's plus the outbox's schedule, counted as run time
 (`attempt_at`: ack_timeout_s, doubling), so whether a partition outlasts the resends
 follows from the scenario, not from how fast the machine is. Events, control messages
 and acks are never faulted: the acks are the recovery being measured.
+
+The block's names (a partition between participants that exist) are checked with the
+rest of the scenario (errorflow.scenario.checks.scenario_checks); `BusFaultTally` counts where each
+configured kind fired and where it never did. The default block is empty: a scenario
+without one dumps, hashes and runs exactly as before.
 """
 
 from __future__ import annotations
@@ -33,7 +38,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import Field, model_validator
+
 from errorflow.core.seeding import stream
+from errorflow.core.shapes import (
+    MAX_RUN_S,
+    Ident,
+    Probability,
+    Strict,
+)
 
 BusFaultKind = Literal["partition", "drop", "duplicate", "delay", "reorder"]
 #: In the order they are decided (and reported).
@@ -156,3 +169,75 @@ def undelivered_reason(sender: str, recipient: str, lost: Mapping[str, int], sen
     if other > 0:
         parts.append(f"unacknowledged {other}")
     return f"{sender}→{recipient}: {' and '.join(parts)} of {sends} sends"
+
+
+# -- the scenario's `bus:` block -----------------------------------------------------------
+
+
+class BusFaultRate(Strict):
+    """Fires on each send of a task or result message with probability `p`."""
+
+    p: Probability
+
+
+class BusDelay(BusFaultRate):
+    """The message is published `seconds` later: simulated seconds, waited as
+    `seconds * time_scale` real seconds (like every simulated wait)."""
+
+    seconds: float = Field(gt=0, le=3600)
+
+
+class PartitionWindow(Strict):
+    """Messages between the two (either way) are lost from `from_s` to `to_s` of run
+    time (a trial's own simulated time when trials do not share a run clock)."""
+
+    between: list[Ident] = Field(min_length=2, max_length=2)
+    from_s: float = Field(ge=0, le=MAX_RUN_S)
+    to_s: float = Field(gt=0, le=MAX_RUN_S)
+
+    @model_validator(mode="after")
+    def _window(self) -> PartitionWindow:
+        if self.to_s <= self.from_s:
+            raise ValueError(f"to_s ({self.to_s:g}) must be after from_s ({self.from_s:g})")
+        if self.between[0] == self.between[1]:
+            raise ValueError(
+                f"a partition is between two participants, found {self.between[0]!r} twice"
+            )
+        return self
+
+
+class BusFaultSpec(Strict):
+    drop: BusFaultRate | None = None
+    delay: BusDelay | None = None
+    duplicate: BusFaultRate | None = None
+    #: Hold a message back and publish it after the sender's next one.
+    reorder: BusFaultRate | None = None
+    partitions: list[PartitionWindow] = Field(default_factory=list, max_length=64)
+    #: The end-to-end acks: first resend after this many seconds, doubling (None: 2 s).
+    ack_timeout_s: float | None = Field(default=None, gt=0, le=60)
+    #: Resends before a message is given up (None: 6).
+    max_resends: int | None = Field(default=None, ge=0, le=20)
+
+    @property
+    def configured(self) -> bool:
+        """Whether the block says anything (an empty block changes nothing)."""
+        return self != BusFaultSpec()
+
+    def plan(self, seed: int, time_scale: float) -> BusFaultPlan | None:
+        """What the endpoints carry out; None for an empty block (no draws at all)."""
+        if not self.configured:
+            return None
+        return BusFaultPlan(
+            seed=seed,
+            drop_p=self.drop.p if self.drop else 0.0,
+            duplicate_p=self.duplicate.p if self.duplicate else 0.0,
+            delay_p=self.delay.p if self.delay else 0.0,
+            delay_s=self.delay.seconds if self.delay else 0.0,
+            reorder_p=self.reorder.p if self.reorder else 0.0,
+            partitions=tuple(
+                Partition(w.between[0], w.between[1], w.from_s, w.to_s) for w in self.partitions
+            ),
+            time_scale=time_scale,
+            ack_timeout_s=self.ack_timeout_s,
+            max_resends=self.max_resends,
+        )

@@ -3,8 +3,9 @@ at one of its model calls, mid-trial.
 
 In-process, the trial's task dies (the agent reports the crash as its result, like any
 exception in its own code); as an `errorflow agent` process, the whole process dies
-(errorflow/runtime/agent_process.py) and the runner accounts for the trials it held.
-An injected crash is the experiment's, never an infrastructure fault.
+(errorflow/runtime/agent_process.py) and the runner accounts for the trials it held
+(errorflow/runtime/crashes.py). An injected crash is the experiment's, never an
+infrastructure fault.
 
 Where it fires: with probability `p` at each model call (each logical call, checked
 before its first attempt), or at model call `call` (0: the first) of trial `trial`;
@@ -14,13 +15,15 @@ of (seed, trial, owner, fault index, call index): `crash_fires`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from errorflow.core.seeding import stream
-from errorflow.scenario.fault_model import Probability
-from errorflow.scenario.spec.world_model import Strict
+from errorflow.core.shapes import Probability, Strict
+from errorflow.protocol.events import AgentCrashed
 
 
 class CrashFault(Strict):
@@ -51,3 +54,37 @@ def crash_fires(
     if fault.p is None:
         return call == (fault.call or 0)
     return stream(seed, trial, owner, "crash", index, call).random() < fault.p
+
+
+def crash_fault_path(agent: str, index: int) -> str:
+    return f"agents.{agent}.faults[{index}]"
+
+
+@dataclass(frozen=True)
+class CrashNotice:
+    """Where an injected crash struck: `owner` (the agent, or its revision round) at its
+    model call `call` of `trial`."""
+
+    agent: str
+    owner: str
+    trial: int
+    call: int
+    fault: str
+
+    def event(self, *, process: bool) -> AgentCrashed:
+        return AgentCrashed(agent=self.agent, fault=self.fault, call=self.call, process=process)
+
+    def __str__(self) -> str:
+        return f"injected crash ({self.fault}) at model call {self.call} of trial {self.trial}"
+
+
+class InjectedCrash(Exception):
+    """The agent crashed (injected): raised through the gate and the loop to the agent."""
+
+    def __init__(self, notice: CrashNotice) -> None:
+        super().__init__(str(notice))
+        self.notice = notice
+
+
+#: What an agent in a process of its own does with a crash: announce it and die.
+OnCrash = Callable[[CrashNotice], Awaitable[None]]

@@ -1,0 +1,74 @@
+"""Where each configured tool fault fired, and the trials where it never did.
+
+Every agent counts the tool faults that fired on its calls (by their place in the
+scenario, `tools.kpi.faults[0]`) and sends the counts with its result, under
+`trace.tool_faults`, so the runner needs only a trial's messages, whatever process
+each agent ran in. A per-trial fault (`bad_args`) is not a call's: it fires for a
+trial, when the task withholds an identifier, and is counted from the scenario. A
+fault that did not fire in a trial measured the fault-free path for it: the run's
+summary counts those trials too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from errorflow.faults.tally import Tally, ToolFaultCount
+from errorflow.faults.tool_base import ToolFaultBase, withheld
+from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.result import ResultPayload
+
+
+class _Tool(Protocol):
+    @property
+    def faults(self) -> Sequence[ToolFaultBase]: ...
+
+
+class _Need(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tool(self) -> str: ...
+
+
+class ToolFaultTally:
+    def __init__(self, tools: Mapping[str, _Tool], needs: Sequence[_Need], seed: int) -> None:
+        self.tools, self.needs, self.seed = tools, needs, seed
+        #: Each configured fault's place and kind, in file order.
+        self.kinds = {
+            f"tools.{name}.faults[{i}]": fault.kind
+            for name, tool in tools.items()
+            for i, fault in enumerate(tool.faults)
+        }
+        self.tally = Tally(list(self.kinds))
+
+    def finish(self, trial: int, messages: Sequence[Envelope]) -> None:
+        if not self.kinds:
+            return
+        seen: Counter[str] = Counter()
+        for m in messages:
+            if m.kind is not Kind.RESULT:
+                continue
+            for path, n in ResultPayload.from_wire(m.payload).tool_faults.items():
+                if path in self.kinds:
+                    seen[path] += n
+        seen.update(self._withheld(trial))
+        self.tally.add(trial, seen)
+
+    def _withheld(self, trial: int) -> Counter[str]:
+        """The per-trial fault of each need whose identifier the trial withholds."""
+        out: Counter[str] = Counter()
+        for need in self.needs:
+            place = withheld(self.tools[need.tool].faults, self.seed, trial, need.id)
+            if place is not None:
+                out[f"tools.{need.tool}.faults[{place}]"] += 1
+        return out
+
+    def counts(self) -> dict[str, ToolFaultCount] | None:
+        counts = self.tally.counts()
+        if counts is None:
+            return None
+        return {path: {**c, "kind": self.kinds[path]} for path, c in counts.items()}
