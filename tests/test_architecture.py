@@ -61,6 +61,8 @@ def test_import_rules_hold() -> None:
         ("scoring/stats.py", "import errorflow.agents.propagation"),  # scoring reading agents
         ("scoring/stats.py", "import errorflow.models.backend"),  # scoring reading models
         ("protocol/stop.py", "import errorflow.scenario.spec.model"),  # the protocol above core
+        ("faults/tool.py", "import errorflow.scenario.spec.model"),  # faults above the scenario
+        ("faults/bus.py", "import errorflow.bus.endpoint"),  # the bus's faults importing it
     ],
 )
 def test_import_rules_catch_a_broken_rule(tmp_path: Path, module: str, line: str) -> None:
@@ -72,6 +74,33 @@ def test_import_rules_catch_a_broken_rule(tmp_path: Path, module: str, line: str
     result = _lint_imports(tmp_path)
     assert result.returncode == 1, result.stdout
     assert "BROKEN" in result.stdout
+
+
+#: What the fault families may import: the floors below them, and pydantic.
+FAULTS_MAY_IMPORT = ("errorflow.core", "errorflow.protocol", "errorflow.faults", "pydantic")
+
+
+def _imports(source: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_faults_import_only_core_protocol_and_pydantic() -> None:
+    """The families sit below the scenario and the bus: their glue lives above them."""
+    foreign = sorted(
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in sorted((PACKAGE / "faults").glob("*.py"))
+        for name in _imports(p.read_text())
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and not any(name == m or name.startswith(f"{m}.") for m in FAULTS_MAY_IMPORT)
+        and name != "pydantic_core"
+    )
+    assert foreign == []
 
 
 def test_pure_policies_load_no_drivers() -> None:

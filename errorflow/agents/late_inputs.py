@@ -1,6 +1,6 @@
 """Inputs that never came: a dropped or hung message, or one slower than the wait.
 
-An injected `drop` / `hang` (errorflow.scenario.agent_fault_model) reaches the
+An injected `drop` / `hang` (errorflow.faults.agent) reaches the
 recipient as a marker instead of the message, so that its wait ends at once in real
 time; the recipient treats it exactly as a wait of `wait_s` simulated seconds that
 timed out, and goes on without it. A `slow` message arrives `delay_s` later; past the

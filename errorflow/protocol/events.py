@@ -243,7 +243,7 @@ class BusFaultFired(_Event):
     type: Literal["bus_fault"] = "bus_fault"
     sender: str
     recipient: str
-    #: partition, drop, duplicate, delay or reorder (errorflow.bus.bus_faults)
+    #: partition, drop, duplicate, delay or reorder (errorflow.faults.bus)
     kind: str
     message_id: str
     #: The send it struck: 1 the first, 2 the first resend, ...

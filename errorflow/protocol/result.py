@@ -83,7 +83,7 @@ class ResultPayload:
     #: Run time at which the agent finished (runs whose state lives across trials).
     ended_at: float | None = None
     #: Injected tool faults that fired on the agent's calls, by their place in the
-    #: scenario; sent with the costs, once (errorflow.runtime.tool_fault_tally).
+    #: scenario; sent with the costs, once (errorflow.faults.tool_tally).
     tool_faults: dict[str, int] = field(default_factory=dict)
     #: Injected agent faults that shaped this copy (`trace.faults`).
     faults: tuple[FaultMark, ...] = ()

@@ -38,7 +38,7 @@ def configured_faults(
 ) -> list[ConfiguredFault]:
     """The scenario's tool faults, model faults and the agent faults of `agent_kinds`,
     in file order. (A `bad_args` fault fires per trial, not per call: no event
-    announces it; errorflow.runtime.tool_fault_tally counts it from the scenario.)"""
+    announces it; errorflow.faults.tool_tally counts it from the scenario.)"""
     out: list[ConfiguredFault] = [
         ConfiguredFault(f"tools.{name}.faults[{i}]", fault.kind)
         for name, tool in scenario.tools.items()

@@ -1,6 +1,6 @@
 """One cross-reference problem of a scenario, and the words for an unknown name: shared
 by every module that checks what blocks say about each other (references,
-discussion_checks, bus_fault_model, sweep_model)."""
+discussion_checks, fault_checks, sweep_model)."""
 
 from __future__ import annotations
 
