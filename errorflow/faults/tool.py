@@ -24,7 +24,6 @@ from errorflow.core.shapes import Probability
 from errorflow.core.tool_errors import CallTimeout, ConnectTimeout, HTTPStatusError
 from errorflow.faults import tool_answers
 from errorflow.faults.tool_base import (
-    OWNED_FIELDS,
     OWNERS,
     Answered,
     Before,
@@ -34,6 +33,7 @@ from errorflow.faults.tool_base import (
     ToolFaultBase,
     ToolFit,
 )
+from errorflow.faults.trigger import Trigger
 
 Status = Annotated[int, Field(ge=100, le=599)]
 Seconds = Annotated[float, Field(ge=0, le=86_400)]
@@ -275,4 +275,7 @@ ToolFault = Annotated[
 KINDS: dict[str, type[ToolFaultBase]] = {c.kind_name(): c for c in get_args(get_args(ToolFault)[0])}
 #: Kinds whose call succeeds (ok, no error) with a wrong answer.
 SILENT_KINDS = frozenset(k for k, c in KINDS.items() if c.silent)
-OWNERS.update({f: [c for c in KINDS.values() if f in c.model_fields] for f in OWNED_FIELDS})
+_OWNED = dict.fromkeys(
+    f for c in KINDS.values() for f in c.model_fields if f not in Trigger.model_fields
+)
+OWNERS.update({f: [c for c in KINDS.values() if f in c.model_fields] for f in _OWNED})

@@ -41,8 +41,6 @@ from errorflow.faults.trigger import Trigger
 SHARED_FIELDS = ("status", "retry_after_s", "duration_s", "reason", "mode", "item_p", "error_text")
 #: Fields added later: dumped only when set, so older scenarios keep their identity.
 ADDED_FIELDS = ("drift", "drop", "value")
-#: The fields some kinds own and others do not take.
-OWNED_FIELDS = (*SHARED_FIELDS, *ADDED_FIELDS)
 
 Stage = Literal["args", "call", "trial"]
 
@@ -137,8 +135,8 @@ class ToolFaultBase(Trigger):
     @model_validator(mode="before")
     @classmethod
     def _without_null_foreign_fields(cls, data: Any) -> Any:
-        """A field of the single shape that this kind does not own is dropped while it
-        is null (as a stored dump has it); with a value it is refused (`foreign_key`)."""
+        """A field another kind owns is dropped while it is null (as a stored dump has
+        the single shape's); with a value it is refused (`foreign_key`)."""
         if not isinstance(data, dict):
             return data
         return {
@@ -170,10 +168,11 @@ class ToolFaultBase(Trigger):
             return own
         out = {name: own.get(name) for name in ("kind", "first_n", "p", *SHARED_FIELDS)}
         out.update({k: own[k] for k in ADDED_FIELDS if own.get(k) is not None})
+        out.update({k: v for k, v in own.items() if k not in out and k not in ADDED_FIELDS})
         return out
 
 
-#: The kinds that own each field of the single shape (filled by errorflow.faults.tool).
+#: The kinds that own each field a kind may own (filled by errorflow.faults.tool).
 OWNERS: dict[str, list[type[ToolFaultBase]]] = {}
 
 

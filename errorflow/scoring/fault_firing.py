@@ -37,13 +37,14 @@ def configured_faults(
     scenario: Scenario, agent_kinds: Collection[str] = ANNOUNCED_AGENT_KINDS
 ) -> list[ConfiguredFault]:
     """The scenario's tool faults, model faults and the agent faults of `agent_kinds`,
-    in file order. (A `bad_args` fault fires per trial, not per call: no event
-    announces it; errorflow.faults.tool_tally counts it from the scenario.)"""
+    in file order. (A per-trial tool fault, `bad_args`, fires for a trial, not on a
+    call: no event announces it; errorflow.faults.tool_tally counts it from the
+    scenario.)"""
     out: list[ConfiguredFault] = [
         ConfiguredFault(f"tools.{name}.faults[{i}]", fault.kind)
         for name, tool in scenario.tools.items()
         for i, fault in enumerate(tool.faults)
-        if fault.kind != "bad_args"
+        if fault.stage != "trial"
     ]
     for name, agent in scenario.agents.items():
         for i, mf in enumerate(agent.model.faults):

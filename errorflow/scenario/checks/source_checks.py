@@ -61,9 +61,9 @@ def python_entity_problems(
         if len(calls) > 1 or options:
             continue
         for i, fault in enumerate(tool.faults):
-            if fault.kind == "wrong_entity":
+            if fault.another_entity:
                 msg = (
-                    "fault 'wrong_entity' needs another entity to answer for: a Python tool "
+                    f"fault {fault.kind!r} needs another entity to answer for: a Python tool "
                     "answers another need's arguments or another value of an argument with "
                     "fixed options; give it a second need, or an enum under args:"
                 )
