@@ -8,7 +8,7 @@ import random
 import pytest
 from pydantic import JsonValue
 
-from errorflow.faults.tool import CorruptFault, StaleFault
+from errorflow.faults.tool import CorruptAnswerFault, StaleFault
 from errorflow.faults.tool_answers import relabelled
 from errorflow.scenario.loader import load_text
 from errorflow.world.other_entities import other_calls
@@ -18,7 +18,7 @@ def stale(value: JsonValue, fault: StaleFault) -> JsonValue:
     return fault.after(value, random.Random(0))
 
 
-def corrupt(value: JsonValue, fault: CorruptFault, rng: random.Random) -> JsonValue:
+def corrupt(value: JsonValue, fault: CorruptAnswerFault, rng: random.Random) -> JsonValue:
     return fault.after(value, rng)
 
 
@@ -35,18 +35,20 @@ def test_stale_moves_numbers_and_drops_the_end_of_lists_but_never_empties() -> N
 
 def test_corrupt_modes() -> None:
     rng = random.Random(0)
-    assert corrupt({"n": 7, "tags": ["a", "b", "c", "d"]}, CorruptFault(kind="corrupt"), rng) == {
+    assert corrupt(
+        {"n": 7, "tags": ["a", "b", "c", "d"]}, CorruptAnswerFault(kind="corrupt"), rng
+    ) == {
         "n": 7000,
         "tags": ["a", "b"],
     }
-    assert corrupt([1.5, 2], CorruptFault(kind="corrupt", mode="unit"), rng) == [1500.0, 2000]
-    assert corrupt("abcdef", CorruptFault(kind="corrupt", mode="truncate"), rng) == "abc"
-    assert corrupt("x", CorruptFault(kind="corrupt", mode="truncate"), rng) == "x"
-    assert corrupt("T-4711", CorruptFault(kind="corrupt", mode="digits"), rng) in (
+    assert corrupt([1.5, 2], CorruptAnswerFault(kind="corrupt", mode="unit"), rng) == [1500.0, 2000]
+    assert corrupt("abcdef", CorruptAnswerFault(kind="corrupt", mode="truncate"), rng) == "abc"
+    assert corrupt("x", CorruptAnswerFault(kind="corrupt", mode="truncate"), rng) == "x"
+    assert corrupt("T-4711", CorruptAnswerFault(kind="corrupt", mode="digits"), rng) in (
         "T-7411",
         "T-4171",
     )
-    assert corrupt(True, CorruptFault(kind="corrupt"), rng) is True
+    assert corrupt(True, CorruptAnswerFault(kind="corrupt"), rng) is True
 
 
 def test_another_entitys_calls_are_drawn_and_never_the_call_itself() -> None:

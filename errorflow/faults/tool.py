@@ -242,7 +242,7 @@ class WrongEntityFault(_SilentFault):
         return super().misfit(tool)
 
 
-class CorruptFault(_SilentFault):
+class CorruptAnswerFault(_SilentFault):
     """Succeeds with a corrupted but schema-valid answer (`mode`: unit, digits, truncate)."""
 
     kind: Literal["corrupt"]
@@ -266,7 +266,7 @@ ToolFault = Annotated[
     | MalformedCallFault
     | StaleFault
     | WrongEntityFault
-    | CorruptFault,
+    | CorruptAnswerFault,
     Field(discriminator="kind"),
 ]
 
