@@ -27,8 +27,9 @@ follows from the scenario, not from how fast the machine is. Events, control mes
 and acks are never faulted: the acks are the recovery being measured.
 
 The block's names (a partition between participants that exist) are checked with the
-rest of the scenario (errorflow.scenario.checks.scenario_checks); `BusFaultTally` counts where each
-configured kind fired and where it never did. The default block is empty: a scenario
+rest of the scenario (errorflow.scenario.fault_checks); the runner counts where each
+configured kind fired and where it never did (errorflow/runtime/bus_fault_tally.py,
+with errorflow.faults.tally) from the trials' events. The default block is empty: a scenario
 without one dumps, hashes and runs exactly as before.
 """
 
