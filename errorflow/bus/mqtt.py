@@ -49,6 +49,7 @@ from errorflow.bus.url import (
     DEFAULT_CLIENT,
     BrokerURL,
 )
+from errorflow.core.errors import ErrorflowError
 
 if TYPE_CHECKING:  # gmqtt is an optional extra: imported when a connection chooses it
     from errorflow.bus.gmqtt_transport import GmqttConnection
@@ -74,7 +75,7 @@ def client_of(url: BrokerURL | None, env: Mapping[str, str] | None = None) -> st
     return chosen
 
 
-class ClientMissing(RuntimeError):
+class ClientMissing(ErrorflowError, RuntimeError):
     """The MQTT client library a connection chose is not installed."""
 
 

@@ -42,6 +42,7 @@ from errorflow.faults.model import ModelFault
 from errorflow.faults.tally import FaultCount, Tally
 from errorflow.protocol.claims import Claim, FinalAnswer, answer_to_wire
 from errorflow.protocol.envelope import Envelope, JsonObject, Kind
+from errorflow.protocol.result import ResultPayload
 
 
 class _AgentFault(Strict):
@@ -267,11 +268,11 @@ class AgentFaultTally:
             return
         seen: Counter[str] = Counter()
         for m in messages:
-            trace = m.payload.get("trace") if m.kind is Kind.RESULT else None
-            faults = trace.get("faults") if isinstance(trace, dict) else None
-            for f in faults if isinstance(faults, list) else ():
-                if isinstance(f, dict) and f"{m.sender}.{f.get('kind')}" in self.kinds:
-                    seen[f"{m.sender}.{f.get('kind')}"] += 1
+            if m.kind is not Kind.RESULT:
+                continue
+            for f in ResultPayload.from_wire(m.payload).faults:
+                if f"{m.sender}.{f.kind}" in self.kinds:
+                    seen[f"{m.sender}.{f.kind}"] += 1
         self.tally.add(trial, seen)
 
     def counts(self) -> dict[str, FaultCount] | None:

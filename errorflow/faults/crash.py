@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.core.seeding import stream
 from errorflow.core.shapes import Probability, Strict
 from errorflow.protocol.events import AgentCrashed
@@ -78,7 +79,7 @@ class CrashNotice:
         return f"injected crash ({self.fault}) at model call {self.call} of trial {self.trial}"
 
 
-class InjectedCrash(Exception):
+class InjectedCrash(ErrorflowError):
     """The agent crashed (injected): raised through the gate and the loop to the agent."""
 
     def __init__(self, notice: CrashNotice) -> None:
