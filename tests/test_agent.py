@@ -177,7 +177,8 @@ async def test_the_persona_follows_the_declared_behaviour_and_instructions() -> 
 
     planner, analyst, writer = [await agent(n) for n in ("planner", "analyst", "writer")]
     assert planner.persona.system == "Plan it." and planner.persona.tools == []  # routes
-    assert analyst.persona.system == "Read the metric." and analyst.persona.behaviour == "gather"
+    assert analyst.persona.system == "Read the metric."
+    assert analyst.persona.behaviour.name == "gather"
     assert writer.persona.system.startswith("You are a writer.")
     assert [(t.name, t.delivers) for t in writer.persona.tools] == [("out", True)]
 

@@ -11,7 +11,12 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from errorflow.core.tool_errors import CallTimeout, ConnectTimeout, HTTPStatusError
-from errorflow.faults.tool import KINDS, SILENT_KINDS, ToolFault, empty_of
+from errorflow.faults.tool import (
+    KINDS,
+    SILENT_KINDS,
+    ToolFault,
+    empty_of,
+)
 from errorflow.faults.tool_base import (
     ADDED_FIELDS,
     SHARED_FIELDS,

@@ -25,6 +25,7 @@ from errorflow.policies.loop_guard import LoopGuard
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.events import AgentEvent, LoopStop
 from errorflow.protocol.stop import StopReason
+from errorflow.scenario.spec.behaviour import BEHAVIOURS
 
 TASK = TaskTurn("find x", [])
 ANSWER = FinalAnswer(claims=[Claim("x", 1)])
@@ -74,7 +75,7 @@ async def run(
     events: list[AgentEvent] = []
     b = Budget(budget or BudgetConfig())
     loop = TrialLoop(
-        Persona("researcher", "researcher", "be careful", []),
+        Persona("researcher", "researcher", "be careful", [], BEHAVIOURS["gather"]),
         model,
         tools,
         b,
@@ -127,7 +128,7 @@ async def test_an_exhausted_budget_stops_before_the_model_is_asked() -> None:
     budget.charge_backend()
     events: list[AgentEvent] = []
     loop = TrialLoop(
-        Persona("a", "researcher", "", []),
+        Persona("a", "researcher", "", [], BEHAVIOURS["gather"]),
         ScriptedModel(),
         ScriptedTools(),
         budget,

@@ -13,7 +13,6 @@ from errorflow.agents.propagation import (
     fallback_answer,
     open_tools,
     own_errors,
-    own_needs,
     propagate,
     short,
     status,
@@ -210,11 +209,6 @@ def test_the_message_names_tool_and_class_never_the_raw_text() -> None:
 # -- which failures are reported -------------------------------------------------------
 
 NEEDS = [need("x", "q"), need("y", "q"), need("z", "r")]
-
-
-def test_a_researcher_answers_for_the_needs_its_tools_serve() -> None:
-    assert [n.id for n in own_needs("gather", ["q"], NEEDS)] == ["x", "y"]
-    assert [n.id for n in own_needs("synthesise", ["q"], NEEDS)] == ["x", "y", "z"]
 
 
 def test_open_tools() -> None:

@@ -20,9 +20,9 @@ from errorflow.scenario.spec.catalog import (
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.spec.profiles import (
     PROFILES,
-    Behaviour,
-    behaviour,
+    Tendencies,
     profile_with,
+    tendencies,
 )
 
 TEXT = """\
@@ -175,11 +175,11 @@ def test_every_tool_kind_has_a_schema_and_a_description() -> None:
 
 def test_profiles_are_complete_behaviours() -> None:
     assert set(PROFILES) >= {"small-local", "frontier"}
-    assert all(isinstance(p, Behaviour) for p in PROFILES.values())
+    assert all(isinstance(p, Tendencies) for p in PROFILES.values())
     merged = profile_with("small-local", {"p_heed_upstream": 0.1})
     assert merged["p_heed_upstream"] == 0.1 and merged["p_flag_empty"] == 0.0
-    assert behaviour("small-local", {"p_heed_upstream": 0.1}) == PROFILES["small-local"].model_copy(
-        update={"p_heed_upstream": 0.1}
-    )
+    assert tendencies("small-local", {"p_heed_upstream": 0.1}) == PROFILES[
+        "small-local"
+    ].model_copy(update={"p_heed_upstream": 0.1})
     with pytest.raises(ValueError, match="unknown model profile"):
-        behaviour("gpt-9")
+        tendencies("gpt-9")

@@ -24,7 +24,7 @@ from errorflow.models.backend import (
 )
 from errorflow.models.simulated import SimulatedModel
 from errorflow.protocol.claims import Claim, FinalAnswer
-from errorflow.scenario.spec.profiles import PROFILES, Behaviour, behaviour
+from errorflow.scenario.spec.profiles import PROFILES, Tendencies, tendencies
 
 HIDDEN = NeedView("revenue", "query_metric", "name", "2024年营收", None, meant="fin.rev.2024")
 KNOWN = NeedView("revenue", "query_metric", "name", "2024 revenue", "fin.rev.2024")
@@ -32,9 +32,9 @@ TOOLS = [ToolDef("query_metric", "", {})]
 
 
 def model(**params: float) -> SimulatedModel:
-    base = {k: 0.0 for k in Behaviour.model_fields if k.startswith("p_")}
+    base = {k: 0.0 for k in Tendencies.model_fields if k.startswith("p_")}
     base.update(params)
-    return SimulatedModel(Behaviour.model_validate(base), random.Random(1))
+    return SimulatedModel(Tendencies.model_validate(base), random.Random(1))
 
 
 def ask(m: SimulatedModel, turns: list[Any], role: str = "researcher") -> Any:
@@ -196,7 +196,7 @@ def test_tokens_grow_with_the_context() -> None:
 
 
 def test_same_seed_same_decisions() -> None:
-    b = behaviour("small-local")
+    b = tendencies("small-local")
     turns = [TaskTurn("t", [HIDDEN])] * 1
     draws = [
         [ask(SimulatedModel(b, random.Random(s)), turns).calls[0].arguments for _ in range(3)]
@@ -207,15 +207,15 @@ def test_same_seed_same_decisions() -> None:
 
 def test_profiles() -> None:
     assert set(PROFILES) >= {"small-local", "frontier"}
-    small = behaviour("small-local")
+    small = tendencies("small-local")
     assert small.p_repair_with_options == 0.8 and small.p_self_retry_transient == 0.0
-    assert behaviour("small-local", {"p_heed_upstream": 0.1}).p_heed_upstream == 0.1
+    assert tendencies("small-local", {"p_heed_upstream": 0.1}).p_heed_upstream == 0.1
     with pytest.raises(ValueError, match="unknown model profile"):
-        behaviour("gpt-9")
+        tendencies("gpt-9")
     with pytest.raises(ValueError):
-        behaviour("small-local", {"p_heed_upstream": 1.5})
+        tendencies("small-local", {"p_heed_upstream": 1.5})
     with pytest.raises(ValueError):
-        behaviour("small-local", {"p_typo": 0.5})
+        tendencies("small-local", {"p_typo": 0.5})
 
 
 def reviewed(claims: list[Claim], result: Any, need: NeedView = KNOWN) -> FinalAnswer:

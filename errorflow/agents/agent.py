@@ -21,7 +21,7 @@ from typing import TypeVar
 from pydantic import JsonValue
 
 from errorflow.agents.call_limits import CallLimits
-from errorflow.agents.carry import CARRIERS, carry_forward
+from errorflow.agents.carry import carry_forward
 from errorflow.agents.defence_effects import changes, overruled
 from errorflow.agents.discussion import Discussion, Heard, Memory
 from errorflow.agents.inputs import InputCollector, Ready, Rejected
@@ -38,7 +38,6 @@ from errorflow.agents.propagation import (
     infra_failure,
     infra_text,
     open_tools,
-    own_needs,
     propagate,
     unrecovered,
 )
@@ -86,9 +85,9 @@ from errorflow.protocol.events import (
 )
 from errorflow.protocol.result import ResultPayload, infra_reason
 from errorflow.protocol.stop import CRASHED, StopReason
+from errorflow.scenario.spec.behaviour import BEHAVIOURS, INSPECTOR_INSTRUCTIONS
 from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.spec.policy import policy_for
-from errorflow.scenario.spec.roles import CALLS_TOOLS, DEFAULT_INSTRUCTIONS, INSPECTOR_INSTRUCTIONS
 from errorflow.world.ground_truth import need_truths
 from errorflow.world.services import ServiceRegistry
 from errorflow.world.tool_catalog import ToolCatalog
@@ -153,9 +152,9 @@ class Agent:
                 self.catalog.schemas[t],
                 delivers=scenario.tools[t].kind == "report_sink",
             )
-            for t in (self.spec.tools if does in CALLS_TOOLS else [])
+            for t in (self.spec.tools if does.calls_tools else [])
         ]
-        system = self.spec.instructions or DEFAULT_INSTRUCTIONS[does]
+        system = self.spec.instructions or does.instructions
         stance = Stance(challenge=self.spec.challenge)
         self.persona = Persona(name, self.spec.role, system, tools, does, stance)
         # Reviewers that may send work back to this agent; their revision requests
@@ -385,7 +384,7 @@ class Agent:
         # Only a challenger calls tools in a discussion round (to re-check disputes).
         tools = self.persona.tools if self.spec.challenge > 0 else []
         persona = Persona(
-            self.name, self.spec.role, self.persona.system, tools, "synthesise", stance
+            self.name, self.spec.role, self.persona.system, tools, BEHAVIOURS["synthesise"], stance
         )
         guard = LoopGuard(self.policy.guards)
         gate = self._tool_gate(trial, owner, clock, budget, guard, emit) if tools else None
@@ -450,7 +449,12 @@ class Agent:
             ToolDef(t, self.catalog.descriptions[t], self.catalog.schemas[t]) for t in spec.tools
         ]
         persona = Persona(
-            self.name, "inspector", INSPECTOR_INSTRUCTIONS, tools, "check", Stance(inspect=brief)
+            self.name,
+            "inspector",
+            INSPECTOR_INSTRUCTIONS,
+            tools,
+            BEHAVIOURS["check"],
+            Stance(inspect=brief),
         )
         checked: list[UpstreamTurn] = []
         cost = Costs()
@@ -558,13 +562,13 @@ class Agent:
         report and why the loop stopped. A model call the infrastructure failed makes
         the answer an infra fault's: the trial measured nothing."""
         needs = out.task.needs
-        own = own_needs(self.spec.does, self.spec.tools, needs)
+        own = self.spec.does.own_needs(self.spec.tools, needs)
         infra = infra_failure(out.failures)
         if infra is not None:
             final = infra_answer(infra_text(self.name, infra), own)
         else:
             final = out.final or fallback_answer(self.mode, own, out.stopped)
-            if self.spec.does in CARRIERS:
+            if self.spec.does.carries:
                 upstream = [t for t in out.turns if isinstance(t, UpstreamTurn)]
                 final = carry_forward(final, upstream)
         reported = unrecovered(out.failures, out.succeeded_tools, open_tools(needs, own, final))
@@ -575,7 +579,7 @@ class Agent:
     ) -> None:
         """An input reports an infrastructure fault: this agent's result says so too, so
         the trial ends at once (and no real model is called for a trial not scored)."""
-        own = own_needs(self.spec.does, self.spec.tools, self._task_turn(trial).needs)
+        own = self.spec.does.own_needs(self.spec.tools, self._task_turn(trial).needs)
         failure = Failure(ErrorCode.INFRA_FAULT, "upstream", reason)
         await self._publish_result(
             trial,

@@ -16,9 +16,6 @@ from dataclasses import replace
 from errorflow.models.backend import UpstreamTurn
 from errorflow.protocol.claims import Claim, FinalAnswer
 
-#: Behaviours whose results carry their inputs' findings on.
-CARRIERS = frozenset({"gather", "route"})
-
 
 def _covers(keys: set[str], key: str) -> bool:
     """`key` (or the batch it is an item of, or an item of it) is already answered."""

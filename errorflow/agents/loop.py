@@ -35,6 +35,7 @@ from errorflow.policies.loop_guard import LoopGuard
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.events import Emit, LoopStop
 from errorflow.protocol.stop import StopReason
+from errorflow.scenario.spec.behaviour import Behaviour
 
 
 class ModelCaller(Protocol):
@@ -53,7 +54,7 @@ class Persona:
     role: str
     system: str
     tools: list[ToolDef]
-    behaviour: str = "gather"
+    behaviour: Behaviour
     stance: Stance = field(default_factory=Stance)
 
 
@@ -110,7 +111,7 @@ class TrialLoop:
             return None
         p = self.persona
         request = ModelRequest(
-            p.agent, p.role, p.system, list(out.turns), p.tools, p.behaviour, p.stance
+            p.agent, p.role, p.system, list(out.turns), p.tools, p.behaviour.name, p.stance
         )
         try:
             response = await self.model.complete(request)

@@ -142,16 +142,6 @@ def dedupe(failures: Sequence[Failure]) -> list[Failure]:
 # -- which failures are reported ------------------------------------------------------
 
 
-def own_needs(behaviour: str, tools: Collection[str], needs: Sequence[NeedView]) -> list[NeedView]:
-    """A gathering agent answers for the needs its tools serve, a routing one for none,
-    the others (synthesise, check) for all."""
-    if behaviour == "route":
-        return []
-    if behaviour != "gather":
-        return list(needs)
-    return [n for n in needs if n.tool in tools]
-
-
 def open_tools(needs: Sequence[NeedView], own: Sequence[NeedView], final: FinalAnswer) -> set[str]:
     """Tools serving a need the agent answers for (`own`) that the final answer leaves
     without a certain claim, or any need the answer marks unresolved."""

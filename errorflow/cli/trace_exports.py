@@ -25,7 +25,7 @@ from errorflow.cli.errors import UsageError
 from errorflow.core.redact import redact_obj
 from errorflow.reports.who_when import record
 from errorflow.scenario.problems import ScenarioError
-from errorflow.scenario.spec.roles import DEFAULT_INSTRUCTIONS, ROLE_PRESETS
+from errorflow.scenario.spec.behaviour import behaviour_of
 from errorflow.scenario.stored import load_stored
 from errorflow.scoring.score import Truth
 from errorflow.scoring.trial_trace import TrialTrace
@@ -72,8 +72,8 @@ def scenario_facts(run: StoredRun) -> ScenarioFacts:
     data = json.loads(run["scenario_json"])
     prompts = {}
     for name, spec in (data.get("agents") or {}).items():
-        behaviour = spec.get("behaviour") or ROLE_PRESETS.get(spec.get("role", ""), "gather")
-        prompts[str(name)] = str(spec.get("instructions") or DEFAULT_INSTRUCTIONS[behaviour])
+        behaviour = behaviour_of(spec.get("role", ""), spec.get("behaviour"))
+        prompts[str(name)] = str(spec.get("instructions") or behaviour.instructions)
     if run["truth"] is not None:  # kept with the run: the stored scenario may lack its code
         return ScenarioFacts(dict(run["truth"]), prompts, None)
     try:

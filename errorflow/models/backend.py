@@ -152,7 +152,7 @@ class ModelRequest:
     system: str
     turns: list[Turn]
     tools: list[ToolDef]
-    #: What the agent does (errorflow.scenario.spec.roles): gather, synthesise, check, route
+    #: What the agent does (errorflow.scenario.spec.behaviour): gather, synthesise, check, route
     #: (None: the preset of `role`).
     behaviour: str | None = None
     stance: Stance = field(default_factory=Stance)

@@ -25,7 +25,7 @@ from errorflow.models.serving import (
 )
 from errorflow.models.simulated import SimulatedModel
 from errorflow.scenario.spec.model import ModelSpec, Scenario
-from errorflow.scenario.spec.profiles import behaviour
+from errorflow.scenario.spec.profiles import tendencies
 
 
 class ConfigurationError(InputError):
@@ -87,7 +87,7 @@ class BackendFactory:
         self._shared: AnthropicBackend | None = None
         real = spec.backend != "simulated"
         if not real or self.serving.tally is not None:  # a dry run: the simulation answers
-            self._behaviour = behaviour(spec.profile, spec.params)
+            self._tendencies = tendencies(spec.profile, spec.params)
         if not real:
             return
         self.label = model_label(spec)
@@ -108,12 +108,12 @@ class BackendFactory:
 
     def _backend(self, trial: int, name: str) -> ModelBackend:
         if self.spec.backend == "simulated":
-            return SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
+            return SimulatedModel(self._tendencies, stream(self.seed, trial, name, "model"))
         tally = self.serving.tally
         if tally is not None:
             from errorflow.models.model_estimate import EstimatingBackend
 
-            simulated = SimulatedModel(self._behaviour, stream(self.seed, trial, name, "model"))
+            simulated = SimulatedModel(self._tendencies, stream(self.seed, trial, name, "model"))
             return EstimatingBackend(simulated, self.wire, tally, self.label)
         from errorflow.models.served_backend import ServedBackend
 
@@ -140,7 +140,7 @@ def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> 
     for name, agent in scenario.agents.items():
         if agent.model.backend == "simulated":
             try:
-                behaviour(agent.model.profile, agent.model.params)
+                tendencies(agent.model.profile, agent.model.params)
             except ValueError as exc:
                 raise ConfigurationError(f"agents.{name}.model: {exc}") from None
         elif not agent.model.model:

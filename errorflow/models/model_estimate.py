@@ -35,7 +35,6 @@ from errorflow.models.serving import Tally, model_label
 from errorflow.models.token_estimate import input_tokens, output_tokens, tokens_of
 from errorflow.protocol.claims import claim_to_wire
 from errorflow.scenario.spec.model import MAX_FINDINGS_BYTES, Scenario
-from errorflow.scenario.spec.roles import CALLS_TOOLS
 
 if TYPE_CHECKING:  # the SDK loads only when a dry run renders a request
     from errorflow.models.anthropic_backend import WireFormat
@@ -105,7 +104,7 @@ def _rounds(scenario: Scenario) -> int:
 
 def _observation_cap(scenario: Scenario, agent: str) -> int:
     spec = scenario.agents[agent]
-    if spec.does not in CALLS_TOOLS or not spec.tools:
+    if not spec.does.calls_tools or not spec.tools:
         return 0
     if any(scenario.tools[t].kind == "python" for t in spec.tools):
         return tokens_of("x" * MAX_FINDINGS_BYTES)

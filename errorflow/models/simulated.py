@@ -34,7 +34,8 @@ from errorflow.models.backend import (
 from errorflow.models.deliberation import deliberate
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.envelope import JsonObject
-from errorflow.scenario.spec.profiles import Behaviour
+from errorflow.scenario.spec.behaviour import behaviour_of
+from errorflow.scenario.spec.profiles import Tendencies
 
 _EPOCH = dt.date(1990, 1, 1)
 
@@ -45,8 +46,6 @@ _MISSING_WORDS = ("missing", "undefined", "required")
 
 #: A model-facing observation, as the model reads it.
 _Obs = Mapping[str, JsonValue]
-#: The behaviour of a request that names only a preset role.
-_PRESETS = {"researcher": "gather", "reviewer": "check", "writer": "synthesise"}
 
 
 @dataclass
@@ -56,8 +55,8 @@ class _NeedState:
 
 
 class SimulatedModel:
-    def __init__(self, behaviour: Behaviour, rng: random.Random) -> None:
-        self.b = behaviour
+    def __init__(self, tendencies: Tendencies, rng: random.Random) -> None:
+        self.b = tendencies
         self.rng = rng
         self._given_up: set[str] = set()
         self._decided: set[str] = set()  # observation ids already reacted to
@@ -69,7 +68,7 @@ class SimulatedModel:
         self._challenged: set[str] | None = None  # a challenger's claims to re-check
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        does = request.behaviour or _PRESETS.get(request.role, "synthesise")
+        does = behaviour_of(request.role, request.behaviour).name
         if request.stance.deliberate:
             response = self._deliberate(request)
         elif request.stance.inspect is not None:

@@ -22,7 +22,7 @@ from errorflow.scenario.problems import (
     problem_at,
 )
 from errorflow.scenario.spec.model import AgentSpec, Scenario
-from errorflow.scenario.spec.profiles import PROFILES, behaviour
+from errorflow.scenario.spec.profiles import PROFILES, tendencies
 
 Conversion = tuple[NodePath, str]
 
@@ -43,7 +43,7 @@ def _agent_conversions(name: str, agent: AgentSpec) -> Iterator[Conversion]:
     if model.backend != "simulated" or model.profile not in PROFILES:
         return
     try:
-        built = behaviour(model.profile, model.params).model_dump(mode="json")
+        built = tendencies(model.profile, model.params).model_dump(mode="json")
     except (ValidationError, ValueError):
         return  # reported by the second pass's model checks
     yield from converted(model.params, built, ("agents", name, "model", "params"))

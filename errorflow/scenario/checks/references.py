@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from errorflow.scenario.checks.discussion_checks import defence_problems, discussion_problems
 from errorflow.scenario.checks.fault_checks import fault_problems
 from errorflow.scenario.checks.reference_problem import Loc, Reference, unknown
-from errorflow.scenario.spec.roles import GATHERS
+from errorflow.scenario.spec.behaviour import Behaviour
 
 __all__ = ["Loc", "Reference", "all_problems", "key_columns", "modelling_warnings", "unknown"]
 
@@ -174,7 +174,7 @@ def need_problems(s: Scenario) -> Iterator[Reference]:
 
 def _holder_problems(s: Scenario, at: Loc, tool: str) -> Iterator[Reference]:
     holders = [n for n, a in s.agents.items() if tool in a.tools]
-    gatherers = [n for n in holders if s.agents[n].does in GATHERS]
+    gatherers = [n for n in holders if s.agents[n].does.gathers]
     if gatherers:
         return
     where = (
@@ -297,7 +297,7 @@ def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
             warnings.append((("tools", name), f"tool {name!r} is defined but no agent holds it"))
     for agent_name, agent in s.agents.items():
         for i, tool in enumerate(agent.tools):
-            verifies = agent.does in ("check", "synthesise") or agent.challenge > 0
+            verifies = agent.does.verifies or agent.challenge > 0
             why = _never_called(s, agent.does, tool, checked if verifies else needed)
             if why is not None:
                 loc: Loc = ("agents", agent_name, "tools", i)
@@ -309,22 +309,22 @@ def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
                     f"{agent_name!r}'s inspector never calls {tool!r}: no need of the task uses it"
                 )
                 warnings.append((loc, msg))
-        if agent.does == "check":
+        if agent.does.reviews:
             warnings.extend(_unchecked(s, agent_name))
     return warnings
 
 
-def _never_called(s: Scenario, does: str, tool: str, needed: set[str]) -> str | None:
+def _never_called(s: Scenario, does: Behaviour, tool: str, needed: set[str]) -> str | None:
     """Why an agent holding `tool` never calls it, or None when it does."""
     spec = s.tools.get(tool)
     if spec is None:
         return None
-    if does == "route":
+    if not does.calls_tools:
         return "it routes and calls no tool"
     if spec.kind == "report_sink":
         return (
             None
-            if does == "synthesise"
+            if does.delivers
             else ("only an agent that synthesises (a writer) delivers a report")
         )
     if tool not in needed:
@@ -343,12 +343,7 @@ def _unchecked(s: Scenario, checker: str) -> list[tuple[Loc, str]]:
         if agent not in upstream:
             upstream.add(agent)
             todo.extend(s.upstream_of(agent))
-    fetched_upstream = {
-        t
-        for a in upstream
-        if s.agents[a].does in ("gather", "synthesise")
-        for t in s.agents[a].tools
-    }
+    fetched_upstream = {t for a in upstream if s.agents[a].does.gathers for t in s.agents[a].tools}
     mine = set(s.agents[checker].tools)
     missing = [
         n.id for n in s.task.needs if n.tool in fetched_upstream and not mine.intersection(n.tools)

@@ -2,7 +2,7 @@
 
 The model leaves some blocks as free data or cannot know what they mean: an agent's
 policy block (built by `AgentPolicy.build`), the simulated model's profile and params
-(`behaviour(profile, params)`), a need's argument against its tool kind's schema, and
+(`tendencies(profile, params)`), a need's argument against its tool kind's schema, and
 the size limits documented in scenarios/FORMAT.md ("Limits"). Every problem is
 reported at the path that causes it, worded like the model's own.
 
@@ -46,9 +46,9 @@ from errorflow.scenario.spec.model import (
 )
 from errorflow.scenario.spec.profiles import (
     PROFILES,
-    Behaviour,
-    behaviour,
+    Tendencies,
     profile_with,
+    tendencies,
 )
 from errorflow.scenario.spec.tool_args import tool_args_model
 
@@ -157,10 +157,10 @@ def _model_problems(name: str, agent: AgentSpec, marks: Marks) -> list[Problem]:
         msg = unknown_name("model profile", model.profile, PROFILES)
         return [problem_at(marks, (*at, "profile"), msg)]
     try:
-        behaviour(model.profile, model.params)
+        tendencies(model.profile, model.params)
     except ValidationError as exc:
         merged = profile_with(model.profile, model.params)
-        return problems_from(exc, merged, marks, Behaviour, (*at, "params"))
+        return problems_from(exc, merged, marks, Tendencies, (*at, "params"))
     return []
 
 

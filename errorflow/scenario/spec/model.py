@@ -19,23 +19,24 @@ from typing import Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from errorflow.core.shapes import (
-    Extended,
-    Ident,
-    Probability,
-    Strict,
-)
+from errorflow.core.shapes import Extended, Ident, Probability, Strict
 from errorflow.faults.agent import AgentFault
 from errorflow.faults.bus import BusFaultSpec
 from errorflow.faults.model import ModelFault
 from errorflow.scenario.checks.fault_checks import bus_problems
 from errorflow.scenario.checks.references import all_problems, key_columns
 from errorflow.scenario.spec.agent_policy import AgentPolicy
+from errorflow.scenario.spec.behaviour import (
+    BEHAVIOURS,
+    ROLE_PRESETS,
+    Behaviour,
+    BehaviourName,
+    behaviour_of,
+)
 from errorflow.scenario.spec.catalog import BATCH_KINDS
 from errorflow.scenario.spec.defence_model import InspectorSpec
 from errorflow.scenario.spec.discussion_model import DiscussionSpec
 from errorflow.scenario.spec.need_model import FromNeed, NeedSpec, TaskSpec
-from errorflow.scenario.spec.roles import GATHERS, ROLE_PRESETS, Behaviour
 from errorflow.scenario.spec.service_model import ArrivalSpec, ServiceSpec
 from errorflow.scenario.spec.sweep_model import SweepAxis, SweepSpec
 from errorflow.scenario.spec.tool_model import BusinessFailure, ToolSpec
@@ -111,7 +112,7 @@ class AgentSpec(Extended):
 
     # `behaviour` comes first so that `role` is checked knowing it (a dump leaves it
     # out while it is None, so the order of an older file's dump is unchanged).
-    behaviour: Behaviour | None = None
+    behaviour: BehaviourName | None = None
     #: A preset (researcher, writer, reviewer) or a name of the user's, with `behaviour`.
     role: Ident
     #: The system prompt a real model gets (default: the behaviour's).
@@ -150,13 +151,13 @@ class AgentSpec(Extended):
         raise PydanticCustomError(
             "role",
             f"role {role!r} is not a preset: expected one of {presets}{hint}, or say what "
-            "the agent does with `behaviour: gather | synthesise | check | route`",
+            f"the agent does with `behaviour: {' | '.join(BEHAVIOURS)}`",
         )
 
     @property
     def does(self) -> Behaviour:
         """The behaviour: declared, or the role preset's."""
-        return self.behaviour or ROLE_PRESETS.get(self.role, "gather")
+        return behaviour_of(self.role, self.behaviour)
 
 
 class Reference(Strict):
@@ -250,7 +251,7 @@ class Scenario(Extended):
 
     def gatherers_of(self, tool: str) -> list[str]:
         """Agents that fetch needs with `tool` (they hold it and gather or synthesise)."""
-        return [n for n, a in self.agents.items() if tool in a.tools and a.does in GATHERS]
+        return [n for n, a in self.agents.items() if tool in a.tools and a.does.gathers]
 
     def is_batch_tool(self, tool: str) -> bool:
         """Calls fetch several items, so some may fail (a `partial` fault)."""

@@ -1,4 +1,4 @@
-"""Behaviour profiles of the simulated model: named LLM tendencies, never outcomes.
+"""Profiles of the simulated model: named LLM tendencies, never outcomes.
 
 A scenario names a profile (`model: {profile: small-local, params: {...}}`); the loader
 checks the name and the overrides, and the simulated model (errorflow.models.simulated)
@@ -21,7 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 P = Field(ge=0.0, le=1.0)
 
 
-class Behaviour(BaseModel):
+class Tendencies(BaseModel):
+    """What a simulated model tends to do at each decision point (what the agent does
+    with a trial is its behaviour: errorflow.scenario.spec.behaviour)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     p_self_retry_transient: float = P
@@ -60,8 +63,8 @@ class Behaviour(BaseModel):
     output_tokens_per_call: int = Field(default=40, ge=0)
 
 
-PROFILES: dict[str, Behaviour] = {
-    "small-local": Behaviour(
+PROFILES: dict[str, Tendencies] = {
+    "small-local": Tendencies(
         # seed 000 §2: transient + tell-model was 0/20: the model never retried itself.
         p_self_retry_transient=0.0,
         # seed 000 §3: the first name passed was the task wording '2024年营收' 20/20.
@@ -84,7 +87,7 @@ PROFILES: dict[str, Behaviour] = {
         # assumption: a 7B model following "do not write when upstream reports errors".
         p_heed_upstream=0.85,
     ),
-    "frontier": Behaviour(
+    "frontier": Tendencies(
         # ASSUMPTION, not a measurement: a stronger model, for comparison only.
         p_self_retry_transient=0.6,
         p_use_task_wording=0.5,
@@ -102,11 +105,11 @@ PROFILES: dict[str, Behaviour] = {
 
 
 def profile_with(profile: str, overrides: Mapping[str, object]) -> dict[str, object]:
-    """The fields `behaviour` validates: the profile's, with `overrides` on top."""
+    """The fields `tendencies` validates: the profile's, with `overrides` on top."""
     return {**PROFILES[profile].model_dump(), **overrides}
 
 
-def behaviour(profile: str, overrides: Mapping[str, object] | None = None) -> Behaviour:
+def tendencies(profile: str, overrides: Mapping[str, object] | None = None) -> Tendencies:
     if profile not in PROFILES:
         raise ValueError(f"unknown model profile {profile!r}; known: {', '.join(PROFILES)}")
-    return Behaviour.model_validate(profile_with(profile, overrides or {}))
+    return Tendencies.model_validate(profile_with(profile, overrides or {}))
