@@ -10,16 +10,14 @@ what it gave up on lives exactly as long as a conversation.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import random
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 
 from pydantic import JsonValue
 
 from errorflow.models.backend import (
-    AssistantTurn,
     Inspection,
     ModelRequest,
     ModelResponse,
@@ -27,31 +25,41 @@ from errorflow.models.backend import (
     ObservationTurn,
     TaskTurn,
     ToolCall,
-    Turn,
     UpstreamTurn,
     Usage,
 )
 from errorflow.models.deliberation import deliberate
+from errorflow.models.simulated_reading import (
+    NeedState,
+    Obs,
+    agrees,
+    best_option,
+    check_claim,
+    claim_items,
+    expected_keys,
+    hidden_identifier,
+    inspected,
+    invent,
+    is_batch,
+    json_arg,
+    key_of,
+    lineage,
+    need_states,
+    perceive,
+    resolved,
+    served_by,
+    source_value,
+    strings,
+    substantial,
+    task_turn,
+    troubled,
+    turn_text,
+    upstream_turns,
+)
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.spec.behaviour import behaviour_of
 from errorflow.scenario.spec.profiles import Tendencies
-
-_EPOCH = dt.date(1990, 1, 1)
-
-# Words a model associates with "try again later" and with "wrong argument" when an
-# error arrives as raw text. This is the model reading prose, not our classifier.
-_TRANSIENT_WORDS = ("timedout", "timeout", "503", "502", "504", "429", "unavailable", "too many")
-_MISSING_WORDS = ("missing", "undefined", "required")
-
-#: A model-facing observation, as the model reads it.
-_Obs = Mapping[str, JsonValue]
-
-
-@dataclass
-class _NeedState:
-    need: NeedView
-    calls: list[tuple[ToolCall, ObservationTurn | None]]
 
 
 class SimulatedModel:
@@ -86,39 +94,39 @@ class SimulatedModel:
 
     # -- researcher -----------------------------------------------------------
     def _research(self, request: ModelRequest) -> ModelResponse:
-        task = _task(request.turns)
+        task = task_turn(request.turns)
         if task is None:
             return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
         tools = {t.name for t in request.tools}
         # A researcher answers for the needs its tools serve (fan-in: each its own).
         mine = TaskTurn(task.prompt, [n for n in task.needs if n.tool in tools])
-        states = self._need_states(mine, request.turns)
-        self._learn(_upstream(request.turns), states)
+        states = need_states(mine, request.turns)
+        self._learn(upstream_turns(request.turns), states)
         calls = self._calls(states)
         if calls:
             return ModelResponse(calls=calls, stop_reason="tool_use")
         return ModelResponse(final=self._research_answer(states), stop_reason="end_turn")
 
-    def _learn(self, upstream: list[UpstreamTurn], states: list[_NeedState]) -> None:
+    def _learn(self, upstream: list[UpstreamTurn], states: list[NeedState]) -> None:
         """What the conversation knows so far: certain upstream claims and own results
         (the values dependent needs take their arguments from)."""
-        self._troubled = _troubled(upstream)
+        self._troubled = troubled(upstream)
         self._gaps = {k for turn in upstream for k in turn.answer.unresolved}
         for turn in upstream:
             for claim in turn.answer.claims:
-                if claim.certain and _substantial(claim):
+                if claim.certain and substantial(claim):
                     self._known.setdefault(claim.key, claim.value)
         for st in states:
-            obs = _resolved(st)
+            obs = resolved(st)
             if obs is not None and obs.get("result") not in (None, [], {}):
                 self._known[st.need.id] = obs.get("result")
 
-    def _calls(self, states: list[_NeedState]) -> list[ToolCall]:
+    def _calls(self, states: list[NeedState]) -> list[ToolCall]:
         calls: list[ToolCall] = []
         pending = {st.need.id for st in states if st.need.id not in self._given_up}
-        pending -= {st.need.id for st in states if _resolved(st) is not None}
+        pending -= {st.need.id for st in states if resolved(st) is not None}
         for st in states:
-            if st.need.id in self._given_up or _resolved(st) is not None:
+            if st.need.id in self._given_up or resolved(st) is not None:
                 continue
             if any(dep in pending for dep, _ in st.need.depends.values()):
                 continue  # its argument comes from a need still being fetched
@@ -129,23 +137,7 @@ class SimulatedModel:
                 calls.append(call)
         return calls
 
-    def _need_states(self, task: TaskTurn, turns: list[Turn]) -> list[_NeedState]:
-        by_id = {n.id: _NeedState(n, []) for n in task.needs}
-        pending: dict[str, tuple[str, int]] = {}
-        for turn in turns:
-            if isinstance(turn, AssistantTurn):
-                for call in turn.calls:
-                    need_id = call.id.split("#", 1)[0]
-                    if need_id in by_id:
-                        by_id[need_id].calls.append((call, None))
-                        pending[call.id] = (need_id, len(by_id[need_id].calls) - 1)
-            elif isinstance(turn, ObservationTurn) and turn.call_id in pending:
-                need_id, index = pending.pop(turn.call_id)
-                call, _ = by_id[need_id].calls[index]
-                by_id[need_id].calls[index] = (call, turn)
-        return list(by_id.values())
-
-    def _next_call(self, st: _NeedState) -> ToolCall | None:
+    def _next_call(self, st: NeedState) -> ToolCall | None:
         need = st.need
         n = len(st.calls)
         if n == 0:
@@ -163,7 +155,7 @@ class SimulatedModel:
         obs = last_obs.content
         if obs.get("ok"):
             return None
-        kind = _perceive(obs)
+        kind = perceive(obs)
         if kind == "transient":
             if self.rng.random() < self.b.p_self_retry_transient:
                 args = last_call.arguments if isinstance(last_call.arguments, dict) else {}
@@ -176,13 +168,13 @@ class SimulatedModel:
                 return self._call(need, value, n, previous)
             return None
         if kind == "wrong_tool":
-            if need.tool in _strings(obs.get("options")) and (
+            if need.tool in strings(obs.get("options")) and (
                 self.rng.random() < self.b.p_repair_with_options
             ):
                 return ToolCall(f"{need.id}#{n}", need.tool, last_call.arguments)
             return None
         if kind == "wrong_arg":
-            options = _strings(obs.get("options"))
+            options = strings(obs.get("options"))
             p = self.b.p_repair_with_options if options else self.b.p_repair_without_options
             if self.rng.random() < p:
                 return self._repair(need, last_call, obs, options, n)
@@ -190,7 +182,7 @@ class SimulatedModel:
         return None  # permission, not found, circuit open, blocked...: give up
 
     def _repair(
-        self, need: NeedView, last: ToolCall, obs: _Obs, options: list[str], n: int
+        self, need: NeedView, last: ToolCall, obs: Obs, options: list[str], n: int
     ) -> ToolCall | None:
         """A new call with the wrong argument replaced: by the identifier when the task
         gives it, else by the listed option the wording points at, else (an argument
@@ -206,22 +198,22 @@ class SimulatedModel:
             if not options:
                 return None
             return self._call(need, options[self.rng.randrange(len(options))], n, previous)
-        target = need.identifier if need.identifier else _best_option(need, options)
+        target = need.identifier if need.identifier else best_option(need, options)
         if target is None:
             return None
-        return self._call(need, _json_arg(target), n, previous)
+        return self._call(need, json_arg(target), n, previous)
 
     def _first_argument(self, need: NeedView) -> JsonValue:
         if need.arg in need.depends:
             return self._dependency(need, need.arg)
         if need.identifier is not None:
-            return _json_arg(need.identifier)
+            return json_arg(need.identifier)
         if self.rng.random() < self.b.p_use_task_wording:
             return need.wording
         if self.rng.random() < self.b.p_guess_identifier:
             # A lucky guess: the model happens to produce the real identifier. The
             # simulator knows it through the need's tool domain, the model does not.
-            return _json_arg(_hidden_identifier(need))
+            return json_arg(hidden_identifier(need))
         return need.wording
 
     def _dependency(self, need: NeedView, arg: str) -> JsonValue:
@@ -274,16 +266,16 @@ class SimulatedModel:
             args = {}
         return ToolCall(id=f"{need.id}#{n}", name=need.tool, arguments=args)
 
-    def _research_answer(self, states: list[_NeedState]) -> FinalAnswer:
+    def _research_answer(self, states: list[NeedState]) -> FinalAnswer:
         answer = FinalAnswer()
         for st in states:
-            obs = _resolved(st)
+            obs = resolved(st)
             if obs is None:
                 answer.unresolved.append(st.need.id)
                 continue
             value = obs.get("result")
-            if _is_batch(st.need) and isinstance(value, dict) and value:
-                _claim_items(answer, st.need, value, obs)
+            if is_batch(st.need) and isinstance(value, dict) and value:
+                claim_items(answer, st.need, value, obs)
             else:
                 self._claim_value(answer, st.need, value)
             if obs.get("failed_items"):
@@ -306,8 +298,8 @@ class SimulatedModel:
 
     # -- writer -----------------------------------------------------------------
     def _write(self, request: ModelRequest) -> ModelResponse:
-        task = _task(request.turns)
-        upstream = _upstream(request.turns)
+        task = task_turn(request.turns)
+        upstream = upstream_turns(request.turns)
         needs = task.needs if task else []
         sink = next((t for t in request.tools if t.delivers), None)
         sent = [
@@ -336,13 +328,13 @@ class SimulatedModel:
         return ModelResponse(final=draft, stop_reason="end_turn")
 
     def _compose(self, needs: list[NeedView], upstream: list[UpstreamTurn]) -> FinalAnswer:
-        heed = _troubled(upstream) and self.rng.random() < self.b.p_heed_upstream
+        heed = troubled(upstream) and self.rng.random() < self.b.p_heed_upstream
         rejected = {k for u in upstream for k in u.answer.revise}
         answer = FinalAnswer()
-        for key, need in _expected_keys(needs):
+        for key, need in expected_keys(needs):
             said = [c for u in upstream for c in u.answer.claims if c.key == key]
             # The first source that states it with substance, else the first that says it.
-            claim = next((c for c in said if c.certain and _substantial(c)), None) or next(
+            claim = next((c for c in said if c.certain and substantial(c)), None) or next(
                 iter(said), None
             )
             self._report(answer, key, need, claim, rejected=key in rejected, heed=heed)
@@ -361,20 +353,19 @@ class SimulatedModel:
         upstream agent answered; what it finds joins its inputs."""
         fetch = {t.name for t in request.tools if not t.delivers}
         answered = {
-            c.key for u in upstream for c in u.answer.claims if c.certain and _substantial(c)
+            c.key for u in upstream for c in u.answer.claims if c.certain and substantial(c)
         }
         gaps = [
             view
             for n in needs
-            if (view := _served_by(n, fetch)) is not None
-            and not any(_key_of(k, n) for k in answered)
+            if (view := served_by(n, fetch)) is not None and not any(key_of(k, n) for k in answered)
         ]
         gaps += self._challenges(request, needs, fetch, gaps, answered)
         if not gaps:
             return []
-        task = _task(request.turns)
+        task = task_turn(request.turns)
         assert task is not None
-        states = self._need_states(TaskTurn(task.prompt, gaps), request.turns)
+        states = need_states(TaskTurn(task.prompt, gaps), request.turns)
         self._learn(upstream, states)
         calls = self._calls(states)
         if calls:
@@ -396,19 +387,19 @@ class SimulatedModel:
         and whether the writer heeds the upstream trouble."""
         if rejected and heed:
             answer.flags.append(f"{key}: rejected by review; not reported as fact")
-        elif claim is not None and _substantial(claim) and claim.certain:
+        elif claim is not None and substantial(claim) and claim.certain:
             answer.claims.append(claim)
         elif heed:
             answer.flags.append(f"{key}: upstream failure; not reported as fact")
         elif claim is None:
             if self.rng.random() < self.b.p_fabricate_on_missing:
-                answer.claims.append(Claim(key, self._invent(need), True))
+                answer.claims.append(Claim(key, invent(need, self.rng), True))
             else:
                 answer.unresolved.append(key)
         elif not claim.certain:
             answer.claims.append(claim)  # passes the doubt on honestly
         elif self.rng.random() < self.b.p_fabricate_on_empty:  # an empty "nothing found"
-            answer.claims.append(Claim(key, self._invent(need), True))
+            answer.claims.append(Claim(key, invent(need, self.rng), True))
         else:
             answer.claims.append(claim)
 
@@ -430,12 +421,12 @@ class SimulatedModel:
             self._challenged = {
                 n.id
                 for n in needs
-                if _served_by(n, fetch) is not None
+                if served_by(n, fetch) is not None
                 and n.id not in gap_ids
-                and any(_key_of(k, n) for k in answered)
+                and any(key_of(k, n) for k in answered)
                 and self.rng.random() < p
             }
-        return [_served_by(n, fetch) or n for n in needs if n.id in self._challenged]
+        return [served_by(n, fetch) or n for n in needs if n.id in self._challenged]
 
     # -- discussion ---------------------------------------------------------------
     def _deliberate(self, request: ModelRequest) -> ModelResponse:
@@ -443,11 +434,11 @@ class SimulatedModel:
         itself) revised in the light of its peers' (errorflow.models.deliberation). A
         challenger first re-checks, with its own tools, each disputed claim it can
         check (one draw per such claim) and goes with what its tools say."""
-        upstream = _upstream(request.turns)
+        upstream = upstream_turns(request.turns)
         own = next((u for u in upstream if u.sender == request.agent), None)
         peers = [u for u in upstream if u.sender != request.agent]
         previous = own.answer if own is not None else FinalAnswer(abstained=True)
-        task = _task(request.turns)
+        task = task_turn(request.turns)
         checked: dict[str, JsonValue] = {}
         if task is not None and request.stance.challenge > 0 and request.tools:
             found = self._recheck(request, task, previous, peers)
@@ -479,16 +470,16 @@ class SimulatedModel:
         values: dict[str, set[str]] = {}
         for answer in [previous, *(p.answer for p in peers)]:
             for c in answer.claims:
-                if c.certain and _substantial(c):
+                if c.certain and substantial(c):
                     values.setdefault(c.key, set()).add(json.dumps(c.value, sort_keys=True))
         disputed = {k for k, v in values.items() if len(v) > 1}
-        need_of = {k: n for k in disputed for n in task.needs if _key_of(k, n)}
+        need_of = {k: n for k in disputed for n in task.needs if key_of(k, n)}
         if self._challenged is None:
             self._challenged = {
                 k
                 for k in sorted(disputed)
                 if k in need_of
-                and _served_by(need_of[k], tools) is not None
+                and served_by(need_of[k], tools) is not None
                 and self.rng.random() < request.stance.challenge
             }
         observed = self._observed(request, task, {need_of[k].id for k in self._challenged})
@@ -497,7 +488,7 @@ class SimulatedModel:
         out: dict[str, JsonValue] = {}
         for key in self._challenged:
             obs = observed.get(need_of[key].id)
-            value = _source_value(key, need_of[key], obs)
+            value = source_value(key, need_of[key], obs)
             if obs is not None and value not in (None, [], {}):
                 out[key] = value
         return out
@@ -507,60 +498,60 @@ class SimulatedModel:
         """Check a share of a message's claims against the tools; correct or block what
         is contradicted. With a genealogy guard, a contradiction quarantines every
         claim of the same lineage: each is re-derived with the tools too."""
-        task = _task(request.turns)
-        upstream = _upstream(request.turns)
+        task = task_turn(request.turns)
+        upstream = upstream_turns(request.turns)
         if task is None or not upstream:
             return ModelResponse(final=FinalAnswer(abstained=True, text="nothing to inspect"))
         message = upstream[-1]
         tools = {t.name for t in request.tools}
-        need_of = {c.key: n for c in message.answer.claims for n in task.needs if _key_of(c.key, n)}
+        need_of = {c.key: n for c in message.answer.claims for n in task.needs if key_of(c.key, n)}
         if self._sampled is None:
             self._sampled = {
                 c.key
                 for c in message.answer.claims
                 if c.key in need_of
-                and _served_by(need_of[c.key], tools) is not None
+                and served_by(need_of[c.key], tools) is not None
                 and self.rng.random() < brief.check
             }
         observed = self._observed(request, task, {need_of[k].id for k in self._sampled})
         if isinstance(observed, ModelResponse):
             return observed
-        wrong = {k for k in self._sampled if not _agrees(k, need_of[k], message, observed)}
+        wrong = {k for k in self._sampled if not agrees(k, need_of[k], message, observed)}
         quarantined: set[str] = set()
         if wrong and brief.genealogy:
-            lineages = {_lineage(message, k) for k in wrong}
+            lineages = {lineage(message, k) for k in wrong}
             quarantined = {
                 c.key
                 for c in message.answer.claims
-                if _lineage(message, c.key) in lineages and c.key in need_of
+                if lineage(message, c.key) in lineages and c.key in need_of
             } - self._sampled
             more = self._observed(request, task, {need_of[k].id for k in quarantined})
             if isinstance(more, ModelResponse):
                 return more
             observed.update(more)
-        answer = _inspected(message, need_of, observed, self._sampled | quarantined, brief)
+        answer = inspected(message, need_of, observed, self._sampled | quarantined, brief)
         return ModelResponse(final=answer, stop_reason="end_turn")
 
     def _observed(
         self, request: ModelRequest, task: TaskTurn, needs: set[str]
-    ) -> dict[str, _Obs | None] | ModelResponse:
+    ) -> dict[str, Obs | None] | ModelResponse:
         """What the tools say for the needs `needs` names, or the calls still to make
         (each with the agent's tool for it: the need's own, or a second source)."""
         tools = {t.name for t in request.tools}
-        chosen = [_served_by(n, tools) or n for n in task.needs if n.id in needs]
-        states = self._need_states(TaskTurn(task.prompt, chosen), request.turns)
-        self._learn(_upstream(request.turns), states)  # dependent needs' arguments
+        chosen = [served_by(n, tools) or n for n in task.needs if n.id in needs]
+        states = need_states(TaskTurn(task.prompt, chosen), request.turns)
+        self._learn(upstream_turns(request.turns), states)  # dependent needs' arguments
         calls = self._calls(states)
         if calls:
             return ModelResponse(calls=calls, stop_reason="tool_use")
-        return {st.need.id: _resolved(st) for st in states}
+        return {st.need.id: resolved(st) for st in states}
 
     # -- reviewer ---------------------------------------------------------------
     def _review(self, request: ModelRequest) -> ModelResponse:
         """Check each claim of the report against the tools; keep what checks out,
         send back what is contradicted, mark as uncertain what could not be checked."""
-        task = _task(request.turns)
-        upstream = _upstream(request.turns)
+        task = task_turn(request.turns)
+        upstream = upstream_turns(request.turns)
         if task is None:
             return ModelResponse(final=FinalAnswer(abstained=True, text="no task"))
         report = [c for u in upstream for c in u.answer.claims]
@@ -568,269 +559,29 @@ class SimulatedModel:
         checkable = [
             view
             for n in task.needs
-            if (view := _served_by(n, tools)) is not None and any(_key_of(c.key, n) for c in report)
+            if (view := served_by(n, tools)) is not None and any(key_of(c.key, n) for c in report)
         ]
-        states = self._need_states(TaskTurn(task.prompt, checkable), request.turns)
+        states = need_states(TaskTurn(task.prompt, checkable), request.turns)
         self._learn(upstream, states)  # a dependent need's argument: what it was told or found
         calls = self._calls(states)
         if calls:
             return ModelResponse(calls=calls, stop_reason="tool_use")
-        observed = {st.need.id: _resolved(st) for st in states}
+        observed = {st.need.id: resolved(st) for st in states}
         answer = FinalAnswer(
             flags=[f for u in upstream for f in u.answer.flags],
             unresolved=[k for u in upstream for k in u.answer.unresolved],
         )
         for claim in report:
-            _check(answer, claim, task.needs, observed)
+            check_claim(answer, claim, task.needs, observed)
         answer.abstained = not answer.claims
         answer.text = f"Reviewed {len(report)} claim(s); {len(answer.revise)} rejected."
         return ModelResponse(final=answer, stop_reason="end_turn")
 
-    def _invent(self, need: NeedView) -> JsonValue:
-        """A made-up answer of the shape the need asks for (one draw, whatever the shape)."""
-        if _is_batch(need):
-            return f"fabricated text {self.rng.randrange(10**6)}"
-        if need.tool and "paper" in need.tool:
-            return [f"fabricated-{self.rng.randrange(10**6)}" for _ in range(3)]
-        if need.shape == "string":
-            return f"fabricated-{self.rng.randrange(10**6)}"
-        if need.shape == "date":
-            day = _EPOCH + dt.timedelta(days=self.rng.randrange(20_000))
-            return day.isoformat()
-        if need.shape == "boolean":
-            return self.rng.random() < 0.5
-        if need.shape == "list":
-            return [f"fabricated-{self.rng.randrange(10**6)}"]
-        if need.shape == "object":
-            return {"value": f"fabricated-{self.rng.randrange(10**6)}"}
-        return round(self.rng.uniform(1, 10**6), 2)
-
     # -- usage ----------------------------------------------------------------
     def _usage(self, request: ModelRequest, response: ModelResponse) -> Usage:
-        chars = len(request.system) + sum(len(_turn_text(t)) for t in request.turns)
+        chars = len(request.system) + sum(len(turn_text(t)) for t in request.turns)
         chars += sum(len(t.description) + len(json.dumps(t.input_schema)) for t in request.tools)
         out = self.b.output_tokens_per_call * max(1, len(response.calls))
         if response.final is not None:
             out += 10 * len(response.final.claims)
         return Usage(self.b.base_prompt_tokens + int(chars * self.b.tokens_per_char), out)
-
-
-def _task(turns: list[Turn]) -> TaskTurn | None:
-    return next((t for t in turns if isinstance(t, TaskTurn)), None)
-
-
-def _upstream(turns: list[Turn]) -> list[UpstreamTurn]:
-    return [t for t in turns if isinstance(t, UpstreamTurn)]
-
-
-def _troubled(upstream: list[UpstreamTurn]) -> bool:
-    """Whether any upstream message shows a failure a careful writer would heed."""
-    return any(
-        u.status != "ok" or u.errors or u.confidence < 0.5 or u.answer.abstained for u in upstream
-    )
-
-
-def _substantial(claim: Claim) -> bool:
-    return claim.value not in (None, [], {})
-
-
-def _claim_items(answer: FinalAnswer, need: NeedView, value: JsonObject, obs: _Obs) -> None:
-    """A batch answers per item: one claim each, failed items left open."""
-    for item in sorted(value):
-        answer.claims.append(Claim(f"{need.id}.{item}", value[item], True))
-    for failed in _list(obs.get("failed_items")):
-        answer.unresolved.append(f"{need.id}.{failed}")
-
-
-def _check(
-    answer: FinalAnswer, claim: Claim, needs: list[NeedView], observed: dict[str, _Obs | None]
-) -> None:
-    """A reviewer's verdict on one claim of the report, against what the tools said."""
-    need = next((n for n in needs if _key_of(claim.key, n)), None)
-    obs = observed.get(need.id) if need is not None else None
-    if need is None or obs is None:
-        answer.claims.append(Claim(claim.key, claim.value, False))
-        answer.flags.append(f"{claim.key}: could not be verified")
-        return
-    source = obs.get("result")
-    if _is_batch(need) and isinstance(source, dict):
-        source = source.get(claim.key.split(".", 1)[1]) if "." in claim.key else source
-    if _same(claim.value, source):
-        answer.claims.append(claim)
-    else:
-        answer.revise.append(claim.key)
-        answer.flags.append(f"{claim.key}: contradicted by the source; sent back")
-
-
-def _source_value(key: str, need: NeedView, obs: _Obs | None) -> JsonValue:
-    source = obs.get("result") if obs is not None else None
-    if _is_batch(need) and isinstance(source, dict):
-        source = source.get(key.split(".", 1)[1]) if "." in key else source
-    return source
-
-
-def _agrees(
-    key: str, need: NeedView, message: UpstreamTurn, observed: dict[str, _Obs | None]
-) -> bool:
-    """Whether the claim checks out (a check whose tool failed proves nothing)."""
-    obs = observed.get(need.id)
-    if obs is None:
-        return True
-    claim = next(c for c in message.answer.claims if c.key == key)
-    return _same(claim.value, _source_value(key, need, obs))
-
-
-def _lineage(message: UpstreamTurn, key: str) -> str:
-    """Where a claim comes from: the agent that first stated it."""
-    claim = next(c for c in message.answer.claims if c.key == key)
-    return claim.source or message.sender
-
-
-def _inspected(
-    message: UpstreamTurn,
-    need_of: dict[str, NeedView],
-    observed: dict[str, _Obs | None],
-    checked: set[str],
-    brief: Inspection,
-) -> FinalAnswer:
-    """The message as the inspector passes it on: contradicted claims corrected from
-    the tools (or blocked), quarantined ones it could not re-derive withheld."""
-    answer = replace(message.answer, claims=[], flags=list(message.answer.flags))
-    answer.unresolved = list(message.answer.unresolved)
-    for claim in message.answer.claims:
-        if claim.key not in checked:
-            answer.claims.append(claim)
-            continue
-        need = need_of[claim.key]
-        obs = observed.get(need.id)
-        if obs is None:
-            answer.claims.append(claim)
-            continue
-        truth = _source_value(claim.key, need, obs)
-        if _same(claim.value, truth):
-            answer.claims.append(claim)
-        elif brief.on_wrong == "correct" and truth not in (None, [], {}):
-            answer.claims.append(Claim(claim.key, truth, True))
-            answer.flags.append(f"{claim.key}: corrected by inspection")
-        else:
-            answer.unresolved.append(claim.key)
-            answer.flags.append(f"{claim.key}: blocked by inspection")
-    answer.abstained = message.answer.abstained and not answer.claims
-    return answer
-
-
-def _perceive(obs: _Obs) -> str:
-    """How a model reads an error observation: structured fields first, then words."""
-    code = obs.get("code")
-    if code in ("transient", "timeout", "rate_limit"):
-        return "transient"
-    if code == "invalid_args":
-        return "missing" if obs.get("received") is None and obs.get("field") else "wrong_arg"
-    if code == "not_found" and obs.get("options"):
-        return "wrong_arg"  # no such key, and here are the ones there are
-    if code == "unknown_tool":
-        return "wrong_tool"
-    if code is not None:
-        return "other"
-    text = str(obs.get("error", "")).lower().replace(" ", "")
-    if any(w in text for w in _TRANSIENT_WORDS):
-        return "transient"
-    if "enoent" in text or "nosuch" in text or "notvalid" in text or "typeerror" in text:
-        # A raw error does not tell a missing argument from a wrong one (seed 000 §3).
-        return "wrong_arg"
-    if any(w in text for w in _MISSING_WORDS):
-        return "wrong_arg"
-    return "other"
-
-
-def _resolved(st: _NeedState) -> _Obs | None:
-    for _, obs in st.calls:
-        if obs is not None and obs.content.get("ok"):
-            return obs.content
-        if obs is not None and obs.content.get("code") == "partial_success":
-            return obs.content
-    return None
-
-
-def _served_by(need: NeedView, tools: Collection[str]) -> NeedView | None:
-    """The need as an agent holding `tools` fetches it: with its own tool, else with
-    the first second source it holds (so a claim is checked against another source
-    than the one that produced it); None when it holds neither."""
-    if need.tool in tools:
-        return need
-    source = next((t for t in need.sources if t in tools), None)
-    return replace(need, tool=source) if source is not None else None
-
-
-def _key_of(key: str, need: NeedView) -> bool:
-    return key == need.id or key.startswith(need.id + ".")
-
-
-def _same(a: JsonValue, b: JsonValue) -> bool:
-    if isinstance(a, list) and isinstance(b, list):
-        return sorted(map(str, a)) == sorted(map(str, b))
-    return bool(a == b)
-
-
-def _is_batch(need: NeedView) -> bool:
-    return isinstance(need.identifier if need.identifier is not None else need.meant, list)
-
-
-def _expected_keys(needs: list[NeedView]) -> list[tuple[str, NeedView]]:
-    """The claim keys a complete report has: one per need, one per item of a batch."""
-    keys: list[tuple[str, NeedView]] = []
-    for need in needs:
-        items = need.identifier if need.identifier is not None else need.meant
-        if isinstance(items, list):
-            keys += [(f"{need.id}.{item}", need) for item in items]
-        else:
-            keys.append((need.id, need))
-    return keys
-
-
-def _list(value: JsonValue) -> list[JsonValue]:
-    return value if isinstance(value, list) else []
-
-
-def _strings(value: JsonValue) -> list[str]:
-    """The strings of a JSON list (an observation's `options`), else none."""
-    return [v for v in _list(value) if isinstance(v, str)]
-
-
-def _json_arg(value: JsonValue) -> JsonValue:
-    """An identifier as a call argument (a JSON value: the list is copied as one)."""
-    return list(value) if isinstance(value, list) else value
-
-
-def _best_option(need: NeedView, options: list[str]) -> str | None:
-    """Repairing from a list: the option the wording points at, if the list has it."""
-    hidden = _hidden_identifier(need)
-    if isinstance(hidden, str) and hidden in options:
-        return hidden
-    return options[0] if options else None
-
-
-def _hidden_identifier(need: NeedView) -> JsonValue:
-    return need.meant if need.meant is not None else need.identifier
-
-
-def _turn_text(turn: Turn) -> str:
-    if isinstance(turn, TaskTurn):
-        return turn.prompt + " ".join(n.wording for n in turn.needs)
-    if isinstance(turn, ObservationTurn):
-        return json.dumps(turn.content, ensure_ascii=False, default=str)
-    if isinstance(turn, UpstreamTurn):
-        return json.dumps(
-            {"c": [_claim_text(c) for c in turn.answer.claims], "e": turn.errors}, default=str
-        )
-    if isinstance(turn, AssistantTurn):
-        return json.dumps([c.arguments for c in turn.calls], default=str)
-    return ""
-
-
-def _claim_text(claim: Claim) -> dict[str, object]:
-    """A claim as the model reads it (its provenance only when it was carried on)."""
-    text: dict[str, object] = {"key": claim.key, "value": claim.value, "certain": claim.certain}
-    if claim.source is not None:
-        text["source"] = claim.source
-    return text
