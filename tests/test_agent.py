@@ -10,6 +10,7 @@ import pytest
 from errorflow.agents import agent as agent_module
 from errorflow.agents.agent import Agent
 from errorflow.agents.inputs import Ready
+from errorflow.agents.kit import AgentKit
 from errorflow.bus.transport import InProcessBus
 from errorflow.models.backend import TaskTurn
 from errorflow.protocol.envelope import Status
@@ -118,10 +119,10 @@ async def test_every_recipient_gets_the_same_result_and_the_costs_once(tmp_path:
 
 
 async def test_a_crashed_agent_reports_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def crash(self: Agent, trial: int) -> TaskTurn:
+    def crash(self: AgentKit, trial: int) -> TaskTurn:
         raise KeyError("agent bug in /srv/app/secret.py")
 
-    monkeypatch.setattr(Agent, "_task_turn", crash)
+    monkeypatch.setattr(AgentKit, "task_turn", crash)
     text = TWO_NEEDS.replace("trials: 5", "trials: 1")
     result = await run_scenario(
         load_text(text), RunOptions(bus=InProcessBus(), db_path=tmp_path / "c.db")
@@ -176,11 +177,11 @@ async def test_the_persona_follows_the_declared_behaviour_and_instructions() -> 
         return Agent(name, scenario, "run", await bus.connect(name), run_key=b"k" * 32)
 
     planner, analyst, writer = [await agent(n) for n in ("planner", "analyst", "writer")]
-    assert planner.persona.system == "Plan it." and planner.persona.tools == []  # routes
-    assert analyst.persona.system == "Read the metric."
-    assert analyst.persona.behaviour.name == "gather"
-    assert writer.persona.system.startswith("You are a writer.")
-    assert [(t.name, t.delivers) for t in writer.persona.tools] == [("out", True)]
+    planner_, analyst_, writer_ = planner.kit.persona, analyst.kit.persona, writer.kit.persona
+    assert planner_.system == "Plan it." and planner_.tools == []  # routes
+    assert analyst_.system == "Read the metric." and analyst_.behaviour.name == "gather"
+    assert writer_.system.startswith("You are a writer.")
+    assert [(t.name, t.delivers) for t in writer_.tools] == [("out", True)]
 
 
 async def test_a_chain_passes_findings_on_and_the_writer_delivers(tmp_path: Path) -> None:

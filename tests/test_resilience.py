@@ -317,14 +317,14 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
 
 
 async def test_crashes_become_structured_errors(tmp_path: Path, monkeypatch: Any) -> None:
-    from errorflow.agents import agent as agent_mod
+    from errorflow.agents.kit import AgentKit
     from errorflow.bus.transport import InProcessBus
     from errorflow.models.simulated import SimulatedModel
     from errorflow.world.tool_client import ToolClient
 
     real_invoke = ToolClient.invoke
     real_complete = SimulatedModel.complete
-    real_task_turn = agent_mod.Agent._task_turn
+    real_task_turn = AgentKit.task_turn
 
     def invoke(self: ToolClient, tool: str, *a: Any, **k: Any) -> Any:
         if self.trial == 1:
@@ -346,7 +346,7 @@ async def test_crashes_become_structured_errors(tmp_path: Path, monkeypatch: Any
 
     monkeypatch.setattr(ToolClient, "invoke", invoke)
     monkeypatch.setattr(SimulatedModel, "complete", complete)
-    monkeypatch.setattr(agent_mod.Agent, "_task_turn", task_turn)
+    monkeypatch.setattr(AgentKit, "task_turn", task_turn)
     s = scenario("contamination", trials=5, propagation="explicit")
     s = apply(s, {"tools.search_papers.faults": []})
     result = await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=tmp_path / "x.db"))

@@ -26,8 +26,6 @@ class Arrivals:
     waited_s: float
 
 
-
-
 def arrivals(inputs: Sequence[Envelope], wait_s: float) -> Arrivals:
     arrived: list[Envelope] = []
     missing: list[Failure] = []
