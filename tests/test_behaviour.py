@@ -40,6 +40,13 @@ def test_the_traits_of_each_behaviour() -> None:
     assert having("delivers") == {"synthesise"}
     assert having("reviews") == {"check"}
     assert all(b.name == name and b.instructions for name, b in BEHAVIOURS.items())
+    acting = {name: b.simulated_as for name, b in BEHAVIOURS.items()}
+    assert acting == {
+        "gather": "research",
+        "synthesise": "write",
+        "check": "review",
+        "route": "pass",
+    }
 
 
 @pytest.mark.parametrize(

@@ -76,16 +76,16 @@ class SimulatedModel:
         self._challenged: set[str] | None = None  # a challenger's claims to re-check
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        does = behaviour_of(request.role, request.behaviour).name
+        acts = behaviour_of(request.role, request.behaviour).simulated_as
         if request.stance.deliberate:
             response = self._deliberate(request)
         elif request.stance.inspect is not None:
             response = self._inspect(request, request.stance.inspect)
-        elif does == "gather":
+        elif acts == "research":
             response = self._research(request)
-        elif does == "check":
+        elif acts == "review":
             response = self._review(request)
-        elif does == "route":
+        elif acts == "pass":
             response = ModelResponse(final=FinalAnswer(text="Passed the task on."))
         else:
             response = self._write(request)

@@ -22,6 +22,9 @@ from typing import Literal, Protocol, TypeVar
 BehaviourName = Literal["gather", "synthesise", "check", "route"]
 #: The needs an agent answers for: none, those its own tools serve, or all of them.
 Answers = Literal["none", "served", "all"]
+#: How the simulated model acts a behaviour out (errorflow.models.simulated): fetch the
+#: needs, write the report, check the claims received, or pass the task on.
+Acting = Literal["research", "write", "review", "pass"]
 
 
 class ServedNeed(Protocol):
@@ -53,6 +56,8 @@ class Behaviour:
     delivers: bool
     #: It checks a report and sends back what is wrong (a reviewer).
     reviews: bool
+    #: What the simulated model does in its place.
+    simulated_as: Acting
 
     def own_needs(self, tools: Collection[str], needs: Sequence[_Need]) -> list[_Need]:
         """The needs this agent answers for, among `needs`, holding `tools`."""
@@ -75,6 +80,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
         verifies=False,
         delivers=False,
         reviews=False,
+        simulated_as="research",
     ),
     "synthesise": Behaviour(
         "synthesise",
@@ -88,6 +94,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
         verifies=True,
         delivers=True,
         reviews=False,
+        simulated_as="write",
     ),
     "check": Behaviour(
         "check",
@@ -100,6 +107,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
         verifies=True,
         delivers=False,
         reviews=True,
+        simulated_as="review",
     ),
     "route": Behaviour(
         "route",
@@ -112,6 +120,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
         verifies=False,
         delivers=False,
         reviews=False,
+        simulated_as="pass",
     ),
 }
 
