@@ -145,7 +145,8 @@ class AgentSpec(Extended):
     def _preset_or_behaviour(cls, role: str, info: ValidationInfo) -> str:
         if role in ROLE_PRESETS or info.data.get("behaviour") is not None:
             return role
-        presets = " or ".join(repr(r) for r in ROLE_PRESETS).replace(" or ", ", ", 1)
+        *others, last = (repr(r) for r in ROLE_PRESETS)
+        presets = f"{', '.join(others)} or {last}"
         close = difflib.get_close_matches(role, ROLE_PRESETS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise PydanticCustomError(
