@@ -34,9 +34,10 @@ from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
-from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, JsonObject
 from errorflow.protocol.events import Emit
+from errorflow.protocol.result import ResultPayload
 from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.spec.policy import policy_for
 from errorflow.world.ground_truth import need_truths
@@ -189,7 +190,7 @@ class AgentKit:
             status=env.status.value,
             confidence=env.confidence,
             errors=[e.model_dump(mode="json") for e in env.errors],
-            answer=answer_from_wire(env.payload.get("answer")),
+            answer=ResultPayload.from_wire(env.payload).answer,
         )
 
     def missing_turn(self, failure: Failure) -> UpstreamTurn:
