@@ -33,7 +33,8 @@ class ConfigurationError(InputError):
 
 
 if TYPE_CHECKING:
-    from errorflow.models.anthropic_backend import AnthropicBackend, TemperaturePolicy, WireFormat
+    from errorflow.models.anthropic_backend import AnthropicBackend, TemperaturePolicy
+    from errorflow.models.wire import Wire
 
 
 def _temperature(serving: Serving) -> TemperaturePolicy:
@@ -58,10 +59,11 @@ def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) ->
     )
 
 
-def _wire(spec: ModelSpec, serving: Serving) -> WireFormat:
+def _wire(spec: ModelSpec, serving: Serving) -> Wire:
     from errorflow.models.anthropic_backend import WireFormat
+    from errorflow.models.messages_wire import MessagesWire
 
-    return WireFormat.of(spec, _temperature(serving), serving.prompt_cache)
+    return MessagesWire(WireFormat.of(spec, _temperature(serving), serving.prompt_cache))
 
 
 class BackendFactory:
@@ -93,13 +95,11 @@ class BackendFactory:
         self.label = model_label(spec)
         served = scenario or noted_scenario()
         self.experiment = Experiment.of(served) if served is not None else None
+        self.wire = _wire(spec, self.serving)
         if self.serving.calls_servers:
             if not api_key:
                 raise ConfigurationError("anthropic backend needs an API key")
             self._shared = _anthropic(spec, api_key, self.serving)
-            self.wire = self._shared.wire
-        else:
-            self.wire = _wire(spec, self.serving)
 
     def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
         name = owner or self.agent

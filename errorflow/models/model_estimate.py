@@ -2,9 +2,9 @@
 
 Expected: the run is run in-process with the simulated model answering in place of
 every real one (its `profile`, small-local by default), and every request it is asked
-is rendered exactly as the Anthropic backend would send it; its calls and the tokens of
-those requests and of the replies (the simulated answer as content blocks) are counted
-by the rule of errorflow/models/token_estimate.py.
+is rendered exactly as the agent's backend (its `Wire`) would send it; its calls and the
+tokens of those requests and of the replies (the simulated answer as Messages API
+content blocks, for every API) are counted by the rule of errorflow/models/token_estimate.py.
 
 At most: what the policy lets any model do, whatever it answers. Per agent, trial and
 revision round, at most `guards.max_steps` steps (fewer when `budget.max_model_calls_
@@ -21,7 +21,6 @@ server's own tokenizer, which may count differently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
@@ -33,11 +32,9 @@ from errorflow.models.backend import (
 )
 from errorflow.models.serving import Tally, model_label
 from errorflow.models.token_estimate import input_tokens, output_tokens, tokens_of
+from errorflow.models.wire import Wire
 from errorflow.protocol.claims import claim_to_wire
 from errorflow.scenario.spec.model import MAX_FINDINGS_BYTES, Scenario
-
-if TYPE_CHECKING:  # the SDK loads only when a dry run renders a request
-    from errorflow.models.anthropic_backend import WireFormat
 
 #: What an observation adds around its data (ok flag, error class and message).
 OBSERVATION_OVERHEAD_TOKENS = 500
@@ -68,7 +65,7 @@ def reply_blocks(response: ModelResponse) -> list[JsonValue]:
 class EstimatingBackend:
     """The simulated model answering for a real one, counting what would be sent."""
 
-    def __init__(self, inner: ModelBackend, wire: WireFormat, tally: Tally, label: str) -> None:
+    def __init__(self, inner: ModelBackend, wire: Wire, tally: Tally, label: str) -> None:
         self.inner, self.wire, self.tally, self.label = inner, wire, tally, label
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -15,7 +15,6 @@ from collections import Counter
 from typing import Protocol
 
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.models.anthropic_backend import WireFormat, WireRequest, parse_reply
 from errorflow.models.backend import ModelCallError, ModelRequest, ModelResponse
 from errorflow.models.exchange import (
     Experiment,
@@ -25,6 +24,7 @@ from errorflow.models.exchange import (
     request_digest,
 )
 from errorflow.models.serving import ModelTraffic, Serving
+from errorflow.models.wire import Wire, WireRequest
 from errorflow.protocol.envelope import JsonObject
 
 
@@ -35,7 +35,7 @@ class Sender(Protocol):
 class ServedBackend:
     def __init__(
         self,
-        wire: WireFormat,
+        wire: Wire,
         sender: Sender | None,
         serving: Serving,
         label: str,
@@ -53,7 +53,7 @@ class ServedBackend:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body, names = self.wire.render(request)
         reply = await self._reply(body)
-        return parse_reply(reply, names)
+        return self.wire.parse(reply, names)
 
     async def _reply(self, body: WireRequest) -> JsonObject:
         if self.experiment is None:  # no experiment known: nothing can be keyed
@@ -110,14 +110,8 @@ class ServedBackend:
     def _count_usage(self, reply: JsonObject) -> None:
         c = self.counts
         c.replies += 1
-        usage = reply.get("usage")
-        if not isinstance(usage, dict):
-            return
-        c.input_tokens += _int(usage.get("input_tokens"))
-        c.cache_read_tokens += _int(usage.get("cache_read_input_tokens"))
-        c.cache_write_tokens += _int(usage.get("cache_creation_input_tokens"))
-        c.output_tokens += _int(usage.get("output_tokens"))
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        usage = self.wire.usage(reply)
+        c.input_tokens += usage.uncached_input_tokens
+        c.cache_read_tokens += usage.cache_read_tokens
+        c.cache_write_tokens += usage.cache_write_tokens
+        c.output_tokens += usage.output_tokens
