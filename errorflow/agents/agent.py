@@ -27,6 +27,7 @@ from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.faults.agent import Fired
 from errorflow.faults.crash import InjectedCrash
+from errorflow.models.api_keys import ApiKeys
 from errorflow.models.backends import BackendFactory
 from errorflow.policies.classify import Failure
 from errorflow.protocol import topics
@@ -66,7 +67,7 @@ class Agent:
         conn: Connection,
         *,
         run_key: bytes,
-        api_key: str | None = None,
+        api_key: ApiKeys | None = None,
         on_trace: OnTrace | None = None,
         services: ServiceRegistry | None = None,
     ) -> None:

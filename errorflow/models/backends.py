@@ -12,6 +12,12 @@ from typing import TYPE_CHECKING
 from errorflow.core.errors import InputError
 from errorflow.core.seeding import stream
 from errorflow.faults.crash import OnCrash
+from errorflow.models.api_keys import (
+    KEY_ENVS,
+    ApiKeys,
+    key_for,
+    local_hint,
+)
 from errorflow.models.backend import InfrastructureError as InfrastructureError
 from errorflow.models.backend import ModelBackend
 from errorflow.models.exchange import Experiment, Place
@@ -34,7 +40,8 @@ class ConfigurationError(InputError):
 
 if TYPE_CHECKING:
     from errorflow.models.anthropic_backend import AnthropicBackend, TemperaturePolicy
-    from errorflow.models.wire import Wire
+    from errorflow.models.openai.backend import OpenAIBackend
+    from errorflow.models.wire import Client, Wire
 
 
 def _temperature(serving: Serving) -> TemperaturePolicy:
@@ -59,7 +66,31 @@ def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) ->
     )
 
 
+def _openai(spec: ModelSpec, api_key: str, serving: Serving) -> OpenAIBackend:
+    from errorflow.models.openai.backend import OpenAIBackend
+
+    return OpenAIBackend(
+        spec,
+        api_key,
+        limiter=serving.limiter(model_label(spec)),
+        temperature=serving.temperature,
+        max_pacing_s=serving.max_pacing_s,
+        timeout_s=serving.request_timeout_s,
+    )
+
+
+def _client(spec: ModelSpec, api_key: str, serving: Serving) -> Client:
+    """The client of the API `spec.backend` names, sending through `serving`'s limiter."""
+    if spec.backend == "openai":
+        return _openai(spec, api_key, serving)
+    return _anthropic(spec, api_key, serving)
+
+
 def _wire(spec: ModelSpec, serving: Serving) -> Wire:
+    if spec.backend == "openai":
+        from errorflow.models.openai.wire import ChatWire
+
+        return ChatWire.of(spec, serving.temperature)
     from errorflow.models.anthropic_backend import WireFormat
     from errorflow.models.messages_wire import MessagesWire
 
@@ -77,7 +108,7 @@ class BackendFactory:
         spec: ModelSpec,
         seed: int,
         agent: str,
-        api_key: str | None = None,
+        api_key: str | ApiKeys | None = None,
         scenario: Scenario | None = None,
     ) -> None:
         self.spec, self.seed, self.agent = spec, seed, agent
@@ -86,7 +117,7 @@ class BackendFactory:
         #: process sets `on_crash` so that a crash ends it (errorflow/runtime/agent_process.py).
         self.faults = model_call_faults(spec, scenario, agent, seed)
         self.on_crash: OnCrash | None = None
-        self._shared: AnthropicBackend | None = None
+        self._shared: Client | None = None
         real = spec.backend != "simulated"
         if not real or self.serving.tally is not None:  # a dry run: the simulation answers
             self._tendencies = tendencies(spec.profile, spec.params)
@@ -97,9 +128,10 @@ class BackendFactory:
         self.experiment = Experiment.of(served) if served is not None else None
         self.wire = _wire(spec, self.serving)
         if self.serving.calls_servers:
-            if not api_key:
-                raise ConfigurationError("anthropic backend needs an API key")
-            self._shared = _anthropic(spec, api_key, self.serving)
+            key = key_for(api_key, spec.backend)
+            if not key:
+                raise ConfigurationError(f"{spec.backend} backend needs an API key")
+            self._shared = _client(spec, key, self.serving)
 
     def for_trial(self, trial: int, owner: str | None = None) -> ModelBackend:
         name = owner or self.agent
@@ -127,16 +159,17 @@ class BackendFactory:
             await self._shared.aclose()
 
 
-def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> str | None:
+def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> ApiKeys | None:
     """Everything the model backends need, checked before a run starts (and the scenario
     noted for the backends made next: see `note_scenario`).
 
-    Returns the API key for the Anthropic backend (from the environment only: never
-    from the scenario file) or None when no agent needs one (none calls a real model, or
-    a cassette or a dry run answers for them)."""
+    Returns the API keys of the real backends the agents use (from the environment
+    only: never from the scenario file, errorflow/models/api_keys.py) or None when no
+    agent needs one (none calls a real model, or a cassette or a dry run answers for
+    them)."""
     note_scenario(scenario)
     env = os.environ if env is None else env
-    needs_key = [n for n, a in scenario.agents.items() if a.model.backend == "anthropic"]
+    needs_key = [n for n, a in scenario.agents.items() if a.model.backend in KEY_ENVS]
     for name, agent in scenario.agents.items():
         if agent.model.backend == "simulated":
             try:
@@ -157,17 +190,33 @@ def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> 
                 "replay the scenario, seed and --set options it was recorded with"
             )
         return None
-    key = env.get("ANTHROPIC_API_KEY")
+    return ApiKeys({backend: _key(scenario, backend, env) for backend in _backends(scenario)})
+
+
+def _backends(scenario: Scenario) -> list[str]:
+    """The real backends the agents use, each once, in the order of the agents."""
+    named = (a.model.backend for a in scenario.agents.values())
+    return list(dict.fromkeys(b for b in named if b in KEY_ENVS))
+
+
+def _key(scenario: Scenario, backend: str, env: Mapping[str, str]) -> str:
+    name = KEY_ENVS[backend]
+    key = env.get(name)
     if not key:
+        users = [n for n, a in scenario.agents.items() if a.model.backend == backend]
         raise ConfigurationError(
-            f"agent(s) {', '.join(needs_key)} use the anthropic backend but ANTHROPIC_API_KEY "
-            "is not set (for Ollama any value works, e.g. ANTHROPIC_API_KEY=ollama)"
+            f"agent(s) {', '.join(users)} use the {backend} backend but {name} "
+            f"is not set ({local_hint(backend)})"
         )
     return key
 
 
+#: A model server as the check asks it: backend, base_url, model.
+_Server = tuple[str, str | None, str | None]
+
+
 async def check_servers(
-    scenario: Scenario, api_key: str | None, only: Collection[str] | None = None
+    scenario: Scenario, api_key: str | ApiKeys | None, only: Collection[str] | None = None
 ) -> None:
     """Ask every real model server the agents (or the agents `only` names) call, once
     per (server, model), before the first trial: reachable, key accepted, model present.
@@ -176,18 +225,19 @@ async def check_servers(
     what `check_backends` returned."""
     if not current().calls_servers:
         return
-    users: dict[tuple[str | None, str | None], list[str]] = {}
-    specs: dict[tuple[str | None, str | None], ModelSpec] = {}
+    users: dict[_Server, list[str]] = {}
+    specs: dict[_Server, ModelSpec] = {}
     for name, agent in scenario.agents.items():
         if agent.model.backend == "simulated" or (only is not None and name not in only):
             continue
-        where = (agent.model.base_url, agent.model.model)
+        where: _Server = (agent.model.backend, agent.model.base_url, agent.model.model)
         users.setdefault(where, []).append(name)
         specs.setdefault(where, agent.model)
     for where, names in users.items():
-        if not api_key:
-            raise ConfigurationError("anthropic backend needs an API key")
-        backend = _anthropic(specs[where], api_key)
+        key = key_for(api_key, where[0])
+        if not key:
+            raise ConfigurationError(f"{where[0]} backend needs an API key")
+        backend = _client(specs[where], key, current())
         try:
             await backend.check()
         except InfrastructureError as exc:

@@ -86,6 +86,24 @@ def messages_reply(data: JsonObject) -> str | None:
     return None if role == "assistant" else f"role {_short(role)}"
 
 
+def chat_completion(data: JsonObject) -> str | None:
+    """The shape of an OpenAI Chat Completions reply: a non-empty `choices` list whose
+    first choice has a `message` object (and, where given, object "chat.completion" and
+    role "assistant")."""
+    kind = data.get("object", "chat.completion")
+    if kind != "chat.completion":
+        return f"object {_short(kind)}"
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return "no choices list"
+    first = choices[0]
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        return "a choice without a message"
+    role = message.get("role", "assistant")
+    return None if role == "assistant" else f"role {_short(role)}"
+
+
 def model_description(data: JsonObject) -> str | None:
     """The shape of `GET /v1/models/{id}`'s answer: an `id` (Anthropic's shape and the
     OpenAI one both have it), and, where given, type "model"."""

@@ -10,7 +10,8 @@ A `Serving` is installed for a process (the CLI does, from its options) or for a
 - `cassette`: replay a recorded session instead of calling any server;
 - `tally`: a dry run: the simulated model answers in place of every real one, and what
   the real one would have been sent is counted (errorflow/models/model_estimate.py);
-- `temperature`, `prompt_cache`: what goes on the wire (errorflow/models/anthropic_backend.py);
+- `temperature`, `prompt_cache`: what goes on the wire (errorflow/models/anthropic_backend.py,
+  errorflow/models/openai/wire.py);
 - `request_timeout_s`: how long a request waits for the server's reply; a server silent
   that long fails the trial as an infrastructure fault.
 
@@ -47,15 +48,16 @@ DEFAULT_REQUEST_TIMEOUT_S = 60.0
 #: runner gives the trial up as a bus fault (its final result never came).
 MAX_REQUEST_TIMEOUT_S = 100.0
 
-#: What Anthropic's API is called in labels when a spec names no base_url.
+#: What the vendors' APIs are called in labels when a spec names no base_url.
 ANTHROPIC_API = "api.anthropic.com"
+OPENAI_API = "api.openai.com"
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def server_of(spec: ModelSpec) -> str:
     """`host[:port]` of a spec's server, never its user or password."""
     if spec.base_url is None:
-        return ANTHROPIC_API
+        return OPENAI_API if spec.backend == "openai" else ANTHROPIC_API
     parts = urlsplit(spec.base_url)
     host = parts.hostname or spec.base_url
     shown = f"[{host}]" if ":" in host else host

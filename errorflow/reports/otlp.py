@@ -74,7 +74,7 @@ def agent_models(scenario_json: str) -> dict[str, AgentModel]:
     for name, spec in agents.items():
         model = (spec or {}).get("model") or {}
         backend = str(model.get("backend") or "simulated")
-        provider = "anthropic" if backend == "anthropic" else f"errorflow.{backend}"
+        provider = backend if backend in ("anthropic", "openai") else f"errorflow.{backend}"
         out[str(name)] = AgentModel(provider, str(model.get("model") or model.get("profile")))
     return out
 

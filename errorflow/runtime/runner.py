@@ -45,6 +45,7 @@ from errorflow.bus.url import BrokerURL
 from errorflow.core.redact import redact
 from errorflow.faults.agent import AgentFaultTally
 from errorflow.faults.tool_tally import ToolFaultTally
+from errorflow.models.api_keys import ApiKeys
 from errorflow.models.backends import check_backends, check_servers
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
@@ -333,7 +334,7 @@ class _Runner:
         bus: Bus,
         db: aiosqlite.Connection,
         options: RunOptions,
-        api_key: str | None,
+        api_key: ApiKeys | None,
         recording: Connection,
     ) -> None:
         self.scenario, self.run_id, self.bus, self.db = scenario, run_id, bus, db

@@ -16,6 +16,7 @@ from errorflow.cli.paths import path_arg
 from errorflow.cli.scenario_input import load_ref
 from errorflow.core.display import for_terminal
 from errorflow.core.errors import EXIT_USAGE
+from errorflow.models.api_keys import KEY_ENVS
 from errorflow.models.backends import check_backends
 from errorflow.protocol.envelope import json_schema
 from errorflow.scenario.bundled import bundled, describe, resolve
@@ -46,7 +47,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             raise  # at most three lines, as every command says bad input
         lines = ["invalid scenario", *(p.render(exc.file) for p in exc.problems)]
         return fail("\n".join(bounded(line) for line in lines), EXIT_USAGE)
-    check_backends(scenario, env={"ANTHROPIC_API_KEY": "(not checked)"})
+    check_backends(scenario, env=dict.fromkeys(KEY_ENVS.values(), "(not checked)"))
     warnings = warnings_for(scenario, resolve(args.scenario))
     if args.json:
         print(json.dumps(_validated_json(args.scenario, scenario, warnings), indent=2))

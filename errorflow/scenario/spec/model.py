@@ -19,7 +19,12 @@ from typing import Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from errorflow.core.shapes import Extended, Ident, Probability, Strict
+from errorflow.core.shapes import (
+    Extended,
+    Ident,
+    Probability,
+    Strict,
+)
 from errorflow.faults.agent import AgentFault
 from errorflow.faults.bus import BusFaultSpec
 from errorflow.faults.model import ModelFault
@@ -83,7 +88,7 @@ MAX_FINDINGS_BYTES = 128 * 1024
 class ModelSpec(Extended):
     added_fields = frozenset({"faults"})
 
-    backend: Literal["simulated", "anthropic"] = "simulated"
+    backend: Literal["simulated", "anthropic", "openai"] = "simulated"
     profile: str = "small-local"
     #: Behaviour overrides of the profile, as written (checked against the profile's
     #: fields by the loader: errorflow.scenario.spec.profiles).
