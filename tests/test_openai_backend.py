@@ -1,0 +1,395 @@
+"""OpenAIBackend against a real local HTTP server, with the real `openai` SDK as client."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from fake_anthropic import unused_url
+from fake_openai import GARBAGE, FakeOpenAI, Reply, completion, openai_error, tool_call
+from fake_time import FakeTime
+
+from errorflow.core.taxonomy import ErrorCode, is_retryable
+from errorflow.models.anthropic_backend import SUBMIT_TOOL
+from errorflow.models.backend import (
+    AssistantTurn,
+    InfrastructureError,
+    ModelCallError,
+    ModelRequest,
+    NeedView,
+    ObservationTurn,
+    TaskTurn,
+    ToolDef,
+)
+from errorflow.models.openai.backend import OpenAIBackend
+from errorflow.models.openai.reply import UnusableReply
+from errorflow.models.rate_limit import RateLimiter
+from errorflow.scenario.model import ModelSpec
+
+KEY = "sk-proj-test-SECRETKEY123456"
+
+QUERY_METRIC = ToolDef(
+    name="metrics.query",
+    description="Read one metric by name.",
+    input_schema={
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+)
+
+TASK = TaskTurn(
+    prompt="Report the CPU load.",
+    needs=[
+        NeedView(
+            id="cpu",
+            tool="metrics.query",
+            arg="name",
+            wording="the CPU load",
+            identifier="cpu_load",
+        )
+    ],
+)
+
+SUBMIT = {"claims": [{"key": "cpu", "value": 0.42, "certain": True}], "abstained": False}
+
+
+def req(*turns: Any) -> ModelRequest:
+    return ModelRequest(
+        agent="researcher",
+        role="researcher",
+        system="You are the researcher.",
+        turns=list(turns) or [TASK],
+        tools=[QUERY_METRIC],
+    )
+
+
+def where(url: str) -> str:
+    return url.removeprefix("http://").removesuffix("/v1")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> FakeTime:
+    return FakeTime()
+
+
+def spec(url: str | None, **update: Any) -> ModelSpec:
+    fields: dict[str, Any] = {
+        "backend": "openai",
+        "model": "gpt-test",
+        "base_url": url,
+        "max_tokens": 300,
+        "temperature": 0.2,
+    }
+    return ModelSpec(**{**fields, **update})
+
+
+@pytest.fixture
+async def backend(fake: FakeOpenAI, clock: FakeTime) -> AsyncIterator[OpenAIBackend]:
+    limiter = RateLimiter(clock=clock.clock, sleep=clock.sleep, wall=clock.wall)
+    b = OpenAIBackend(spec(fake.url), KEY, timeout_s=5.0, limiter=limiter)
+    yield b
+    await b.aclose()
+
+
+# -- the tool-use loop -----------------------------------------------------------------
+
+
+async def test_a_tool_call_then_the_answer_as_a_tool_call(
+    fake: FakeOpenAI, backend: OpenAIBackend
+) -> None:
+    fake.script(
+        Reply(
+            body=completion(
+                [tool_call("call_1", "metrics_query", {"name": "cpu_load"})],
+                prompt_tokens=120,
+                completion_tokens=12,
+            )
+        ),
+        Reply(body=completion([tool_call("call_2", SUBMIT_TOOL, SUBMIT)], "done")),
+    )
+    first = await backend.complete(req())
+    [call] = first.calls
+    assert (call.id, call.name, call.arguments) == ("call_1", "metrics.query", {"name": "cpu_load"})
+    assert (first.usage.input_tokens, first.usage.output_tokens) == (120, 12)
+    failed = ObservationTurn("call_1", "metrics.query", {"ok": False, "error": {"code": "x"}})
+    second = await backend.complete(req(TASK, AssistantTurn([call]), failed))
+    assert second.final is not None and second.final.claims[0].value == 0.42
+    assert second.final.text == "done"
+
+    body = fake.received[1].body
+    assert fake.received[1].path == "/v1/chat/completions"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool"]
+    assert body["messages"][2]["tool_calls"][0]["function"] == {
+        "name": "metrics_query",
+        "arguments": '{"name":"cpu_load"}',
+    }
+    result = body["messages"][3]
+    assert result["tool_call_id"] == "call_1"
+    assert json.loads(result["content"]) == {"is_error": True, "ok": False, "error": {"code": "x"}}
+    assert [t["function"]["name"] for t in body["tools"]] == ["metrics_query", SUBMIT_TOOL]
+    assert body["tool_choice"] == "auto"
+    assert (body["max_tokens"], body["temperature"]) == (300, 0.2)  # a local server takes both
+    assert "max_completion_tokens" not in body
+    assert fake.received[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_prose_only_is_an_unstructured_answer(
+    fake: FakeOpenAI, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply(body=completion(None, "The CPU load is high.", "stop")))
+    resp = await backend.complete(req())
+    assert resp.final is not None and resp.final.flags == ["no_structured_answer"]
+    assert resp.final.text == "The CPU load is high." and resp.stop_reason == "stop"
+
+
+async def test_a_reply_cut_at_the_limit_is_a_model_error_unless_its_answer_is_whole(
+    fake: FakeOpenAI, backend: OpenAIBackend
+) -> None:
+    cut = tool_call("c", SUBMIT_TOOL, '{"claims": [{"key": "cpu", "val')
+    fake.script(
+        Reply(body=completion([cut], None, "length", completion_tokens=300)),
+        Reply(body=completion([tool_call("c", SUBMIT_TOOL, SUBMIT)], None, "length")),
+    )
+    with pytest.raises(UnusableReply) as info:
+        await backend.complete(req())
+    assert info.value.code is ErrorCode.MODEL_ERROR and info.value.usage.output_tokens == 300
+    assert info.value.infrastructure is None  # the model's answer: the experiment's
+    resp = await backend.complete(req())
+    assert resp.final is not None and resp.final.claims[0].key == "cpu"
+
+
+async def test_cached_prompt_tokens_are_counted_apart(
+    fake: FakeOpenAI, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply(body=completion(None, "x", "stop", prompt_tokens=2000, cached_tokens=1536)))
+    resp = await backend.complete(req())
+    usage = resp.usage
+    assert usage.input_tokens == 2000 and getattr(usage, "cache_read_tokens", None) == 1536
+
+
+# -- rate limits -------------------------------------------------------------------------
+
+
+async def test_429_is_waited_out_for_its_retry_after_not_raised(
+    fake: FakeOpenAI, backend: OpenAIBackend, clock: FakeTime
+) -> None:
+    slow = openai_error("requests", "Rate limit reached", "rate_limit_exceeded")
+    fake.script(
+        Reply(429, slow, headers={"retry-after": "7"}),
+        Reply(429, slow, headers={"retry-after-ms": "250"}),
+        Reply(body=completion(None, "ok", "stop")),
+    )
+    resp = await backend.complete(req())
+    assert resp.final is not None and resp.final.text == "ok"
+    assert clock.slept == [7.0, 0.25]
+    assert backend.limiter.stats.rate_limited == 2
+    assert len(fake.received) == 3  # our resends only: the SDK retries nothing
+    assert fake.received[0].body == fake.received[2].body
+
+
+async def test_429s_past_the_pacing_limit_are_an_infrastructure_fault(fake: FakeOpenAI) -> None:
+    clock = FakeTime()
+    limiter = RateLimiter(clock=clock.clock, sleep=clock.sleep, wall=clock.wall)
+    b = OpenAIBackend(spec(fake.url), KEY, limiter=limiter, max_pacing_s=20)
+    refused = Reply(429, openai_error("requests", "no"), headers={"retry-after": "8"})
+    fake.script(refused, refused, refused)
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    assert info.value.code is ErrorCode.RATE_LIMIT
+    assert "kept answering 429" in (info.value.infrastructure or "")
+
+
+async def test_the_x_ratelimit_headers_feed_the_limiter(
+    fake: FakeOpenAI, backend: OpenAIBackend, clock: FakeTime
+) -> None:
+    spent = {
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "3s",
+    }
+    fake.script(
+        Reply(body=completion(None, "a", "stop"), headers=spent),
+        Reply(body=completion(None, "b", "stop")),
+    )
+    await backend.complete(req())
+    await backend.complete(req())
+    assert clock.slept == [pytest.approx(3.0)]  # the budget was spent: wait for its reset
+
+
+# -- failures ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "infra"),
+    [
+        (500, ErrorCode.TRANSIENT, "failed (HTTP 500 server_error: boom)"),
+        (503, ErrorCode.TRANSIENT, "failed (HTTP 503 server_error: boom)"),
+        (409, ErrorCode.TRANSIENT, None),
+        (408, ErrorCode.TIMEOUT, None),
+        (401, ErrorCode.PERMISSION_DENIED, "refused the API key (401)"),
+        (404, ErrorCode.MODEL_ERROR, "model gpt-test does not exist on the model server"),
+        (400, ErrorCode.MODEL_ERROR, "refused the request (HTTP 400 server_error: boom)"),
+    ],
+)
+async def test_statuses_are_classified_and_infrastructure_named(
+    fake: FakeOpenAI, backend: OpenAIBackend, status: int, code: ErrorCode, infra: str | None
+) -> None:
+    fake.script(Reply(status, openai_error("server_error", "boom")))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert (info.value.code, info.value.status) == (code, status)
+    if infra is None:
+        assert info.value.infrastructure is None
+    else:
+        assert info.value.infrastructure is not None and infra in info.value.infrastructure
+        assert where(fake.url) in info.value.infrastructure
+    assert len(fake.received) == 1
+
+
+async def test_a_5xx_is_retryable_for_the_policy_and_infrastructure_when_it_gives_up(
+    fake: FakeOpenAI, backend: OpenAIBackend
+) -> None:
+    fake.script(Reply(502, "<html>bad gateway</html>", content_type="text/html"))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert is_retryable(info.value.code)  # the model gate retries it
+    assert info.value.infrastructure == f"the model server at {where(fake.url)} failed (HTTP 502)"
+
+
+@pytest.mark.parametrize("kind", list(GARBAGE))
+async def test_a_200_that_is_not_a_chat_completion_is_an_infra_fault(
+    fake: FakeOpenAI, backend: OpenAIBackend, kind: str
+) -> None:
+    fake.script(GARBAGE[kind])
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert info.value.code is ErrorCode.INFRA_FAULT and not is_retryable(info.value.code)
+    said = info.value.infrastructure or ""
+    assert said.startswith(
+        f"the model server at {where(fake.url)} answered a Chat Completions request with "
+    )
+    assert said.endswith("not a Chat Completions reply") and "\n" not in said
+
+
+@pytest.mark.parametrize("silence", [Reply(hang=True), Reply(body=completion(), delay_s=2.0)])
+async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
+    fake: FakeOpenAI, silence: Reply
+) -> None:
+    fake.script(silence)
+    b = OpenAIBackend(spec(fake.url), KEY, timeout_s=0.3)
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    reason = f"the model server at {where(fake.url)} did not answer in 0.3s"
+    assert info.value.infrastructure == str(info.value) == reason
+    assert info.value.code is ErrorCode.INFRA_FAULT
+    assert len(fake.received) == 1
+
+
+async def test_connection_refused_is_transient_and_infrastructure() -> None:
+    url = unused_url() + "/v1"
+    b = OpenAIBackend(spec(url), KEY, timeout_s=2.0)
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    assert info.value.code is ErrorCode.TRANSIENT
+    assert info.value.infrastructure == (
+        f"cannot reach the model server at {where(url)} (connection refused)"
+    )
+
+
+async def test_the_api_key_never_leaks(
+    fake: FakeOpenAI, backend: OpenAIBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake.script(Reply(400, openai_error("invalid_request_error", f"bad key {KEY} in header")))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    for text in (str(info.value), info.value.infrastructure or "", repr(backend), caplog.text):
+        assert KEY not in text
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert "[REDACTED_KEY]" in str(info.value)
+
+
+def test_an_empty_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        OpenAIBackend(spec("http://127.0.0.1:1/v1"), "  ")
+
+
+def test_without_a_base_url_it_is_openai_s_own_api() -> None:
+    b = OpenAIBackend(spec(None), KEY)
+    assert b.server == "api.openai.com:443"
+    assert b.wire.token_field == "max_completion_tokens" and b.wire.temperature is None
+
+
+# -- the check before the first trial ------------------------------------------------------
+
+
+async def check(url: str, key: str = KEY, model: str = "gpt-test") -> None:
+    b = OpenAIBackend(spec(url, model=model), key, timeout_s=1.0)
+    try:
+        await b.check()
+    finally:
+        await b.aclose()
+
+
+async def test_check_looks_the_model_up_and_sends_nothing_else(fake: FakeOpenAI) -> None:
+    await check(fake.url)
+    assert [r.path for r in fake.lookups] == ["/v1/models/gpt-test"] and fake.received == []
+
+
+async def test_check_of_a_refused_key() -> None:
+    with FakeOpenAI(api_key="another") as fake, pytest.raises(InfrastructureError) as info:
+        await check(fake.url)
+    assert str(info.value) == f"the model server at {where(fake.url)} refused the API key (401)"
+
+
+async def test_check_of_a_missing_model_confirms_with_one_token() -> None:
+    with FakeOpenAI(models={"gpt-real"}) as fake, pytest.raises(InfrastructureError) as info:
+        await check(fake.url, model="gpt-x")
+    assert str(info.value) == (
+        f"model gpt-x does not exist on the model server at {where(fake.url)} (404)"
+    )
+    assert fake.received[0].body["max_tokens"] == 1
+
+
+async def test_check_passes_a_server_without_the_models_route(fake: FakeOpenAI) -> None:
+    fake.serves_models = False  # llama.cpp's server: GET /v1/models/{id} is a 404
+    fake.script(Reply(body=completion(None, "p", "length", completion_tokens=1)))
+    await check(fake.url)
+    assert len(fake.received) == 1
+
+
+async def test_check_lets_load_through(fake: FakeOpenAI) -> None:
+    fake.lookup = Reply(503, openai_error("server_error", "busy"))
+    await check(fake.url)
+
+
+@pytest.mark.parametrize("kind", ["an HTML page", "non-JSON bytes"])
+async def test_check_refuses_a_lookup_answered_with_garbage(kind: str) -> None:
+    with FakeOpenAI(lookup=GARBAGE[kind]) as fake, pytest.raises(InfrastructureError) as info:
+        await check(fake.url)
+    assert "answered the lookup of model gpt-test with" in str(info.value)
+
+
+async def test_check_of_an_unreachable_server() -> None:
+    url = unused_url() + "/v1"
+    with pytest.raises(InfrastructureError, match="connection refused"):
+        await check(url)

@@ -1,0 +1,283 @@
+"""Whole runs on the openai backend, against a fake Chat Completions server on 127.0.0.1.
+
+The real `openai` SDK talks to a real local HTTP server; the runs go over the embedded
+MQTT broker and are recorded. Checks: a 429 is waited out by the shared limiter (no
+model call, no retry, no event), a 5xx goes through the policy layer (retried: the
+trial is scored), the answer comes back as a tool call and is scored, usage with the
+server's cached prompt tokens is counted; the key stays out of the store and the logs.
+A server that answers what is not a Chat Completion, keeps failing with 5xx or never
+answers measured nothing: every trial is an infra fault, and the command exits 1 saying
+so in one line. The dry run, the response cache and cassettes serve this API as they
+serve the Messages API.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errorflow.bus.url import BrokerURL
+from errorflow.cli.main import main
+from errorflow.models.backends import ConfigurationError, check_backends
+from errorflow.models.serving import Serving, serving
+from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.model import Scenario
+from errorflow.scenario.overrides import apply
+from errorflow.scoring.score import Outcome
+from tests.conftest import scenario
+from tests.fake_openai import GARBAGE, ChatModel, FakeOpenAI, Reply, openai_error
+
+API_KEY = "sk-proj-SECRETKEYdonotleak1234567890"
+TOOL_SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c"  # in contamination's injected error text
+AGENTS = ("researcher", "writer")
+
+
+def on_server(url: str, trials: int, *agents: str, **update: object) -> Scenario:
+    real = {"backend": "openai", "model": "gpt-test", "base_url": url}
+    changes: dict[str, object] = {f"agents.{a}.model": real for a in agents or AGENTS}
+    changes.update(update)
+    return apply(scenario("contamination", trials=trials), changes)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def cli_args(url: str, db: Path, *more: str) -> list[str]:
+    real = f'{{backend: openai, model: gpt-test, base_url: "{url}"}}'
+    return [
+        "run",
+        "contamination",
+        "--trials",
+        "6",
+        "--db",
+        str(db),
+        "-q",
+        "--json",
+        "--yes",
+        "--set",
+        f"agents.researcher.model={real}",
+        "--set",
+        f"agents.writer.model={real}",
+        "--set",
+        "tools.search_papers.faults.0.p=0.5",
+        *more,
+    ]
+
+
+async def test_a_run_end_to_end(
+    embedded: BrokerURL,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    caplog.set_level(logging.DEBUG)
+    db = tmp_path / "a.db"
+    with FakeOpenAI(respond=ChatModel()) as fake:
+        s = on_server(fake.url, 4, **{"tools.search_papers.faults.0.p": 0.5})
+        fake.script(
+            Reply(429, openai_error("requests", "slow down"), headers={"retry-after": "0.05"}),
+            Reply(503, openai_error("server_error", "The server is overloaded")),
+        )
+        with serving(Serving()) as served:
+            result = await run_scenario(s, RunOptions(broker=embedded, db_path=db))
+        requests = [r.body for r in fake.received]
+
+    assert result.infra_faults == 0 and sum(result.outcomes.values()) == 4
+    assert {t.outcome for t in result.scores} <= {Outcome.SUCCESS, Outcome.CONTAINED}
+    assert requests[0] == requests[1] == requests[2]  # paced, then retried by the policy
+    [limiter] = served.limiters.values()
+    assert limiter.stats.rate_limited == 1 and limiter.stats.requests == len(requests)
+    per = result.summary["metrics"]["per_trial"]
+    assert per["retries"] == 0.25  # the 503, once in 4 trials; the 429 is no retry
+    assert per["model_calls"] * 4 == len(requests) - 1  # every request but the paced one
+    assert per["input_tokens"] > 0 and per["output_tokens"] > 0
+    [traffic] = served.traffic.values()
+    assert traffic.cache_read_tokens > 0  # the repeated system prompt and tools
+    assert traffic.input_tokens + traffic.cache_read_tokens == per["input_tokens"] * 4
+
+    sent = json.dumps(requests)
+    assert API_KEY not in sent and TOOL_SECRET not in sent
+    raw_db = b"".join(p.read_bytes() for p in tmp_path.glob("a.db*") if p.is_file())
+    assert API_KEY.encode() not in raw_db and TOOL_SECRET.encode() not in raw_db
+    assert API_KEY not in caplog.text
+    with sqlite3.connect(db) as conn:
+        events = [
+            json.loads(e)["payload"]
+            for (e,) in conn.execute("SELECT envelope FROM events WHERE type = 'model_error'")
+        ]
+    assert [(e["code"], e["status"]) for e in events] == [("transient", 503)]
+
+
+# -- a server that does not answer as a Chat Completions server does -----------------------
+
+NOT_ANSWERING: dict[str, tuple[Reply, str]] = {
+    **{k: (r, "answered a Chat Completions request with ") for k, r in GARBAGE.items()},
+    "a 500 to every request": (
+        Reply(500, openai_error("server_error", "boom")),
+        "failed (HTTP 500 server_error: boom)",
+    ),
+    "a 400 to every request": (
+        Reply(400, openai_error("invalid_request_error", "bad")),
+        "refused the request (HTTP 400 invalid_request_error: bad)",
+    ),
+    "silence": (Reply(hang=True), "did not answer in 0.5s"),
+}
+
+
+def errorflow_run(url: str, db: Path) -> subprocess.CompletedProcess[str]:
+    spec = f"{{backend: openai, model: gpt-test, base_url: '{url}'}}"
+    command = ["run", "contamination", "--trials", "2", "-q", "--yes", "--db", str(db)]
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "errorflow",
+            *command,
+            "--set",
+            f"agents.researcher.model={spec}",
+            "--model-timeout",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OPENAI_API_KEY": API_KEY},
+    )
+
+
+@pytest.mark.parametrize("kind", list(NOT_ANSWERING))
+def test_a_server_not_answering_the_api_fails_every_trial_as_infra_and_the_run(
+    tmp_path: Path, kind: str
+) -> None:
+    reply, says = NOT_ANSWERING[kind]
+    db = tmp_path / "g.db"
+    with FakeOpenAI(respond=lambda _: reply) as fake:
+        done = errorflow_run(fake.url, db)
+    host = fake.url.removeprefix("http://").removesuffix("/v1")
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: 2 trials hit an infrastructure fault, not counted: infra_fault at researcher: "
+        f"the model server at {host} {says}"
+    )
+    assert API_KEY not in done.stderr + done.stdout
+    with sqlite3.connect(db) as conn:
+        outcomes = [o for (o,) in conn.execute("SELECT outcome FROM trials")]
+    assert outcomes == ["infra_fault", "infra_fault"]
+
+
+# -- keys --------------------------------------------------------------------------------
+
+
+def test_a_missing_key_stops_the_run_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-unused")
+    code, _, err = cli(capsys, *cli_args("http://127.0.0.1:9/v1", tmp_path / "x.db"))
+    assert code == 2
+    assert "agent(s) researcher, writer use the openai backend but OPENAI_API_KEY is not set" in err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_each_backend_gets_its_own_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = apply(
+        scenario("contamination"),
+        {
+            "agents.researcher.model": {
+                "backend": "openai",
+                "model": "m",
+                "base_url": "http://h/v1",
+            },
+            "agents.writer.model": {"backend": "anthropic", "model": "claude-test"},
+        },
+    )
+    keys = check_backends(s, {"OPENAI_API_KEY": "o-key", "ANTHROPIC_API_KEY": "a-key"})
+    assert keys is not None
+    assert (keys.get("openai"), keys.get("anthropic")) == ("o-key", "a-key")
+    assert repr(keys) == "ApiKeys(anthropic, openai)"  # never a key
+    with pytest.raises(ConfigurationError, match=r"agent\(s\) writer use the anthropic backend"):
+        check_backends(s, {"OPENAI_API_KEY": "o-key"})
+
+
+def test_validate_needs_no_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    bundled = Path(__file__).parent.parent / "scenarios" / "contamination.yaml"
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        bundled.read_text().replace(
+            "{backend: simulated, profile: small-local}", "{backend: openai, model: gpt-5}"
+        )
+    )
+    code, out, _ = cli(capsys, "validate", str(path))
+    assert code == 0 and out.startswith("ok")
+
+
+# -- the served path: dry run, response cache, cassette ------------------------------------
+
+
+def test_the_dry_run_renders_chat_completions_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a dry run needs no key
+    with FakeOpenAI() as fake:
+        code, out, _ = cli(capsys, *cli_args(fake.url, tmp_path / "x.db", "--dry-run"))
+        assert fake.received == [] and fake.lookups == []
+    assert code == 0
+    doc = json.loads(out)
+    [(label, estimate)] = doc["models"].items()
+    assert label == f"gpt-test @ {fake.url.removeprefix('http://').removesuffix('/v1')}"
+    assert 0 < estimate["expected"]["calls"] <= estimate["at_most"]["calls"]
+    assert estimate["expected"]["cost_usd"] == 0  # a server on this machine costs nothing
+
+
+def test_a_cached_rerun_and_a_replayed_cassette_ask_no_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    db, cache, cassette = tmp_path / "x.db", tmp_path / "cache", tmp_path / "session.json"
+    # a model that samples: only the stored replies give the same outcomes again
+    with FakeOpenAI(respond=ChatModel(fabricate=0.5)) as fake:
+        args = cli_args(fake.url, db, "--propagation", "both")
+        code, out, _ = cli(capsys, *args, "--cache", str(cache))
+        assert code == 0
+        recorded = json.loads(out)
+        sent = len(fake.received)
+        code, out, _ = cli(capsys, *args, "--cache", str(cache))
+        assert code == 0 and len(fake.received) == sent  # not one request
+        cached = json.loads(out)
+    monkeypatch.delenv("OPENAI_API_KEY")  # the server is gone, and so is the key
+    code, _, _ = cli(
+        capsys,
+        "export",
+        recorded["group_id"],
+        "--format",
+        "cassette",
+        "-o",
+        str(cassette),
+        "--db",
+        str(db),
+    )
+    assert code == 0 and API_KEY not in cassette.read_text()
+    code, out, _ = cli(capsys, *args, "--backend", f"replay:{cassette}")
+    assert code == 0
+    replayed = json.loads(out)
+    for doc in (cached, replayed):
+        for label, arm in doc["arms"].items():
+            assert arm["outcomes"] == recorded["arms"][label]["outcomes"]
+            assert arm["metrics"]["per_trial"] == recorded["arms"][label]["metrics"]["per_trial"]
+    [traffic] = replayed["model_traffic"].values()
+    assert traffic["replayed"] == sent and traffic["requests"] == 0
