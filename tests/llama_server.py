@@ -13,6 +13,7 @@ are evaluated once, not for every request).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -74,11 +75,25 @@ class LlamaServer:
             try:
                 with urllib.request.urlopen(f"{self.url}/models", timeout=2) as r:
                     if r.status == 200:
-                        return self
+                        return self._warmed()
             except OSError:
                 time.sleep(0.5)
         self.__exit__()
         raise RuntimeError(f"the llama.cpp server did not start in {START_S:g}s: {self.tail()}")
+
+    def _warmed(self) -> LlamaServer:
+        """The server once it has answered a one-token completion: its first one reads
+        the model into memory, which on a busy machine takes longer than the check a
+        run makes before its first trial waits."""
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        request = urllib.request.Request(
+            f"{self.url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=START_S) as r:
+            r.read()
+        return self
 
     def tail(self, lines: int = 20) -> str:
         text = self.log.read_bytes().decode("utf-8", "replace") if self.log.exists() else ""

@@ -281,3 +281,11 @@ def test_a_cached_rerun_and_a_replayed_cassette_ask_no_server(
             assert arm["metrics"]["per_trial"] == recorded["arms"][label]["metrics"]["per_trial"]
     [traffic] = replayed["model_traffic"].values()
     assert traffic["replayed"] == sent and traffic["requests"] == 0
+
+
+def test_the_command_line_loads_the_openai_sdk_only_for_a_real_model() -> None:
+    code = "import sys, errorflow.cli.main; print('openai' in sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "False"
