@@ -27,7 +27,7 @@ from errorflow.models.backend import (
 from errorflow.models.openai.backend import OpenAIBackend
 from errorflow.models.openai.reply import UnusableReply
 from errorflow.models.rate_limit import RateLimiter
-from errorflow.scenario.model import ModelSpec
+from errorflow.scenario.spec.model import ModelSpec
 
 KEY = "sk-proj-test-SECRETKEY123456"
 

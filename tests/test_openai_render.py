@@ -19,7 +19,7 @@ from errorflow.models.backend import (
 from errorflow.models.openai.render import api_name, render_messages
 from errorflow.models.openai.wire import ChatWire
 from errorflow.protocol.claims import Claim, FinalAnswer
-from errorflow.scenario.model import ModelSpec
+from errorflow.scenario.spec.model import ModelSpec
 
 TASK = TaskTurn(prompt="Find it.", needs=[NeedView("x", "lookup", "id", "the x", "x1")])
 OK = {"ok": True, "result": 1}

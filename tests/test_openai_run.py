@@ -28,8 +28,8 @@ from errorflow.cli.main import main
 from errorflow.models.backends import ConfigurationError, check_backends
 from errorflow.models.serving import Serving, serving
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome
 from tests.conftest import scenario
 from tests.fake_openai import GARBAGE, ChatModel, FakeOpenAI, Reply, openai_error

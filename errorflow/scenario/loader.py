@@ -63,6 +63,7 @@ from errorflow.scenario.problems import (
 )
 from errorflow.scenario.python_ref import resolve_tool_paths
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
+from errorflow.scenario.spec.mcp_model import resolve_mcp_paths
 from errorflow.scenario.spec.model import Scenario
 
 __all__ = [
@@ -98,8 +99,10 @@ def load(path: str | Path) -> Scenario:
     if not text.strip():
         raise file_error(file, "the file is empty; expected a scenario mapping")
     data, marks = parse_yaml(text, file)
-    # A Python tool's `file.py:callable` is relative to the scenario file.
-    return validate_data(resolve_tool_paths(data, Path(path).parent), file, marks)
+    # A Python tool's `file.py:callable` and an MCP server's `cwd` are relative to the
+    # scenario file.
+    data = resolve_mcp_paths(resolve_tool_paths(data, Path(path).parent), Path(path).parent)
+    return validate_data(data, file, marks)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -25,7 +25,9 @@ DEFAULT_SEARCH_LIMIT = 50
 
 def declared_args(spec: ToolSpec, tables: Mapping[str, TableSpec]) -> dict[str, ArgSpec] | None:
     """The arguments of a declarative tool, defaults filled in (None: a Python tool
-    that takes its type hints')."""
+    that takes its type hints', an MCP tool its server's input schema)."""
+    if spec.kind == "mcp":
+        return None
     if spec.args is not None:
         args = dict(spec.args)
     elif spec.kind == "python":
@@ -49,7 +51,8 @@ def tool_args_model(
     name: str, spec: ToolSpec, tables: Mapping[str, TableSpec]
 ) -> type[ToolArgs] | None:
     """The strict model a call to tool `name` is validated against (None: a Python
-    tool's hints, built where its code is imported)."""
+    tool's hints, built where its code is imported; an MCP tool's server schema, read
+    when a run loads its tools)."""
     if spec.kind in ARG_MODELS:
         return ARG_MODELS[spec.kind]
     args = declared_args(spec, tables)
@@ -65,6 +68,7 @@ def tool_description(spec: ToolSpec) -> str:
         "lookup": f"Look up a record of table {spec.table!r}.",
         "search": f"Search table {spec.table!r}; returns the matching records.",
         "python": "Call the tool.",
+        "mcp": "Call the tool.",
     }[spec.kind]
 
 

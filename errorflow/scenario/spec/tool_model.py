@@ -9,6 +9,8 @@
 - `python`: a callable of the user's (`function: package.module:callable` or
   `path/to/file.py:callable`), its arguments declared (`args`) or taken from its type
   hints. A scenario with Python tools runs that code.
+- `mcp`: a tool of an MCP server (`server:`, errorflow.scenario.spec.mcp_model; `tool:` its
+  name there), its arguments the server's input schema.
 
 Every kind takes the same injected faults (errorflow.faults.tool).
 """
@@ -23,15 +25,16 @@ from errorflow.core.shapes import Extended, Ident, Strict
 from errorflow.faults.tool import ToolFault
 from errorflow.scenario.spec.arg_schema import ArgSpec
 from errorflow.scenario.spec.catalog import ToolKind
+from errorflow.scenario.spec.mcp_model import McpServer, RemoteName
 
-DeclarativeKind = Literal["lookup", "search", "python"]
+DeclarativeKind = Literal["lookup", "search", "python", "mcp"]
 AnyKind = ToolKind | DeclarativeKind
 #: Most arguments a declared tool may take.
 MAX_ARGS = 32
 
 
 class BusinessFailure(Strict):
-    """When a Python tool's 2xx answer is a refusal: `result[field] == equals`; the
+    """When a Python (or MCP) tool's 2xx answer is a refusal: `result[field] == equals`; the
     refusal's reason is `result[reason_field]`."""
 
     field: str = "ok"
@@ -53,6 +56,8 @@ class ToolSpec(Extended):
             "function",
             "business_failure",
             "service",
+            "server",
+            "tool",
         }
     )
 
@@ -83,6 +88,9 @@ class ToolSpec(Extended):
     #: python: what to call
     function: str | None = Field(default=None, min_length=3, max_length=500)
     business_failure: BusinessFailure | None = None
+    #: mcp: the server, and the tool's name there (default: this tool's name)
+    server: McpServer | None = None
+    tool: RemoteName | None = None
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> ToolSpec:
@@ -91,6 +99,8 @@ class ToolSpec(Extended):
             raise ValueError(f"a {self.kind} tool needs `table:` (the table it serves)")
         if self.kind == "python" and self.function is None:
             raise ValueError("a python tool needs `function: package.module:callable`")
+        if self.kind == "mcp" and self.server is None:
+            raise ValueError("an mcp tool needs `server:` (a `command` or a `url`)")
         misplaced = [
             name
             for name, ok in (
@@ -102,7 +112,9 @@ class ToolSpec(Extended):
                 ("query", self.kind == "search"),
                 ("limit", self.kind == "search"),
                 ("function", self.kind == "python"),
-                ("business_failure", self.kind == "python"),
+                ("business_failure", self.kind in ("python", "mcp")),
+                ("server", self.kind == "mcp"),
+                ("tool", self.kind == "mcp"),
                 ("args", self.kind in (*table_kinds, "python")),
             )
             if not ok and getattr(self, name) is not None
