@@ -89,3 +89,23 @@ class UnknownKey(ToolException):
         self.field = field
         self.received = received
         self.options = options
+
+
+class ToolResultError(ToolException):
+    """The tool ran and answered that it failed (an MCP result with `isError`): what
+    HTTP 200 with `success: false` is to a REST service. `raw` is the tool's own text."""
+
+
+class JsonRpcError(ToolException):
+    """A JSON-RPC error response (an MCP server's): `code` as the protocol numbers it
+    (-32602 invalid params, -32603 internal error, ...)."""
+
+    def __init__(self, raw: str, *, code: int) -> None:
+        super().__init__(raw)
+        self.code = code
+
+
+class ToolServerDown(ToolException):
+    """The server behind a tool could not be started or reached, or went away (an MCP
+    server that exited): errorflow's infrastructure failed, not the experiment, so a
+    trial that meets it is not scored. The message is one line naming the server."""

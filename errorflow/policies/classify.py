@@ -19,13 +19,17 @@ from errorflow.core.tool_errors import (
     CallTimeout,
     ConnectTimeout,
     HTTPStatusError,
+    JsonRpcError,
     SchemaViolation,
     ToolException,
+    ToolResultError,
+    ToolServerDown,
     UnknownKey,
     UnknownTool,
     UnknownValue,
 )
 from errorflow.policies.foreign_errors import classify_foreign
+from errorflow.policies.rpc_errors import classify_rpc
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,19 @@ def _classify_own(tool: str, exc: ToolException) -> Failure | None:
         )
     if isinstance(exc, UnknownTool):
         return Failure(ErrorCode.UNKNOWN_TOOL, tool, raw, exc_type=name, options=tuple(exc.options))
+    return _classify_remote(tool, exc)
+
+
+def _classify_remote(tool: str, exc: ToolException) -> Failure | None:
+    """A tool server's answers (an MCP server's): its error responses by their code, a
+    result that says it failed as a refusal, a server gone as the infrastructure's."""
+    name, raw = type(exc).__name__, exc.raw
+    if isinstance(exc, JsonRpcError):
+        return Failure(classify_rpc(exc.code), tool, raw, exc_type=name)
+    if isinstance(exc, ToolResultError):
+        return Failure(ErrorCode.BUSINESS_RULE, tool, raw, exc_type=name, reason=raw)
+    if isinstance(exc, ToolServerDown):
+        return Failure(ErrorCode.INFRA_FAULT, tool, raw, exc_type=name)
     return None
 
 
