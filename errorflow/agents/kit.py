@@ -148,7 +148,7 @@ class AgentKit:
         if not self.spec.faults:
             return None
         if self._fault_pool is None:
-            self._fault_pool = list(need_truths(self.scenario).values())
+            self._fault_pool = list(need_truths(self.scenario, self.catalog).values())
         rng = stream(self.scenario.seed, trial, self.name, round_, "agent-faults")
         return AgentFaults(self.spec.faults, rng, self._fault_pool)
 
@@ -181,7 +181,8 @@ class AgentKit:
     def _shapes(self) -> dict[str, str | None]:
         """Each need's kind of answer (computed once: it may call Python tools)."""
         if self._need_shapes is None:
-            self._need_shapes = {k: shape_of(v) for k, v in need_truths(self.scenario).items()}
+            truths = need_truths(self.scenario, self.catalog)  # the tools this agent loaded
+            self._need_shapes = {k: shape_of(v) for k, v in truths.items()}
         return self._need_shapes
 
     def upstream_turn(self, env: Envelope) -> UpstreamTurn:

@@ -4,7 +4,8 @@ Each step opens the budget's step, asks the model (through the model gate) and r
 the calls it asks for (through the tool gate, which applies retries, breakers and
 guards). The loop ends with the model's final answer or a stop: the budget exhausted,
 a model call that failed for good, an unrecoverable tool failure when the policy stops
-on one, or a loop guard (step cap, no progress). Every stop is a `loop_stop` event.
+on one, a tool server gone (the infrastructure's failure: nothing more to measure), or
+a loop guard (step cap, no progress). Every stop is a `loop_stop` event.
 What the result then says about the failures is `propagation`'s business.
 """
 
@@ -142,6 +143,9 @@ class TrialLoop:
                 continue
             step_failures += 1
             out.failures.append(outcome.failure)
+            if outcome.failure.code is ErrorCode.INFRA_FAULT:
+                out.stopped = StopReason(ErrorCode.INFRA_FAULT)
+                break
             if outcome.failure.code in UNRECOVERABLE and self.stop_on_unrecoverable:
                 # The step's remaining calls still run (they were asked for together).
                 out.stopped = StopReason(outcome.failure.code, unrecoverable=True)

@@ -103,7 +103,7 @@ def _observation_cap(scenario: Scenario, agent: str) -> int:
     spec = scenario.agents[agent]
     if not spec.does.calls_tools or not spec.tools:
         return 0
-    if any(scenario.tools[t].kind == "python" for t in spec.tools):
+    if any(scenario.tools[t].kind in ("python", "mcp") for t in spec.tools):
         return tokens_of("x" * MAX_FINDINGS_BYTES)
     return tokens_of(scenario.world.model_dump(mode="json")) + OBSERVATION_OVERHEAD_TOKENS
 

@@ -247,13 +247,13 @@ class RunModel:
 
     def _adopt(self, data: dict[str, object]) -> None:
         """An attached run names its scenario in the roll call: score it like our own
-        (through the loader's every check). Not one with Python tools: scoring it would
-        run code a message named."""
+        (through the loader's every check). Not one with Python or MCP tools: scoring it
+        would run code (or start a server) a message named."""
         try:
             scenario = validate_data(data, "roll call", sweep=False)
         except (ScenarioError, ValueError):
             return
-        if any(tool.kind == "python" for tool in scenario.tools.values()):
+        if any(tool.kind in ("python", "mcp") for tool in scenario.tools.values()):
             return
         self.propagation = scenario.propagation
         self.total = scenario.trials

@@ -6,7 +6,7 @@ from the *correct* answer of the need it depends on, so a wrong value upstream m
 a downstream claim false, which is how the scorer follows an error across agents.
 Built-in kinds answer from the world's older shapes (`truth`), declarative tools from
 their tables (the same functions that serve calls), Python tools by calling the code
-once per need.
+once per need, MCP tools by calling their server once per need.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from errorflow.scenario.problems import Problem, ScenarioError
 from errorflow.scenario.spec.model import NeedSpec, Scenario
 from errorflow.scenario.spec.need_model import FromNeed
 from errorflow.world import records
+from errorflow.world.mcp.truth import mcp_answer
 from errorflow.world.tool_catalog import ToolCatalog
 from errorflow.world.tool_client import truth
 
@@ -83,6 +84,8 @@ def answer(
     if spec.kind in ("metric_store", "paper_search", "batch_fetch", "report_sink"):
         known: JsonValue = to_jsonable_python(truth(scenario.world, scenario.tools, need))
         return known
+    if spec.kind == "mcp":
+        return mcp_answer(scenario, catalog.mcp[need.tool], need, args)
     try:
         given = catalog.models[need.tool].model_validate(dict(args)).model_dump()
     except ValidationError:

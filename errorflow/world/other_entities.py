@@ -47,7 +47,7 @@ def _candidates(
         return [{**args, "query": t} for t in topics if t != args.get("query")]
     if spec.kind in ("lookup", "search") and spec.table in world.tables:
         return _row_calls(spec, world.tables[spec.table], args)
-    if spec.kind == "python":
+    if spec.kind in ("python", "mcp"):
         return _python_calls(scenario, tool, args, options)
     return []
 

@@ -227,10 +227,10 @@ class ToolClient:
         idempotency_key: str | None,
         now: float = 0.0,
     ) -> ToolResult:
-        """`invoke` for every kind: a Python tool's code is awaited (its own exceptions
-        propagate, to be classified like any client library's)."""
+        """`invoke` for every kind: a Python tool's code is awaited, an MCP tool's server
+        called (their own exceptions propagate, to be classified at the tool edge)."""
         spec = self.tools[tool]
-        if spec.kind != "python":
+        if spec.kind not in ("python", "mcp"):
             return self.invoke(
                 tool, args, timeout_s=timeout_s, idempotency_key=idempotency_key, now=now
             )
@@ -318,6 +318,8 @@ class ToolClient:
         return value
 
     async def _python(self, tool: str, args: ToolArgs, timeout_s: float) -> Any:
+        if tool in self.catalog.mcp:
+            return await self.catalog.mcp[tool].call(args, timeout_s)
         call = self._python_calls[tool] = self._python_calls.get(tool, -1) + 1
         context = ToolContext.of(self.seed, self.trial, self.agent, tool, call)
         raw = await self.catalog.python[tool].call(args, timeout_s, context)
