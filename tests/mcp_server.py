@@ -1,0 +1,91 @@
+"""An MCP server the tests start, written with the SDK's FastMCP (MCPServer in SDK 2):
+over stdio, or over streamable HTTP with `--http PORT`. A few accounts to look up, and
+each way an MCP server answers or fails. `DIE_AFTER=n` in its environment makes the
+process exit (as a crash would) on the `account` call after the n-th."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+
+app = MCPServer("errorflow-test", log_level="WARNING")
+
+ACCOUNTS: dict[str, dict[str, Any]] = {
+    "ACME": {"owner": "Dana Reyes", "tier": "gold", "open_tickets": 3},
+    "GLOBEX": {"owner": "Sam Okafor", "tier": "silver", "open_tickets": 12},
+    "INITECH": {"owner": "Lu Wen", "tier": "bronze", "open_tickets": 0},
+}
+CALLS = {"account": 0}
+
+
+@app.tool()
+def account(account: str, field: Literal["owner", "tier", "open_tickets"]) -> str | int:
+    """One field of an account."""
+    CALLS["account"] += 1
+    die_after = os.environ.get("DIE_AFTER")
+    if die_after and CALLS["account"] > int(die_after):
+        os._exit(7)
+    row = ACCOUNTS.get(account)
+    if row is None:
+        raise MCPError(-32602, f"no account {account!r}")
+    value: str | int = row[field]
+    return value
+
+
+@app.tool()
+def profile(account: str) -> dict[str, Any]:
+    """An account's whole record (JSON text: no output schema)."""
+    row = ACCOUNTS.get(account)
+    if row is None:
+        raise ToolError(f"no account {account!r}")
+    return {"account": account, **row}
+
+
+@app.tool(name="tickets.count")
+def tickets_count(account: str) -> int:
+    """Open tickets of an account (a tool name that is no scenario identifier)."""
+    return int(ACCOUNTS[account]["open_tickets"])
+
+
+@app.tool()
+def refuse(reason: str) -> str:
+    """Always refuses (isError)."""
+    raise ToolError(reason)
+
+
+@app.tool()
+def rpc_error(code: int) -> str:
+    """Always answers a JSON-RPC error with `code`."""
+    raise MCPError(code, f"error {code}")
+
+
+@app.tool()
+async def sleep(seconds: float) -> str:
+    """Answers after `seconds`."""
+    await asyncio.sleep(seconds)
+    return "awake"
+
+
+@app.tool()
+def crash() -> str:
+    """Exits the server mid-call."""
+    os._exit(3)
+
+
+@app.tool()
+def lines() -> list[str]:
+    """Two text blocks."""
+    return ["first", "second"]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()
