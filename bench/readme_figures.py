@@ -227,6 +227,7 @@ ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "support-pipeline": (["run", "support-pipeline", "--propagation", "both"], paired),
     "analytics-pipeline": (["run", "analytics-pipeline", "--propagation", "both"], paired),
     "order-desk": (["run", "order-desk", "--propagation", "both"], paired),
+    "order-desk-mcp": (["run", "order-desk-mcp", "--propagation", "both"], paired),
     "outage": (["sweep", "outage"], outage),
     "retry-storm": (["sweep", "retry-storm"], load_sweep),
     "runaway-loop": (["sweep", "runaway-loop"], runaway),

@@ -28,6 +28,7 @@ def test_the_reference_has_complete_examples_of_the_new_blocks() -> None:
         "kind: lookup",
         "kind: search",
         "kind: python",
+        "kind: mcp",
         "behaviour:",
         "instructions:",
         "waits_for:",
