@@ -10,11 +10,27 @@ import os
 import sys
 from typing import Any, Literal
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPError
+try:  # SDK 2
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
 
-app = MCPServer("errorflow-test", log_level="WARNING")
+    app = MCPServer("errorflow-test", log_level="WARNING")
+
+    def rpc(code: int, message: str) -> Exception:
+        return MCPError(code, message)
+
+except ImportError:  # SDK 1: FastMCP under its first name
+    from mcp.server.fastmcp import FastMCP  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+    from mcp.shared.exceptions import McpError
+    from mcp.types import ErrorData
+
+    app = FastMCP("errorflow-test", log_level="WARNING")  # type: ignore[assignment]
+
+    def rpc(code: int, message: str) -> Exception:
+        return McpError(ErrorData(code=code, message=message))
+
 
 ACCOUNTS: dict[str, dict[str, Any]] = {
     "ACME": {"owner": "Dana Reyes", "tier": "gold", "open_tickets": 3},
@@ -33,7 +49,7 @@ def account(account: str, field: Literal["owner", "tier", "open_tickets"]) -> st
         os._exit(7)
     row = ACCOUNTS.get(account)
     if row is None:
-        raise MCPError(-32602, f"no account {account!r}")
+        raise rpc(-32602, f"no account {account!r}")
     value: str | int = row[field]
     return value
 
@@ -62,7 +78,7 @@ def refuse(reason: str) -> str:
 @app.tool()
 def rpc_error(code: int) -> str:
     """Always answers a JSON-RPC error with `code`."""
-    raise MCPError(code, f"error {code}")
+    raise rpc(code, f"error {code}")
 
 
 @app.tool()
@@ -86,6 +102,10 @@ def lines() -> list[str]:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        try:
+            app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        except TypeError:  # SDK 1: the address is a setting
+            app.settings.host, app.settings.port = "127.0.0.1", int(sys.argv[2])
+            app.run("streamable-http")
     else:
         app.run()
