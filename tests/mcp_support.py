@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from errorflow.scenario.tool_model import ToolSpec
+from errorflow.scenario.spec.tool_model import ToolSpec
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from errorflow.scenario.tool_args import enum_options
+from errorflow.scenario.spec.tool_args import enum_options
 from errorflow.world.mcp.arguments import call_arguments, schema_args_model
 
 SCHEMA: dict[str, Any] = {

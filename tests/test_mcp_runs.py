@@ -19,8 +19,8 @@ from errorflow.bus.transport import InProcessBus
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load, load_text
-from errorflow.scenario.model import Scenario
 from errorflow.scenario.problems import ScenarioError
+from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Truth
 from errorflow.world.mcp.host import close_sessions
 from tests.mcp_support import server

@@ -18,7 +18,7 @@ from errorflow.core.taxonomy import ErrorCode
 from errorflow.core.tool_errors import JsonRpcError, ToolResultError, ToolServerDown
 from errorflow.policies.classify import classify_exception
 from errorflow.scenario.problems import ScenarioError
-from errorflow.scenario.tool_model import ToolSpec
+from errorflow.scenario.spec.tool_model import ToolSpec
 from errorflow.world.mcp.host import close_sessions, mcp_host
 from errorflow.world.mcp.session import McpCallTimeout
 from errorflow.world.mcp.tool import McpTool
