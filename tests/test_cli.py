@@ -197,6 +197,7 @@ def test_parser_has_one_builder_per_command_in_help_order() -> None:
         "show",
         "trace",
         "export",
+        "completion",
         "tui",
         "serve",
     ]
