@@ -32,6 +32,7 @@ def _score(trial: int, outcome: Outcome = Outcome.CONTAINED) -> TrialScore:
         (100, 2500, 2.0, "50.0 trials/s", "ETA 0:48"),
         (1000, 100_000, 2.0, "500 trials/s", "ETA 3:18"),
         (10, 100_000, 10.0, "1.0 trials/s", "ETA 27:46:30"),
+        (2, 4, 150.0, "75 s/trial", "ETA 2:30"),
     ],
 )
 def test_rate_and_time_left(done: int, total: int, elapsed: float, rate: str, eta: str) -> None:

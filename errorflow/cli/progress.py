@@ -36,10 +36,13 @@ LOG_EVERY_S = 5.0  # plain lines without a terminal: often enough for a CI log, 
 
 
 def rate_text(done: int, elapsed_s: float) -> str:
-    """`41.2 trials/s` (or `-` before there is anything to measure)."""
+    """`41.2 trials/s`, or `75 s/trial` for slow trials (a real model's), or `-` before
+    there is anything to measure."""
     if done == 0 or elapsed_s <= 0:
         return "-"
     rate = done / elapsed_s
+    if rate < 0.1:
+        return f"{elapsed_s / done:,.0f} s/trial"
     return f"{rate:.1f} trials/s" if rate < 100 else f"{rate:,.0f} trials/s"
 
 
