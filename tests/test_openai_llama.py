@@ -36,7 +36,7 @@ SCORED = {Outcome.SUCCESS, Outcome.CONTAINED, Outcome.CONTAMINATED}
 
 @pytest.mark.slow
 @pytest.mark.llama
-@pytest.mark.timeout(3600)
+@pytest.mark.timeout(1800)
 async def test_a_real_model_runs_a_paired_experiment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,10 +50,8 @@ async def test_a_real_model_runs_a_paired_experiment(
             scenario("contamination", trials=TRIALS),
             {"agents.researcher.model": model, "agents.writer.model": model, "max_in_flight": 1},
         )
-        # A loaded machine (the rest of the suite on two cores) slows a 135M model to minutes
-        # a reply: a generous timeout, so only a server that is really gone is an infra fault.
-        settings = Serving(RateLimits(concurrency=1), request_timeout_s=600)
-        options = RunOptions(db_path=db, trial_timeout_s=2400, keep_messages=False)
+        settings = Serving(RateLimits(concurrency=1), request_timeout_s=100)
+        options = RunOptions(db_path=db, trial_timeout_s=900, keep_messages=False)
         with serving(settings) as served:
             done = await run_arms(propagation_arms(s), options, baseline=False)
     arms = {arm.label: arm.result for arm in done.arms}
