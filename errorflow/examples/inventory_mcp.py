@@ -2,7 +2,7 @@
 
     python -m errorflow.examples.inventory_mcp
 
-Built with the official `mcp` SDK (`pip install 'errorflow[mcp]'`): its MCPServer (the
+Built with the official `mcp` SDK (installed with errorflow): its MCPServer (the
 SDK's FastMCP) makes each function a tool, its type hints the tool's input schema. The
 server answers the three ways MCP servers do, so a scenario shows each classified at
 the tool edge:

@@ -22,7 +22,7 @@ def sdk() -> ModuleType:
         return importlib.import_module("mcp")
     except ImportError:
         raise ToolServerDown(
-            "MCP tools need the `mcp` package, which is not installed: pip install 'errorflow[mcp]'"
+            "MCP tools need the `mcp` package, which is not installed: pip install 'mcp>=2.3,<3' jsonschema"
         ) from None
 
 
