@@ -70,7 +70,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypedDict, cast
@@ -111,8 +111,8 @@ from errorflow.models.paced import (
     DEFAULT_MAX_PACING_S,
     Posted,
     Refused,
-    send_paced,
 )
+from errorflow.models.paced_sender import PacedSender
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.models.server_reply import (
     NotAReply,
@@ -123,7 +123,6 @@ from errorflow.models.server_reply import (
     refused_for_good,
 )
 from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
-from errorflow.models.token_estimate import input_tokens
 from errorflow.protocol.claims import Claim, FinalAnswer, claim_to_wire
 from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.spec.model import ModelSpec
@@ -209,9 +208,6 @@ _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_MESSAGE = 500
 
-#: How long the check before the first trial waits for the server (a run's calls wait
-#: their own `timeout_s`).
-CHECK_TIMEOUT_S = 10.0
 
 #: Statuses of infrastructure that is wrong, named apart from the other refusals
 #: (`refused_for_good`): the key refused, no such model. (429 and 529 are load.)
@@ -807,7 +803,7 @@ def classify_status(status: int) -> ErrorCode:
 # --------------------------------------------------------------------------- backend
 
 
-class AnthropicBackend:
+class AnthropicBackend(PacedSender):
     """`ModelBackend` over the Anthropic Messages API (one call per `complete`).
 
     `send` is the transport alone (a request body in, the reply's JSON body out, paced by
@@ -950,9 +946,6 @@ class AnthropicBackend:
             log.debug("anthropic check failed model=%s server=%s", self.model, self.server)
             raise InfrastructureError(reason)
 
-    @property
-    def _check_s(self) -> float:
-        return min(self.timeout_s, CHECK_TIMEOUT_S)
 
     async def _lookup_model(self) -> ModelCallError | None:
         client = self._client.with_options(timeout=self._check_s)
@@ -976,29 +969,6 @@ class AnthropicBackend:
             await raw.read(), content_type, _MESSAGES_REQUEST, messages_reply, _MESSAGES_REPLY
         )
         return judged if isinstance(judged, ModelCallError) else None
-
-    async def _try(
-        self, request: Callable[[], Awaitable[ModelCallError | None]]
-    ) -> ModelCallError | None:
-        """A request's failure as a ModelCallError (None: it succeeded). Returned, not
-        raised, so that nothing raised later keeps the SDK exception (and the request
-        with its auth header) as its context."""
-        try:
-            err = await request()
-        except Exception as exc:
-            err = self._wrap(exc, waited_s=self._check_s)
-        return err
-
-    async def send(self, body: WireRequest) -> JsonObject:
-        """One request body → the reply's JSON body, through the rate limiter (a 429 is
-        waited out, see `send_paced`); any other failure raises `ModelCallError`."""
-        return await send_paced(
-            lambda: self._post(body),
-            self.limiter,
-            estimate=input_tokens(body),
-            server=self.server,
-            max_pacing_s=self.max_pacing_s,
-        )
 
     async def _post(self, body: WireRequest) -> Posted | Refused:
         named = {k: body[k] for k in _SDK_FIELDS if k in body}

@@ -48,7 +48,7 @@ not shown by ``repr``, not logged, and every error message is scrubbed (literal 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 import openai
@@ -57,7 +57,6 @@ from openai import AsyncOpenAI
 from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.anthropic_backend import (
-    CHECK_TIMEOUT_S,
     classify_status,
     connection_cause,
     parse_retry_after,
@@ -75,8 +74,8 @@ from errorflow.models.paced import (
     DEFAULT_MAX_PACING_S,
     Posted,
     Refused,
-    send_paced,
 )
+from errorflow.models.paced_sender import PacedSender
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.models.server_reply import (
     NotAReply,
@@ -87,7 +86,6 @@ from errorflow.models.server_reply import (
     refused_for_good,
 )
 from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
-from errorflow.models.token_estimate import input_tokens
 from errorflow.models.wire import WireRequest
 from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.spec.model import ModelSpec
@@ -106,7 +104,7 @@ _REPLY = "a Chat Completions reply"
 _SDK_FIELDS = ("model", "messages")
 
 
-class OpenAIBackend:
+class OpenAIBackend(PacedSender):
     """The transport of the openai backend: `send` (a request body in, the reply's JSON
     body out, paced by the shared `limiter`) and `check`."""
 
@@ -243,9 +241,6 @@ class OpenAIBackend:
         log.debug("openai check failed model=%s server=%s", self.model, self.server)
         raise InfrastructureError(failure.infrastructure)
 
-    @property
-    def _check_s(self) -> float:
-        return min(self.timeout_s, CHECK_TIMEOUT_S)
 
     async def _lookup_model(self) -> ModelCallError | None:
         client = self._client.with_options(timeout=self._check_s)
@@ -269,30 +264,7 @@ class OpenAIBackend:
         )
         return judged if isinstance(judged, ModelCallError) else None
 
-    async def _try(
-        self, request: Callable[[], Awaitable[ModelCallError | None]]
-    ) -> ModelCallError | None:
-        """A request's failure as a ModelCallError (None: it succeeded). Returned, not
-        raised, so that nothing raised later keeps the SDK exception (and the request
-        with its auth header) as its context."""
-        try:
-            err = await request()
-        except Exception as exc:
-            err = self._wrap(exc, waited_s=self._check_s)
-        return err
-
     # -- sending -----------------------------------------------------------------------
-
-    async def send(self, body: WireRequest) -> JsonObject:
-        """One request body → the reply's JSON body, through the rate limiter (a 429 is
-        waited out, see `send_paced`); any other failure raises `ModelCallError`."""
-        return await send_paced(
-            lambda: self._post(body),
-            self.limiter,
-            estimate=input_tokens(body),
-            server=self.server,
-            max_pacing_s=self.max_pacing_s,
-        )
 
     async def _post(self, body: WireRequest) -> Posted | Refused:
         named = {k: body[k] for k in _SDK_FIELDS if k in body}

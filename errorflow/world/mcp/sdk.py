@@ -22,7 +22,8 @@ def sdk() -> ModuleType:
         return importlib.import_module("mcp")
     except ImportError:
         raise ToolServerDown(
-            "MCP tools need the `mcp` package, which is not installed: pip install 'mcp>=2.3,<3' jsonschema"
+            "MCP tools need the `mcp` package, which is not installed: "
+            "pip install 'mcp>=2.3,<3' jsonschema"
         ) from None
 
 
