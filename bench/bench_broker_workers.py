@@ -29,24 +29,27 @@ from errorflow.bus.url import BrokerURL
 from errorflow.protocol import signing
 from errorflow.runtime import broker_workers, workers
 from errorflow.runtime.runner import RunOptions, RunResult
+from errorflow.scenario.run_plan import RunPlan
 
 WARM_UP_TRIALS = 8
 
 
 def one_process(trials: int) -> tuple[float, RunResult]:
     with temp_db() as db:
-        options = RunOptions(trials=trials, bus=InProcessBus(), db_path=db, keep_messages=False)
+        options = RunOptions(bus=InProcessBus(), db_path=db, keep_messages=False)
+        plan = RunPlan.of(scenario("contamination"), trials=trials)
         started = time.perf_counter()
-        result = asyncio.run(workers.run(scenario("contamination"), options, 1))
+        result = asyncio.run(workers.run(plan, options, 1))
         return time.perf_counter() - started, result
 
 
 def remote(url: BrokerURL, key: bytes, trials: int, n: int) -> tuple[float, RunResult]:
     with temp_db() as db:
-        options = RunOptions(trials=trials, db_path=db, run_key=key, keep_messages=False)
+        options = RunOptions(db_path=db, run_key=key, keep_messages=False)
+        plan = RunPlan.of(scenario("contamination"), trials=trials)
         hand = broker_workers.Remote(url, ready=n, wait_s=60)
         started = time.perf_counter()
-        result = asyncio.run(broker_workers.run(scenario("contamination"), options, hand))
+        result = asyncio.run(broker_workers.run(plan, options, hand))
         return time.perf_counter() - started, result
 
 

@@ -32,9 +32,10 @@ from _util import parse_args, quiet_logs, row, temp_db, verdict
 
 from errorflow.bus.transport import InProcessBus
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.runtime.runner import RunOptions, configure, run_scenario
+from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load
+from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.app import TICK_S, ErrorflowApp
 from errorflow.tui.session import Session
@@ -204,12 +205,12 @@ def main() -> None:
     args = parse_args(__doc__)
     quiet_logs()
     seconds = 4 if args.quick else 10
-    s = configure(load(resolve("contamination")), RunOptions(trials=50))
+    s = with_settings(load(resolve("contamination")), trials=50)
     with temp_db() as db:
         tpl = template(db, s)
     print(f"template: {len(tpl)} envelopes per {s.trials} trials "
           f"({sum(e.kind is Kind.EVENT for e in tpl)} events)")  # fmt: skip
-    bench_s = configure(s, RunOptions(trials=10**5))  # the model counts trials up to this
+    bench_s = with_settings(s, trials=10**5)  # the model counts trials up to this
     results = []
     for rate in (TARGET_RATE, TARGET_RATE * 2.5):
         envs = synthesize(tpl, s.trials, int(rate * seconds))

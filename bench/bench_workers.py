@@ -18,14 +18,16 @@ from _util import cpu_count, parse_args, quiet_logs, scenario, temp_db
 from errorflow.bus.transport import InProcessBus
 from errorflow.runtime import workers
 from errorflow.runtime.runner import RunOptions, RunResult
+from errorflow.scenario.run_plan import RunPlan
 
 
 def once(trials: int, n: int) -> tuple[float, RunResult]:
     with temp_db() as db:
         bus = InProcessBus()  # one process: in-process too (workers have their own)
-        options = RunOptions(trials=trials, bus=bus, db_path=db, keep_messages=False)
+        options = RunOptions(bus=bus, db_path=db, keep_messages=False)
+        plan = RunPlan.of(scenario("contamination"), trials=trials)
         started = time.perf_counter()
-        result = asyncio.run(workers.run(scenario("contamination"), options, n))
+        result = asyncio.run(workers.run(plan, options, n))
         return time.perf_counter() - started, result
 
 

@@ -18,8 +18,8 @@ _EXPORTS = {
     "Kind": "errorflow.protocol.envelope",
     "Status": "errorflow.protocol.envelope",
     "WireError": "errorflow.protocol.envelope",
-    "RunOptions": "errorflow.runtime.runner",
-    "RunResult": "errorflow.runtime.runner",
+    "RunOptions": "errorflow.runtime.run_options",
+    "RunResult": "errorflow.runtime.run_result",
     "run_scenario": "errorflow.runtime.runner",
     "Scenario": "errorflow.scenario.spec.model",
     "load_scenario": "errorflow.scenario.loader",
@@ -56,7 +56,9 @@ if TYPE_CHECKING:
         Status,
         WireError,
     )
-    from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+    from errorflow.runtime.run_options import RunOptions
+    from errorflow.runtime.run_result import RunResult
+    from errorflow.runtime.runner import run_scenario
     from errorflow.scenario.loader import ScenarioError, load_scenario
     from errorflow.scenario.spec.model import Scenario
     from errorflow.scoring.score import Label, Outcome

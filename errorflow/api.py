@@ -31,11 +31,13 @@ from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import parse_broker_url
 from errorflow.reports.tables import print_run
 from errorflow.runtime import workers as worker_processes
-from errorflow.runtime.runner import RunOptions, RunResult
+from errorflow.runtime.run_options import RunOptions
+from errorflow.runtime.run_result import RunResult
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import ScenarioError, validate_data
 from errorflow.scenario.loader import load as load_file
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.summary import PairedOutcomes, RunSummary, paired_outcomes
@@ -193,15 +195,13 @@ async def run_async(
     outcomes one process gives (they are spawned: a script that uses them runs its work
     under `if __name__ == "__main__":`)."""
     with tempfile.TemporaryDirectory(prefix="errorflow-") as tmp:
+        plan = RunPlan.of(scenario, trials=trials, seed=seed, propagation=propagation)
         options = RunOptions(
-            trials=trials,
-            seed=seed,
-            propagation=propagation,
             db_path=Path(db) if db is not None else Path(tmp) / "errorflow.db",
             bus=InProcessBus() if broker is None else None,
             broker=parse_broker_url(broker) if broker not in (None, "embedded") else None,
         )
-        return Result(await worker_processes.run(scenario, options, workers))
+        return Result(await worker_processes.run(plan, options, workers))
 
 
 @overload

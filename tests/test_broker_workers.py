@@ -25,6 +25,7 @@ from errorflow.runtime import broker_workers, work_wire
 from errorflow.runtime.broker_workers import Remote
 from errorflow.runtime.runner import RunOptions, RunResult
 from errorflow.runtime.workers import run as local_run
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
 from tests.test_liveness import cli, slow_file, wait_for_trials
@@ -77,8 +78,8 @@ def workers_of(url: str, tmp_path: Path) -> Iterator[Start]:
 
 
 def one_process(trials: int) -> RunResult:
-    options = RunOptions(trials=trials, bus=InProcessBus())
-    return asyncio.run(local_run(scenario("contamination"), options))
+    options = RunOptions(bus=InProcessBus())
+    return asyncio.run(local_run(RunPlan.of(scenario("contamination"), trials=trials), options))
 
 
 # -- the wire ------------------------------------------------------------------------------
@@ -160,8 +161,9 @@ def test_a_killed_workers_batch_is_run_by_the_other(
         taken.append((batch, worker))
 
     remote = Remote(mosquitto.url, ready=2, batch_trials=5, on_taken=on_taken)
-    options = RunOptions(trials=30, db_path=tmp_path / "k.db", run_id="rk", run_key=KEY)
-    got = asyncio.run(broker_workers.run(scenario("contamination"), options, remote))
+    options = RunOptions(db_path=tmp_path / "k.db", run_id="rk", run_key=KEY)
+    plan = RunPlan.of(scenario("contamination"), trials=30)
+    got = asyncio.run(broker_workers.run(plan, options, remote))
     one = one_process(30)
     killed = next(b for b, w in taken if w == "a" and b > 0)
     assert (killed, "b") in taken  # handed to the other
@@ -199,8 +201,9 @@ def test_a_forged_result_from_a_client_without_the_key_is_rejected(
             sent.append(asyncio.get_running_loop().create_task(forge()))
 
     remote = Remote(mosquitto.url, ready=1, batch_trials=2, on_taken=on_taken)
-    options = RunOptions(trials=12, db_path=tmp_path / "f.db", run_id="rf", run_key=KEY)
-    got = asyncio.run(broker_workers.run(scenario("contamination"), options, remote))
+    options = RunOptions(db_path=tmp_path / "f.db", run_id="rf", run_key=KEY)
+    plan = RunPlan.of(scenario("contamination"), trials=12)
+    got = asyncio.run(broker_workers.run(plan, options, remote))
     one = one_process(12)
     assert got.rejects.get(broker_workers.FORGED, 0) >= 2
     assert [s.outcome for s in got.scores] == [s.outcome for s in one.scores]
@@ -221,9 +224,10 @@ def test_no_worker_in_time_fails_before_anything_is_stored(
     tmp_path: Path, mosquitto: Mosquitto
 ) -> None:
     remote = Remote(mosquitto.url, ready=1, wait_s=0.5)
-    options = RunOptions(trials=3, db_path=tmp_path / "n.db", run_id="rn", run_key=KEY)
+    options = RunOptions(db_path=tmp_path / "n.db", run_id="rn", run_key=KEY)
+    plan = RunPlan.of(scenario("contamination"), trials=3)
     with pytest.raises(broker_workers.NoWorkers, match="errorflow worker"):
-        asyncio.run(broker_workers.run(scenario("contamination"), options, remote))
+        asyncio.run(broker_workers.run(plan, options, remote))
     assert not (tmp_path / "n.db").exists()
 
 

@@ -19,6 +19,7 @@ from errorflow.bus.transport import InProcessBus
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load, load_text
+from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Truth
@@ -79,8 +80,8 @@ async def run(
         if trace is not None:
             trace.extend(entries)
 
-    options = RunOptions(bus=InProcessBus(), db_path=db, propagation=propagation, on_trace=keep)
-    return await run_scenario(scenario, options)
+    options = RunOptions(bus=InProcessBus(), db_path=db, on_trace=keep)
+    return await run_scenario(with_settings(scenario, propagation=propagation), options)
 
 
 def test_the_ground_truth_is_the_server_answer() -> None:

@@ -19,7 +19,7 @@ from errorflow.protocol import topics
 from errorflow.protocol.control import RollCall, parse_control
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.events import LabelEvent, TrialOutcomeEvent, parse_event
-from errorflow.runtime import runner as runner_module
+from errorflow.runtime import run_driver
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scoring.score import TrialScore
@@ -182,14 +182,14 @@ async def test_no_trial_starts_while_the_recorder_is_far_behind(
     """Back-pressure from the store: with the recorder more than RECORDER_LAG_LIMIT
     messages behind, the lanes wait (a 20-trial run is over in a quarter of a second
     otherwise); once it catches up, every trial runs."""
-    behind = runner_module.RECORDER_LAG_LIMIT + 1
+    behind = run_driver.RECORDER_LAG_LIMIT + 1
     monkeypatch.setattr(Recorder, "backlog", lambda self: behind)
     done: list[TrialScore] = []
     options = RunOptions(bus=InProcessBus(), db_path=tmp_path / "r.db", on_trial=done.append)
     run = asyncio.create_task(run_scenario(scenario("contamination", trials=20), options))
     await asyncio.sleep(1.5)
     assert done == [] and not run.done()
-    behind = runner_module.RECORDER_LAG_LIMIT
+    behind = run_driver.RECORDER_LAG_LIMIT
     result = await asyncio.wait_for(run, 30)
     assert len(done) == 20 and len(result.scores) == 20
 
@@ -201,7 +201,7 @@ async def test_a_trial_whose_results_are_filed_before_its_task_is_scored(
     trial's final result has been filed from the receive loop; filing the task then is
     what completes the trial, which is scored, not timed out as a bus fault."""
     filed: dict[int, asyncio.Event] = {}
-    file, send = runner_module._Runner._file, Endpoint.send
+    file, send = run_driver.RunDriver._file, Endpoint.send
 
     def file_and_tell(self: Any, env: Envelope) -> None:
         file(self, env)
@@ -214,7 +214,7 @@ async def test_a_trial_whose_results_are_filed_before_its_task_is_scored(
             await asyncio.wait_for(filed.setdefault(env.trial, asyncio.Event()).wait(), 30)
         return env
 
-    monkeypatch.setattr(runner_module._Runner, "_file", file_and_tell)
+    monkeypatch.setattr(run_driver.RunDriver, "_file", file_and_tell)
     monkeypatch.setattr(Endpoint, "send", send_acked_late)
     s = scenario("contamination", trials=4, propagation="implicit")
     options = RunOptions(bus=InProcessBus(), db_path=tmp_path / "o.db", trial_timeout_s=3)

@@ -20,6 +20,7 @@ from errorflow.cli.main import main
 from errorflow.runtime import workers
 from errorflow.runtime.runner import RunOptions
 from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scoring.score import TrialScore
 from errorflow.store import root_causes
 from errorflow.store.database import get_run
@@ -249,8 +250,9 @@ def test_the_cli_refuses_two_workers_for_a_run_scoped_scenario(
 def test_progress_hears_every_trial_and_a_resumed_run_finishes_the_rest(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     seen: list[TrialScore] = []
-    options = RunOptions(trials=30, db_path=db, run_id="r1", on_trial=seen.append)
-    first = asyncio.run(workers.run(scenario("contamination"), options, 3))
+    options = RunOptions(db_path=db, run_id="r1", on_trial=seen.append)
+    plan = RunPlan.of(scenario("contamination"), trials=30)
+    first = asyncio.run(workers.run(plan, options, 3))
     assert sorted(s.trial for s in seen) == list(range(30))
     whole = stored(db)
     with sqlite3.connect(db) as conn:  # an interrupted run that scored trials 0-9 only
@@ -260,8 +262,8 @@ def test_progress_hears_every_trial_and_a_resumed_run_finishes_the_rest(tmp_path
         conn.execute("DELETE FROM events WHERE run_id = 'r1' AND trial >= 10")
         conn.execute("UPDATE runs SET status = 'interrupted' WHERE run_id = 'r1'")
     seen.clear()
-    again = RunOptions(trials=30, db_path=db, run_id="r1", resume=True, on_trial=seen.append)
-    resumed = asyncio.run(workers.run(scenario("contamination"), again, 2))
+    again = RunOptions(db_path=db, run_id="r1", resume=True, on_trial=seen.append)
+    resumed = asyncio.run(workers.run(plan, again, 2))
     assert sorted(s.trial for s in seen) == list(range(10, 30))
     assert [s.outcome for s in resumed.scores] == [s.outcome for s in first.scores]
     assert stored(db) == whole

@@ -12,15 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errorflow.cli.errors import UsageError, db_option, id_problem
-from errorflow.cli.scenario_input import (
-    RunSettings,
-    configure,
-    load_ref,
-    parse_sets,
-)
+from errorflow.cli.scenario_input import configure, load_ref, parse_sets
 from errorflow.core.redact import redact
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import ScenarioError, load_json
+from errorflow.scenario.run_plan import RunSettings
 from errorflow.scenario.spec.identity import sha
 from errorflow.scenario.spec.model import Scenario
 from errorflow.store.database import (

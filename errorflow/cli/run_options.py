@@ -17,12 +17,12 @@ from errorflow.cli.console import say
 from errorflow.cli.errors import UsageError
 from errorflow.cli.preflight import broker_of
 from errorflow.cli.progress import Bars
-from errorflow.cli.scenario_input import RunSettings, parse_sets, scenario_from
+from errorflow.cli.scenario_input import parse_sets, scenario_from
 from errorflow.cli.serving_options import model_options, serving_of
 from errorflow.models import serving
 from errorflow.runtime import broker_workers
 from errorflow.runtime.liveness import DEFAULT_GRACE_S
-from errorflow.runtime.runner import RunOptions
+from errorflow.runtime.run_options import RunOptions
 from errorflow.runtime.workers import (
     AUTO,
     LARGE_RUN,
@@ -32,6 +32,7 @@ from errorflow.runtime.workers import (
 )
 from errorflow.runtime.workers import count_for as workers_for
 from errorflow.scenario.overrides import without_faults
+from errorflow.scenario.run_plan import RunSettings
 from errorflow.scenario.spec.model import Scenario
 
 

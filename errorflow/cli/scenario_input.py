@@ -26,9 +26,9 @@ from errorflow.scenario.overrides import (
     with_settings,
 )
 from errorflow.scenario.problems import Problem
+from errorflow.scenario.run_plan import RunSettings
 from errorflow.scenario.spec.model import Scenario
 
-SETTINGS = ("trials", "seed", "propagation")
 INVALID = "invalid scenario"  # as `validate` heads the problems of a file
 
 
@@ -39,18 +39,6 @@ class Override:
     option: str  # as the user wrote it, e.g. `--set trials=5`
     path: str
     value: object
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """The run settings of a command line (None: the scenario's own)."""
-
-    trials: int | None = None
-    seed: int | None = None
-    propagation: str | None = None
-
-    def given(self) -> dict[str, object]:
-        return {k: v for k in SETTINGS if (v := getattr(self, k)) is not None}
 
 
 def load_ref(ref: str) -> Scenario:

@@ -42,8 +42,9 @@ from errorflow.reports.model_traffic import (
 )
 from errorflow.reports.prices import dollars
 from errorflow.runtime.experiment import Arm, propagation_arms, run_arms
-from errorflow.runtime.runner import RunOptions
+from errorflow.runtime.run_options import RunOptions
 from errorflow.scenario.overrides import without_faults
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 
 
@@ -57,7 +58,7 @@ def _real_labels(scenario: Scenario, remote_only: bool = False) -> set[str]:
 
 def arms_of(scenario: Scenario, both: bool) -> list[Arm]:
     """The arms `errorflow run` runs: both propagations, or the scenario's own."""
-    return propagation_arms(scenario) if both else [Arm(scenario.propagation, scenario)]
+    return propagation_arms(scenario) if both else [Arm(scenario.propagation, RunPlan(scenario))]
 
 
 def planned_runs(arms: list[Arm], baseline: bool) -> list[Scenario]:

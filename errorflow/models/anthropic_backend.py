@@ -107,11 +107,7 @@ from errorflow.models.backend import (
     Usage,
 )
 from errorflow.models.model_usage import CachedUsage
-from errorflow.models.paced import (
-    DEFAULT_MAX_PACING_S,
-    Posted,
-    Refused,
-)
+from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
 from errorflow.models.paced_sender import PacedSender
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.models.server_reply import (

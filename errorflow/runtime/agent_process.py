@@ -30,7 +30,7 @@ from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.faults.crash import CrashNotice
 from errorflow.models.backends import ConfigurationError, check_backends, check_servers
-from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 
 #: How long an agent waits for a broker that went away before it leaves.
@@ -54,7 +54,7 @@ async def run_agent_process(
     propagation: str | None = None,
     seed: int | None = None,
 ) -> None:
-    scenario = with_settings(scenario, seed=seed, propagation=propagation or None)
+    scenario = RunPlan.of(scenario, seed=seed, propagation=propagation or None).scenario
     api_key = check_backends(scenario)
     await check_servers(scenario, api_key, only=[name])  # before joining: nothing measured
     bus = MqttBus(url)

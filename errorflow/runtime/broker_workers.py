@@ -41,12 +41,8 @@ from errorflow.bus.url import BrokerURL
 from errorflow.core.errors import ErrorflowError
 from errorflow.protocol.envelope import MAX_MESSAGE_BYTES
 from errorflow.runtime import work_wire as wire
-from errorflow.runtime.runner import (
-    RunOptions,
-    RunResult,
-    configure,
-    new_run_id,
-)
+from errorflow.runtime.run_options import RunOptions
+from errorflow.runtime.run_result import RunResult, new_run_id
 from errorflow.runtime.workers import (
     ShardFailed,
     ShardResult,
@@ -57,7 +53,7 @@ from errorflow.runtime.workers import (
     take_over,
 )
 from errorflow.runtime.workers import refusal as local_refusal
-from errorflow.scenario.spec import identity
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.summary import RunSummary
@@ -110,9 +106,9 @@ def batches_of(todo: list[int], size: int) -> list[tuple[int, ...]]:
     return [tuple(todo[i : i + size]) for i in range(0, len(todo), size)]
 
 
-async def run(scenario: Scenario, options: RunOptions, remote: Remote) -> RunResult:
+async def run(plan: RunPlan, options: RunOptions, remote: Remote) -> RunResult:
     """One run, its trials run by `errorflow worker`s on `remote.url`."""
-    scenario = configure(scenario, options)
+    scenario = plan.scenario
     why = refusal(scenario, options)
     if why is not None:
         raise WorkersRefused(f"{scenario.name} cannot be handed to workers on the broker: {why}")
@@ -125,28 +121,28 @@ async def run(scenario: Scenario, options: RunOptions, remote: Remote) -> RunRes
     end = wire.seal(options.run_key, {"t": "end", "run": run_id})
     will = (wire.run_topic(options.run_key, run_id, "end"), end)
     async with wire.mqtt_client(remote.url, f"errorflow-runner-{run_id}", will) as client:
-        hand = Handout(client, options.run_key, run_id, scenario, options, remote)
+        hand = Handout(client, options.run_key, run_id, plan, options, remote)
         await hand.listen()
         try:
             await hand.wait_ready()
-            scores, summary = await _run_batches(hand, scenario, options, broker)
+            scores, summary = await _run_batches(hand, plan, options, broker)
         finally:
             await hand.stop()
-    result = result_of(scenario, run_id, broker, scores, hand.done, summary)
+    result = result_of(plan, run_id, broker, scores, hand.done, summary)
     if hand.forged:
         result.rejects[FORGED] = hand.forged
     return result
 
 
 async def _run_batches(
-    hand: Handout, scenario: Scenario, options: RunOptions, broker: str
+    hand: Handout, plan: RunPlan, options: RunOptions, broker: str
 ) -> tuple[dict[int, TrialScore], RunSummary]:
     """Every batch run by the workers and merged; the scores and the run's summary."""
     db = await open_db(options.db_path)
     try:
-        scores = await take_over(db, scenario, hand.run_id, options, broker)
+        scores = await take_over(db, plan, hand.run_id, options, broker)
         hand.scores = scores
-        todo = [t for t in range(scenario.trials) if t not in scores]
+        todo = [t for t in range(plan.trials) if t not in scores]
         size = hand.remote.batch_trials or batch_size(len(todo), hand.remote.ready)
         folder = options.db_path.resolve().parent
         with tempfile.TemporaryDirectory(prefix=".errorflow-workers-", dir=folder) as tmp:
@@ -184,7 +180,7 @@ class Handout:
         client: Client,
         key: bytes,
         run_id: str,
-        scenario: Scenario,
+        plan: RunPlan,
         options: RunOptions,
         remote: Remote,
     ) -> None:
@@ -193,8 +189,8 @@ class Handout:
         self.item = {
             "t": "item",
             "run": run_id,
-            "scenario": wire.box(key, scenario.model_dump_json().encode()),
-            "sha": identity.sha(scenario),
+            "scenario": wire.box(key, plan.to_wire()),
+            "sha": plan.sha,
             "trial_timeout_s": options.trial_timeout_s,
             "presence_timeout_s": options.presence_timeout_s,
         }

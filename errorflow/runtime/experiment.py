@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
 from errorflow.bus.broker import EmbeddedBroker
-from errorflow.runtime.runner import RunOptions, RunResult
+from errorflow.runtime.run_options import RunOptions
+from errorflow.runtime.run_result import RunResult
 from errorflow.runtime.workers import WorkerCount, Workers
 from errorflow.scenario.overrides import apply, without_faults
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Reference, Scenario
 from errorflow.scenario.spec.sweep_model import SweepMeasures
 from errorflow.scoring.summary import (
@@ -84,8 +86,14 @@ Axes = Sequence[tuple[str, Mapping[str, Mapping[str, object]]]]
 
 @dataclass
 class Arm:
+    """One run of an experiment: its label and its plan."""
+
     label: str
-    scenario: Scenario
+    plan: RunPlan
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.plan.scenario
 
 
 @dataclass
@@ -188,17 +196,17 @@ async def run_arms(
     async with contextlib.AsyncExitStack() as stack:
         pool = stack.enter_context(Workers(workers))
         # The embedded broker only if some run is not split (split ones need none).
-        one_process = any(pool.count_for(a.scenario, options) <= 1 for a in arms)
+        one_process = any(pool.count_for(a.plan, options) <= 1 for a in arms)
         embedded = None
         if options.bus is None and options.broker is None and one_process:
             broker = EmbeddedBroker()
             embedded = await broker.start()
             stack.push_async_callback(broker.stop)
 
-        async def run(scenario: Scenario, opts: RunOptions) -> RunResult:
-            if embedded is not None and pool.count_for(scenario, opts) <= 1:
+        async def run(plan: RunPlan, opts: RunOptions) -> RunResult:
+            if embedded is not None and pool.count_for(plan, opts) <= 1:
                 opts = dataclasses.replace(opts, broker=embedded)
-            return await pool.run(scenario, opts)
+            return await pool.run(plan, opts)
 
         for arm in arms:
             if on_arm is not None:
@@ -209,7 +217,7 @@ async def run_arms(
                 label=arm.label,
                 run_id=cell_run_id(group_id, arm.label),
             )
-            result = await run(arm.scenario, run_options)
+            result = await run(arm.plan, run_options)
             base, base_infra, base_outcomes = None, 0, None
             if baseline:
                 clean = without_faults(arm.scenario)
@@ -218,7 +226,7 @@ async def run_arms(
                     if on_arm is not None:
                         on_arm(f"{arm.label} (fault-free baseline)", clean)
                     base_run = await run(
-                        clean,
+                        RunPlan(clean),
                         dataclasses.replace(
                             run_options,
                             label=f"{arm.label}:baseline",
@@ -233,7 +241,7 @@ async def run_arms(
 
 
 def propagation_arms(scenario: Scenario) -> list[Arm]:
-    return [Arm(p, apply(scenario, {"propagation": p})) for p in ("explicit", "implicit")]
+    return [Arm(p, RunPlan(apply(scenario, {"propagation": p}))) for p in ("explicit", "implicit")]
 
 
 def sweep_arms(scenario: Scenario, axes: Axes) -> list[Arm]:
@@ -244,7 +252,7 @@ def sweep_arms(scenario: Scenario, axes: Axes) -> list[Arm]:
         overrides: dict[str, object] = {}
         for _, ov in combo:
             overrides.update(ov)
-        arms.append(Arm(label, apply(scenario, overrides)))
+        arms.append(Arm(label, RunPlan(apply(scenario, overrides))))
     return arms
 
 

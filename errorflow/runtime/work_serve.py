@@ -36,8 +36,7 @@ from errorflow.runtime.workers import (
     ShardResult,
     run_shard,
 )
-from errorflow.scenario.spec import identity
-from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.run_plan import PlanDamaged, RunPlan
 from errorflow.scoring.score import TrialScore
 
 HEARTBEAT_S = 1.0
@@ -201,13 +200,13 @@ def _run_batch(item: wire.Doc, db: Path, key: bytes) -> tuple[wire.Doc, bytes]:
 
 
 def _shard_of(item: wire.Doc, db: Path, key: bytes) -> tuple[wire.Doc, bytes]:
-    scenario = Scenario.model_validate_json(wire.unbox(key, item["scenario"]))
-    if identity.sha(scenario) != item["sha"]:
-        result = ShardResult(int(item["batch"]), error="the scenario did not arrive intact")
-        return _meta(result, []), b""
+    try:  # the plan the runner made, rebuilt: its checks ran there, its digest says so
+        plan = RunPlan.from_wire(wire.unbox(key, item["scenario"]), item["sha"])
+    except PlanDamaged as exc:
+        return _meta(ShardResult(int(item["batch"]), error=str(exc)), []), b""
     shard = Shard(
         index=int(item["batch"]),
-        scenario=scenario,
+        plan=plan,
         run_id=item["run"],
         trials=tuple(int(t) for t in item["trials"]),
         db_path=db,

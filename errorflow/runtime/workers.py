@@ -46,14 +46,10 @@ from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.liveness import taken_by_lost
 from errorflow.runtime.parent_watch import leave_with_parent
-from errorflow.runtime.runner import (
-    RunOptions,
-    RunResult,
-    configure,
-    new_run_id,
-    register,
-    run_scenario,
-)
+from errorflow.runtime.run_options import RunOptions
+from errorflow.runtime.run_result import RunResult, new_run_id
+from errorflow.runtime.runner import register, run_plan
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.score_table import in_trial_order, score_map
@@ -151,10 +147,11 @@ def shards_of(todo: list[int], n: int) -> list[tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class Shard:
-    """One worker's part of a run: everything it needs, picklable."""
+    """One worker's part of a run: everything it needs, picklable (the plan is rebuilt
+    in the worker as it was made, not validated again)."""
 
     index: int
-    scenario: Scenario  # configured: trials, seed and propagation applied
+    plan: RunPlan
     run_id: str
     trials: tuple[int, ...]
     db_path: Path
@@ -222,7 +219,7 @@ def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
         presence_timeout_s=shard.presence_timeout_s,
     )
     try:
-        result = asyncio.run(run_scenario(shard.scenario, options))
+        result = asyncio.run(run_plan(shard.plan, options))
     except Exception as exc:
         store = exc.reason if isinstance(exc, StoreFailed) else None
         error = redact(f"{type(exc).__name__}: {exc}")[:500]
@@ -279,20 +276,21 @@ class Pool:
             proc.start()
         self.broken = False
 
-    async def run(self, scenario: Scenario, options: RunOptions) -> RunResult:
-        """One run, its trials spread over the pool (`scenario` configured already)."""
+    async def run(self, plan: RunPlan, options: RunOptions) -> RunResult:
+        """One run, its trials spread over the pool."""
+        scenario = plan.scenario
         run_id = options.run_id or new_run_id(scenario.name)
         key = options.run_key if options.run_key is not None else signing.new_key()
         broker = f"in-process, {self.size} worker processes"
         db = await open_db(options.db_path)
         try:
             scores = score_map(options.keep_messages, scenario.trials)
-            scores.update(await take_over(db, scenario, run_id, options, broker))
+            scores.update(await take_over(db, plan, run_id, options, broker))
             todo = [t for t in range(scenario.trials) if t not in scores]
             folder = options.db_path.resolve().parent
             with tempfile.TemporaryDirectory(prefix=".errorflow-workers-", dir=folder) as tmp:
                 shards = [
-                    Shard(i, scenario, run_id, part, Path(tmp) / f"shard-{i}.db", key,
+                    Shard(i, plan, run_id, part, Path(tmp) / f"shard-{i}.db", key,
                           options.keep_messages, options.trial_timeout_s,
                           options.presence_timeout_s)
                     for i, part in enumerate(shards_of(todo, self.size))
@@ -302,7 +300,7 @@ class Pool:
             raise await stopped_by(db, options.db_path, run_id, scenario.trials, exc) from None
         finally:
             await db.close()
-        return result_of(scenario, run_id, broker, scores, done, summary)
+        return result_of(plan, run_id, broker, scores, done, summary)
 
     async def _finish(
         self,
@@ -394,14 +392,14 @@ def _take(results: Queue[Report], wait_s: float) -> list[Report]:
 
 
 async def take_over(
-    db: aiosqlite.Connection, scenario: Scenario, run_id: str, options: RunOptions, broker: str
+    db: aiosqlite.Connection, plan: RunPlan, run_id: str, options: RunOptions, broker: str
 ) -> dict[int, TrialScore]:
     """The run registered (or, resumed, taken over): the scores it has already."""
     if options.resume:
         await resume_run(db, run_id)
         stored = load_scores(options.db_path, run_id)
         return {t: sc for t, sc in stored.items() if not taken_by_lost(sc)}
-    await register(db, run_id, scenario, broker, options)
+    await register(db, run_id, plan, broker, options)
     return {}
 
 
@@ -451,7 +449,7 @@ async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
 
 
 def result_of(
-    scenario: Scenario,
+    plan: RunPlan,
     run_id: str,
     broker: str,
     scores: MutableMapping[int, TrialScore],
@@ -467,10 +465,10 @@ def result_of(
     ordered = in_trial_order(scores)
     return RunResult(
         run_id=run_id,
-        scenario=scenario.name,
-        seed=scenario.seed,
-        trials=scenario.trials,
-        propagation=scenario.propagation,
+        scenario=plan.name,
+        seed=plan.seed,
+        trials=plan.trials,
+        propagation=plan.propagation,
         broker=broker,
         scores=ordered,
         summary=summary,
@@ -488,18 +486,17 @@ class Workers:
         self.requested = requested
         self.pool: Pool | None = None
 
-    def count_for(self, scenario: Scenario, options: RunOptions) -> int:
-        return count_for(self.requested, configure(scenario, options), options)
+    def count_for(self, plan: RunPlan, options: RunOptions) -> int:
+        return count_for(self.requested, plan.scenario, options)
 
-    async def run(self, scenario: Scenario, options: RunOptions) -> RunResult:
-        scenario = configure(scenario, options)
-        n = count_for(self.requested, scenario, options)
+    async def run(self, plan: RunPlan, options: RunOptions) -> RunResult:
+        n = self.count_for(plan, options)
         if n <= 1:
-            return await run_scenario(scenario, options)
+            return await run_plan(plan, options)
         if self.pool is None or self.pool.broken or self.pool.size != n:
             self.close()
             self.pool = Pool(n)
-        return await self.pool.run(scenario, options)
+        return await self.pool.run(plan, options)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -513,7 +510,7 @@ class Workers:
         self.close()
 
 
-async def run(scenario: Scenario, options: RunOptions, workers: WorkerCount = 1) -> RunResult:
+async def run(plan: RunPlan, options: RunOptions, workers: WorkerCount = 1) -> RunResult:
     """One run, over `workers` processes (see `count_for`)."""
     with Workers(workers) as pool:
-        return await pool.run(scenario, options)
+        return await pool.run(plan, options)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from errorflow.core.errors import ErrorflowError
-from errorflow.runtime.runner import RunOptions, configure
+from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.sources import (
     Attach,
@@ -65,7 +65,7 @@ class Session:
     def arm(self, propagation: str) -> Source:
         """A source for the same scenario, seed and trials with `propagation`: a stored
         run when replaying and one exists, else a fresh run."""
-        scenario = configure(self._need_scenario(), RunOptions(propagation=propagation))
+        scenario = with_settings(self._need_scenario(), propagation=propagation)
         if self.mode == "replay" and self.stored is not None:
             like = StoredRun(
                 self.stored.run_id,

@@ -25,12 +25,8 @@ from errorflow.bus.url import BrokerURL
 from errorflow.protocol import signing, topics
 from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.recorder import is_run_end
-from errorflow.runtime.runner import (
-    RunOptions,
-    configure,
-    new_run_id,
-    run_scenario,
-)
+from errorflow.runtime.runner import RunOptions, new_run_id, run_scenario
+from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.stored import load_stored
 from errorflow.store.database import connect_ro
@@ -240,4 +236,4 @@ def stored_envelopes(db_path: Path, run_id: str) -> list[tuple[float, str]]:
 
 def flipped(scenario: Scenario) -> Scenario:
     other = "implicit" if scenario.propagation == "explicit" else "explicit"
-    return configure(scenario, RunOptions(propagation=other))
+    return with_settings(scenario, propagation=other)

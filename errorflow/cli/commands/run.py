@@ -74,7 +74,8 @@ from errorflow.runtime.experiment import (
     run_arms,
 )
 from errorflow.runtime.liveness import ParticipantLost
-from errorflow.runtime.runner import RunOptions
+from errorflow.runtime.run_options import RunOptions
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import RunJson
 from errorflow.store.database import StoreError, UnwritableStore
@@ -163,7 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             once = asyncio.run(
                 interruptible(
-                    _run_once(scenario, options, bars, group_id, requested_workers(args), remote)
+                    _run_once(
+                        RunPlan(scenario), options, bars, group_id, requested_workers(args), remote
+                    )
                 )
             )
         wall = time.perf_counter() - started
@@ -243,7 +246,7 @@ def _scenario_to_run(args: argparse.Namespace) -> Scenario:
 
 
 async def _run_once(
-    scenario: Scenario,
+    plan: RunPlan,
     options: RunOptions,
     bars: Bars,
     group_id: str | None,
@@ -251,15 +254,16 @@ async def _run_once(
     remote: broker_workers.Remote | None = None,
 ) -> Measured:
     """One run; with a group, measured against the same run without faults."""
+    scenario = plan.scenario
     if group_id is not None:
-        arm = Arm(scenario.propagation, scenario)
+        arm = Arm(scenario.propagation, plan)
         result = await run_arms([arm], options, group_id=group_id, on_arm=bars.start, workers=count)
         return Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
     bars.start(scenario.name, scenario)
     if remote is not None:
-        run = await broker_workers.run(scenario, options, remote)
+        run = await broker_workers.run(plan, options, remote)
         return Measured(run.to_json(), run.infra_faults, run.infra_reasons)
-    run = await workers.run(scenario, options, count)
+    run = await workers.run(plan, options, count)
     return Measured(run.to_json(), run.infra_faults, run.infra_reasons)
 
 

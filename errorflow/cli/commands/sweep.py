@@ -44,7 +44,7 @@ from errorflow.runtime.experiment import (
 )
 from errorflow.scenario.checks.explain import problems_from
 from errorflow.scenario.marked_yaml import ValueBudget
-from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.spec.sweep_model import MAX_SWEEP_AXES, SweepAxis, SweepMeasures
 
@@ -59,7 +59,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # 3 trials a cell), so they are applied again to every cell; `--propagation` is a
     # default a cell may vary.
     arms = [
-        Arm(a.label, with_settings(a.scenario, trials=args.trials, seed=args.seed))
+        Arm(a.label, RunPlan.of(a.scenario, trials=args.trials, seed=args.seed))
         for a in sweep_arms(scenario, axes)
     ]
     if check_spend(args, arms, not args.no_baseline):

@@ -27,7 +27,6 @@ from errorflow.cli.preflight import broker_of, free_port, writable_db
 from errorflow.cli.run_keys import observer_key
 from errorflow.cli.run_options import scenario_args
 from errorflow.cli.scenario_input import (
-    RunSettings,
     check_axis,
     configure,
     parse_sets,
@@ -35,6 +34,7 @@ from errorflow.cli.scenario_input import (
 )
 from errorflow.runtime.experiment import sweep_arms
 from errorflow.scenario.checks.wording import closest
+from errorflow.scenario.run_plan import RunSettings
 from errorflow.scenario.spec.model import Scenario
 from errorflow.tui.session import Session
 from errorflow.tui.sources import BusHolder, find_run

@@ -70,11 +70,7 @@ from errorflow.models.backend import (
 )
 from errorflow.models.openai.limits import limiter_headers
 from errorflow.models.openai.wire import OPENAI_BASE_URL, ChatWire
-from errorflow.models.paced import (
-    DEFAULT_MAX_PACING_S,
-    Posted,
-    Refused,
-)
+from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
 from errorflow.models.paced_sender import PacedSender
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.models.server_reply import (
