@@ -33,7 +33,7 @@ from errorflow.protocol import signing
 from errorflow.protocol.envelope import new_id
 from errorflow.runtime.recorder import BATCH, Recorder
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.store.database import open_db
+from errorflow.store.opening import open_db
 
 KEY = signing.new_key()
 

@@ -36,7 +36,7 @@ from errorflow.core.redact import redact, redact_obj
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.store.database import _stored
+from errorflow.store.rows import _stored
 
 KEY = signing.new_key()
 SCENARIOS = ("contamination", "support-pipeline", "order-desk", "analytics-pipeline")

@@ -25,14 +25,9 @@ from errorflow.cli.run_options import scenario_of as configured
 from errorflow.protocol.signing import KEY_ENV, new_key
 from errorflow.scenario.bundled import bundled
 from errorflow.scoring.summary import summarize
-from errorflow.store.database import (
-    create_run,
-    finish_run,
-    get_run,
-    list_runs,
-    open_db,
-    trial_rows,
-)
+from errorflow.store.opening import open_db
+from errorflow.store.readers import get_run, list_runs, trial_rows
+from errorflow.store.runs import create_run, finish_run
 from tests.conftest import Mosquitto
 
 

@@ -19,7 +19,8 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.protocol.signing import new_key
-from errorflow.store.database import create_run, open_db
+from errorflow.store.opening import open_db
+from errorflow.store.runs import create_run
 from tests.test_store import BAD_KINDS, as_unprivileged, bad_store, held_lock, shared_directory
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from errorflow.cli.errors import db_option
 from errorflow.cli.main import main
-from errorflow.store.database import DB_ENV, list_runs
+from errorflow.store.opening import DB_ENV
+from errorflow.store.readers import list_runs
 
 
 def test_a_run_and_the_commands_after_it_use_the_store_the_environment_names(

@@ -78,7 +78,7 @@ def test_family_texts_keep_their_forms(tmp_path: Path) -> None:
     from errorflow.protocol.signing import RunKeyError
     from errorflow.scenario.overrides import InvalidOverride
     from errorflow.scenario.problems import Problem
-    from errorflow.store.database import UnusableStore
+    from errorflow.store.opening import UnusableStore
 
     assert explain(BrokerURLError("no host")) == (2, "--broker: no host")
     assert explain(RunKeyError("too short")) == (2, "run key: too short")

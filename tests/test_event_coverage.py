@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from errorflow.protocol import topics
-from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import RunOptions, run_plan
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from tests.conftest import Mosquitto
 
@@ -109,12 +110,11 @@ async def test_the_bus_carries_every_failure_class_and_policy_decision(
                     options = RunOptions(
                         broker=mosquitto.url,
                         db_path=tmp_path / "cov.db",
-                        propagation=propagation,
                         keep_messages=False,
-                        # Fewer trials where the run does not span an outage in time.
-                        trials=_trials(scenario),
                     )
-                    result = await run_scenario(scenario, options)
+                    # Fewer trials where the run does not span an outage in time.
+                    plan = RunPlan.of(scenario, trials=_trials(scenario), propagation=propagation)
+                    result = await run_plan(plan, options)
                     assert result.infra_faults == 0, label
                     run_ids.add(result.run_id)
                     if scenario.run_scoped:

@@ -10,7 +10,7 @@ import pytest
 
 from errorflow.cli.commands.export import FORMATS
 from errorflow.cli.main import main
-from errorflow.store.database import trial_rows
+from errorflow.store.readers import trial_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_model import FakeModel
 

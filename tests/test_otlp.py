@@ -12,7 +12,7 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.reports import otlp
-from errorflow.store.database import get_run
+from errorflow.store.readers import get_run
 from errorflow.store.trial_store import load_trace
 from tests.conftest import free_port
 from tests.otlp_receiver import Phoenix, ProtoReceiver, phoenix_binary

@@ -21,7 +21,8 @@ from errorflow.cli.main import main
 from errorflow.runtime import runner
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner import RunOptions, run_scenario
-from errorflow.store.database import StoreFailed, open_db
+from errorflow.store.failures import StoreFailed
+from errorflow.store.opening import open_db
 from tests.conftest import scenario
 
 

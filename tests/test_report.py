@@ -20,7 +20,7 @@ from errorflow.reports.report import (
 )
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import summarize
-from errorflow.store.database import get_run
+from errorflow.store.readers import get_run
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

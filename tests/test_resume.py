@@ -19,7 +19,7 @@ import pytest
 from errorflow.cli.main import main
 from errorflow.cli.resume import Source, resume_command, resume_hint
 from errorflow.scenario.bundled import bundled
-from errorflow.store.database import get_run, group_runs, trial_rows
+from errorflow.store.readers import get_run, group_runs, trial_rows
 
 SECRET = "EnvSecret321"
 

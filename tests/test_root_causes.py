@@ -17,7 +17,7 @@ from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
 from errorflow.scoring.genealogy_types import Genealogy
 from errorflow.store import root_causes
-from errorflow.store.database import connect_ro
+from errorflow.store.opening import connect_ro
 from errorflow.store.trial_store import read_range, run_meta, trace_of
 from tests.trace_runs import LocalTraces, run_stored
 

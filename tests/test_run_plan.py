@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from errorflow.scenario import identity
 from errorflow.scenario.overrides import InvalidOverride
 from errorflow.scenario.run_plan import PlanDamaged, RunPlan, RunSettings
+from errorflow.scenario.spec import identity
 from tests.conftest import scenario
 
 

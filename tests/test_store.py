@@ -28,29 +28,31 @@ from errorflow.scoring.score import (
     TrialScore,
 )
 from errorflow.scoring.summary import summarize
-from errorflow.store import database as store
-from errorflow.store.database import (
+from errorflow.store import failures, opening
+from errorflow.store.opening import (
+    UnusableStore,
+    UnwritableStore,
+    check_writable,
+    connect_ro,
+    open_db,
+)
+from errorflow.store.readers import (
+    effective_status,
+    get_run,
+    group_runs,
+    list_runs,
+    load_scores,
+    trial_rows,
+)
+from errorflow.store.rows import (
     EventRow,
     LabelRow,
     MessageRow,
     RejectRow,
     TrialRow,
-    UnusableStore,
-    UnwritableStore,
-    check_writable,
-    connect_ro,
-    create_run,
-    effective_status,
-    finish_run,
-    get_run,
-    group_runs,
     insert_rows,
-    list_runs,
-    load_scores,
-    open_db,
-    resume_run,
-    trial_rows,
 )
+from errorflow.store.runs import create_run, finish_run, resume_run
 
 
 def envelope(kind: Kind = Kind.RESULT, **update: object) -> Envelope:
@@ -374,7 +376,7 @@ async def test_a_failure_after_connecting_closes_the_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = bad_store(tmp_path, "text file")
-    monkeypatch.setattr(store, "_ready_to_write", lambda path: None)  # as if it changed since
+    monkeypatch.setattr(opening, "_ready_to_write", lambda path: None)  # as if it changed since
     threads = _threads()
     with pytest.raises(UnwritableStore, match="not a database"):
         await open_db(path)
@@ -389,9 +391,9 @@ def test_a_process_whose_open_failed_exits(tmp_path: Path) -> None:
     path = bad_store(tmp_path, "text file")
     script = (
         "import asyncio, sys; from pathlib import Path;"
-        "from errorflow.store import database as store;"
-        "store._ready_to_write = lambda path: None;"
-        "asyncio.run(store.open_db(Path(sys.argv[1])))"
+        "from errorflow.store import opening;"
+        "opening._ready_to_write = lambda path: None;"
+        "asyncio.run(opening.open_db(Path(sys.argv[1])))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
@@ -427,12 +429,12 @@ def test_a_read_only_store_is_read_but_not_written(shared_dir: Path) -> None:
     store_dir.chmod(0o555)
     script = (
         "import asyncio, sys; from pathlib import Path\n"
-        "from errorflow.store import database as store\n"
+        "from errorflow.store import opening, readers\n"
         "p = Path(sys.argv[1])\n"
-        "print([r['run_id'] for r in store.list_runs(p / 's.db')])\n"
+        "print([r['run_id'] for r in readers.list_runs(p / 's.db')])\n"
         "for path in (p / 's.db', p / 'new.db'):\n"
-        "    try: store.check_writable(path)\n"
-        "    except store.UnwritableStore as exc: print(exc.reason)\n"
+        "    try: opening.check_writable(path)\n"
+        "    except opening.UnwritableStore as exc: print(exc.reason)\n"
     )
     proc = subprocess.run(
         as_unprivileged([sys.executable, "-c", script, str(store_dir)]),
@@ -496,11 +498,11 @@ async def test_a_full_store_fails_a_write_as_the_store_and_keeps_no_half_of_it(
         ((pages,),) = await db.execute_fetchall("PRAGMA page_count")
         await db.execute_fetchall(f"PRAGMA max_page_count = {pages}")
         rows = [MessageRow.from_envelope(envelope(id=f"m{i}"), "t", 1.0) for i in range(300)]
-        with pytest.raises(store.StoreFailed) as failed:
+        with pytest.raises(failures.StoreFailed) as failed:
             await insert_rows(db, rows, [], [], [], [])
         assert str(failed.value) == f"store {db_path}: database or disk is full (SQLITE_FULL)"
         await db.execute_fetchall("PRAGMA query_only = 1")  # and a run's own rows, read-only
-        with pytest.raises(store.StoreFailed, match=r"readonly database \(SQLITE_READONLY\)$"):
+        with pytest.raises(failures.StoreFailed, match=r"readonly database \(SQLITE_READONLY\)$"):
             await create_run(
                 db, run_id="run-2", scenario="s", scenario_json="{}", seed=1, trials=1,
                 propagation="explicit", broker="embedded",
@@ -543,22 +545,22 @@ def test_only_the_stores_own_failures_are_said_as_the_store() -> None:
         return exc
 
     io = error(sqlite3.OperationalError, "disk I/O error", 778, "SQLITE_IOERR_WRITE")
-    assert store.store_fault(io) == "disk I/O error (SQLITE_IOERR_WRITE)"
+    assert failures.store_fault(io) == "disk I/O error (SQLITE_IOERR_WRITE)"
     ro = error(
         sqlite3.OperationalError, "attempt to write a readonly database", 8, "SQLITE_READONLY"
     )
-    assert store.store_fault(ro) == "attempt to write a readonly database (SQLITE_READONLY)"
+    assert failures.store_fault(ro) == "attempt to write a readonly database (SQLITE_READONLY)"
     assert (
-        store.store_fault(error(sqlite3.OperationalError, "no such table: x", 1, "SQLITE_ERROR"))
+        failures.store_fault(error(sqlite3.OperationalError, "no such table: x", 1, "SQLITE_ERROR"))
         is None
     )
     assert (
-        store.store_fault(
+        failures.store_fault(
             error(sqlite3.IntegrityError, "NOT NULL", 1299, "SQLITE_CONSTRAINT_NOTNULL")
         )
         is None
     )
-    assert store.store_fault(OSError("disk full")) is None
+    assert failures.store_fault(OSError("disk full")) is None
 
 
 async def test_a_store_whose_file_went_away_is_noticed(tmp_path: Path) -> None:
@@ -567,18 +569,18 @@ async def test_a_store_whose_file_went_away_is_noticed(tmp_path: Path) -> None:
     await new_run(db_path)
     db = await open_db(db_path)
     try:
-        file = await store.store_file(db)
+        file = await failures.store_file(db)
         assert file is not None
-        store.check_in_place(file)  # where it was
+        failures.check_in_place(file)  # where it was
         db_path.rename(db_path.with_name("moved.db"))
         db_path.write_bytes(b"")
-        with pytest.raises(store.StoreFailed, match="replaced by another") as replaced:
-            store.check_in_place(file)
+        with pytest.raises(failures.StoreFailed, match="replaced by another") as replaced:
+            failures.check_in_place(file)
         shutil.rmtree(db_path.parent)
-        with pytest.raises(store.StoreFailed, match=r"removed while .*No such file") as removed:
-            store.check_in_place(file)
+        with pytest.raises(failures.StoreFailed, match=r"removed while .*No such file") as removed:
+            failures.check_in_place(file)
         assert replaced.value.gone and removed.value.gone
-        stopped = await store.stopped_by(db, db_path, "run-1", 4, removed.value)
+        stopped = await failures.stopped_by(db, db_path, "run-1", 4, removed.value)
         assert str(stopped) == f"store {db_path}: {removed.value.reason}; run run-1 stopped"
     finally:
         await db.close()

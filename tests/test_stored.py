@@ -14,7 +14,7 @@ import yaml
 from errorflow.cli.main import main
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.stored import load_stored
-from errorflow.store.database import get_run
+from errorflow.store.readers import get_run
 
 TOOLS = Path(__file__).resolve().parent / "own_systems" / "gen_tools.py"
 

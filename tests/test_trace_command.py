@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from errorflow.cli.main import main
-from errorflow.store.database import trial_rows
+from errorflow.store.readers import trial_rows
 from tests.trace_runs import run_stored
 
 

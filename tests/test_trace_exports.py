@@ -10,7 +10,7 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.cli.trace_exports import OTEL_MISSING, scenario_facts
-from errorflow.store.database import get_run
+from errorflow.store.readers import get_run
 from tests.trace_runs import run_stored
 
 

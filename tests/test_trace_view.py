@@ -10,7 +10,7 @@ import pytest
 
 from errorflow.reports.trace_view import trace_lines
 from errorflow.scoring.trial_trace import TrialTrace
-from errorflow.store.database import trial_rows
+from errorflow.store.readers import trial_rows
 from errorflow.store.trial_store import load_trace
 from tests.trace_runs import run_stored
 

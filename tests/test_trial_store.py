@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from errorflow.store.database import connect_ro
+from errorflow.store.opening import connect_ro
 from errorflow.store.trial_store import (
     load_trace,
     read_range,

@@ -27,7 +27,7 @@ from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome
-from errorflow.store.database import trial_rows
+from errorflow.store.readers import trial_rows
 from errorflow.tui.app import ErrorflowApp
 from errorflow.tui.compare import ArmPanel, CompareScreen
 from errorflow.tui.detail import DetailScreen

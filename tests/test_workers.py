@@ -23,7 +23,7 @@ from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scoring.score import TrialScore
 from errorflow.store import root_causes
-from errorflow.store.database import get_run
+from errorflow.store.readers import get_run
 from tests import processes
 from tests.conftest import scenario
 from tests.test_liveness import cli, slow_file

@@ -17,9 +17,10 @@ from errorflow.protocol.envelope import (
     WireError,
 )
 from errorflow.protocol.events import AgentEvent
-from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+from errorflow.runtime.runner import RunOptions, RunResult, run_plan
 from errorflow.scenario.bundled import resolve
 from errorflow.scenario.loader import load
+from errorflow.scenario.run_plan import RunPlan
 
 #: The local traces of a run: (agent, trial) → one list of entries per invocation.
 LocalTraces = dict[tuple[str, int], list[list[TraceEntry]]]
@@ -37,11 +38,10 @@ def run_stored(
     options = RunOptions(
         bus=InProcessBus(),
         db_path=db,
-        trials=trials,
-        propagation=propagation,
         on_trace=on_trace,
     )
-    result = asyncio.run(run_scenario(load(resolve(name)), options))
+    plan = RunPlan.of(load(resolve(name)), trials=trials, propagation=propagation)
+    result = asyncio.run(run_plan(plan, options))
     return result, dict(traces)
 
 

@@ -140,7 +140,7 @@ def run_id_arg(text: str) -> str:
 
 
 def db_arg(parser: argparse.ArgumentParser) -> None:
-    from errorflow.store.database import DB_ENV, DEFAULT_DB, default_db
+    from errorflow.store.opening import DB_ENV, DEFAULT_DB, default_db
 
     parser.add_argument(
         "--db",

@@ -31,7 +31,7 @@ from errorflow.scenario.checks.wording import closest
 from errorflow.scenario.problems import Problem
 
 if TYPE_CHECKING:
-    from errorflow.store.database import IdLookupError
+    from errorflow.store.run_ids import IdLookupError
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -88,7 +88,7 @@ class Interrupted(ErrorflowError):
 
 def db_option(db: str) -> str:
     """` --db PATH` when PATH is not the default, for the commands we print."""
-    from errorflow.store.database import default_db
+    from errorflow.store.opening import default_db
 
     return "" if db == str(default_db()) else f" --db {shlex.quote(db)}"
 
@@ -102,7 +102,7 @@ def id_problem(
 ) -> UsageError:
     """An id that names no run, or several: say so, and list the ones it could be (or,
     for an unknown one, the closest of the `known` ids)."""
-    from errorflow.store.database import AmbiguousId
+    from errorflow.store.run_ids import AmbiguousId
 
     where = f"{option} {exc.ident}".strip() or "''"
     if isinstance(exc, AmbiguousId):

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from errorflow.bus.url import BrokerURL, BrokerURLError, parse_broker_url
 from errorflow.cli.errors import UsageError, db_option
-from errorflow.store.database import check_writable, get_run, run_exists
+from errorflow.store.opening import check_writable
+from errorflow.store.readers import get_run
+from errorflow.store.run_ids import run_exists
 
 
 def broker_of(url: str | None, option: str = "--broker") -> BrokerURL | None:

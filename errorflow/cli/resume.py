@@ -19,13 +19,8 @@ from errorflow.scenario.loader import ScenarioError, load_json
 from errorflow.scenario.run_plan import RunSettings
 from errorflow.scenario.spec.identity import sha
 from errorflow.scenario.spec.model import Scenario
-from errorflow.store.database import (
-    IdLookupError,
-    StoredRun,
-    get_run,
-    group_runs,
-    resolve_id,
-)
+from errorflow.store.readers import StoredRun, get_run, group_runs
+from errorflow.store.run_ids import IdLookupError, resolve_id
 
 
 @dataclass(frozen=True)

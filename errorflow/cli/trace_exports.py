@@ -29,7 +29,8 @@ from errorflow.scenario.spec.behaviour import behaviour_of
 from errorflow.scenario.stored import load_stored
 from errorflow.scoring.score import Truth
 from errorflow.scoring.trial_trace import TrialTrace
-from errorflow.store.database import StoredRun, connect_ro
+from errorflow.store.opening import connect_ro
+from errorflow.store.readers import StoredRun
 from errorflow.store.trial_store import (
     read_range,
     run_meta,

@@ -59,7 +59,7 @@ from errorflow.scoring.summary import (
     summarize,
 )
 from errorflow.store import root_causes
-from errorflow.store.database import (
+from errorflow.store.readers import (
     StoredRun,
     get_run,
     group_runs,

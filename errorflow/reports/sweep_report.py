@@ -19,7 +19,7 @@ from errorflow.reports.sweep_measure_table import measure_head, measure_notes, m
 from errorflow.scenario.spec.sweep_model import SweepSpec
 from errorflow.scoring.summary import OutcomeCounts
 from errorflow.scoring.sweep_measures import MeasuresJson, success_counts, sweep_measures
-from errorflow.store.database import StoredRun
+from errorflow.store.readers import StoredRun
 
 
 class SweepAxisJson(TypedDict):

@@ -15,7 +15,8 @@ from errorflow.protocol.events import Event, parse_event
 from errorflow.reports.timeline import RunEvents
 from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.stored import load_stored
-from errorflow.store.database import StoredRun, connect_ro
+from errorflow.store.opening import connect_ro
+from errorflow.store.readers import StoredRun
 
 #: The event kinds the timeline is built from.
 TYPES = ("tool_call", "retry", "call_refused", "breaker")

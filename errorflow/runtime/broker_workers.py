@@ -57,7 +57,7 @@ from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.summary import RunSummary
-from errorflow.store.database import open_db
+from errorflow.store.opening import open_db
 
 #: An item nobody said they took within this long is published again.
 TAKE_S = 5.0

@@ -38,17 +38,19 @@ from errorflow.protocol.envelope import (
     RejectedMessage,
     decode,
 )
-from errorflow.store.database import (
+from errorflow.store.failures import (
+    StoreFailed,
+    StoreFile,
+    check_in_place,
+    store_file,
+)
+from errorflow.store.rows import (
     EventRow,
     LabelRow,
     MessageRow,
     RejectRow,
-    StoreFailed,
-    StoreFile,
     TrialRow,
-    check_in_place,
     insert_rows,
-    store_file,
 )
 
 log = logging.getLogger(__name__)

@@ -58,12 +58,8 @@ from errorflow.scoring.score import (
 from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import service_load
 from errorflow.scoring.summary import RunSummary, summarize
-from errorflow.store.database import (
-    LabelRow,
-    MessageRow,
-    StoreFailed,
-    TrialRow,
-)
+from errorflow.store.failures import StoreFailed
+from errorflow.store.rows import LabelRow, MessageRow, TrialRow
 from errorflow.world.services import ServiceRegistry
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from errorflow.bus.transport import Bus
 from errorflow.bus.url import BrokerURL
 from errorflow.runtime.liveness import DEFAULT_GRACE_S, SILENCE_S
 from errorflow.scoring.score import TrialScore
-from errorflow.store.database import DEFAULT_DB
+from errorflow.store.opening import DEFAULT_DB
 
 
 @dataclass

@@ -72,4 +72,3 @@ class RunResult:
 
 def new_run_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
-

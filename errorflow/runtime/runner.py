@@ -44,15 +44,10 @@ from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Truth
 from errorflow.store import root_causes
-from errorflow.store.database import (
-    StoreFailed,
-    create_run,
-    finish_run,
-    load_scores,
-    open_db,
-    resume_run,
-    stopped_by,
-)
+from errorflow.store.failures import StoreFailed, stopped_by
+from errorflow.store.opening import open_db
+from errorflow.store.readers import load_scores
+from errorflow.store.runs import create_run, finish_run, resume_run
 
 __all__ = ["RunOptions", "RunResult", "new_run_id", "register", "run_plan", "run_scenario"]
 
@@ -162,5 +157,3 @@ async def register(
         group_id=options.group_id,
         label=options.label,
     )
-
-

@@ -55,15 +55,10 @@ from errorflow.scoring.score import TrialScore
 from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store import root_causes
-from errorflow.store.database import (
-    StoreFailed,
-    finish_run,
-    load_scores,
-    open_db,
-    resume_run,
-    stopped_by,
-    writing,
-)
+from errorflow.store.failures import StoreFailed, stopped_by, writing
+from errorflow.store.opening import open_db
+from errorflow.store.readers import load_scores
+from errorflow.store.runs import finish_run, resume_run
 
 #: `--workers auto`: one process per core for runs of at least this many trials (a worker
 #: costs about half a second to start), one process below.

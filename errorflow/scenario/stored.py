@@ -6,7 +6,7 @@ services, needs), never its code, and must not run that code: so a stored scenar
 validated by its model alone. The checks that import a Python tool were made when the
 run was written; `--resume` loads the scenario from its file again
 (errorflow.cli.resume), and a run's ground truth is stored with it
-(errorflow.store.database `truth_json`).
+(errorflow.store.runs `truth_json`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from pathlib import Path
 import aiosqlite
 
 from errorflow.scoring.root_cause import FAILED_OUTCOMES, RootCause
-from errorflow.store.database import connect_ro
+from errorflow.store.opening import connect_ro
 from errorflow.store.trial_store import (
     RunMeta,
     TrialRows,

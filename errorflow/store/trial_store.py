@@ -18,7 +18,7 @@ import aiosqlite
 from errorflow.protocol.envelope import Envelope
 from errorflow.scoring.genealogy_types import StoredLabel
 from errorflow.scoring.trial_trace import TrialOutcome, TrialTrace, trace_trial
-from errorflow.store.database import connect_ro
+from errorflow.store.opening import connect_ro
 
 _RANGE = "run_id = ? AND trial BETWEEN ? AND ?"
 MESSAGES_SQL = f"SELECT trial, envelope FROM messages WHERE {_RANGE} AND kind IN ('task', 'result')"

@@ -29,7 +29,7 @@ from errorflow.runtime.runner import RunOptions, new_run_id, run_scenario
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.stored import load_stored
-from errorflow.store.database import connect_ro
+from errorflow.store.opening import connect_ro
 
 Sink = Callable[[Envelope], None]
 

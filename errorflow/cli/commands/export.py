@@ -32,12 +32,8 @@ from errorflow.models.cassette import (
     cassette_document,
 )
 from errorflow.models.exchange_store import SUFFIX, read_records, traffic_dir_for
-from errorflow.store.database import (
-    StoredId,
-    StoredRun,
-    get_run,
-    group_runs,
-)
+from errorflow.store.readers import StoredRun, get_run, group_runs
+from errorflow.store.run_ids import StoredId
 
 
 @dataclass(frozen=True)

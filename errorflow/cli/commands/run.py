@@ -78,7 +78,8 @@ from errorflow.runtime.run_options import RunOptions
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import RunJson
-from errorflow.store.database import StoreError, UnwritableStore
+from errorflow.store.failures import StoreError
+from errorflow.store.opening import UnwritableStore
 
 log = logging.getLogger(__name__)
 

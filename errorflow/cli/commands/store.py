@@ -34,16 +34,14 @@ from errorflow.reports.tables import print_run
 from errorflow.scoring.root_cause_summary import summarize_causes
 from errorflow.scoring.summary import RunJson
 from errorflow.store import root_causes
-from errorflow.store.database import (
-    IdLookupError,
+from errorflow.store.readers import (
     RunListing,
-    StoredId,
     StoredRun,
     get_run,
     group_runs,
     list_runs,
-    resolve_id,
 )
+from errorflow.store.run_ids import IdLookupError, StoredId, resolve_id
 
 
 def stored_id(db: str, ident: str, *, groups: bool = True) -> StoredId:
