@@ -227,8 +227,7 @@ class RunDriver:
         """Back-pressure from the store: the next trial waits while the recorder is far
         behind. In-process the bounded queues hold the publishers back; an aiomqtt
         connection cannot stop paho reading, so there a recorder slower than the run (its
-        writes slow down as the database grows) held the difference in memory: 86 MB at
-        trial 60,000 of a Mosquitto run, 168 MB at 100,000 (issue #19)."""
+        writes slow down as the database grows) would hold the difference in memory."""
         recorder = self.recorder
         while recorder is not None and recorder.backlog() > RECORDER_LAG_LIMIT:
             await asyncio.sleep(RECORDER_WAIT_S)
