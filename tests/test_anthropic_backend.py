@@ -24,15 +24,13 @@ from fake_anthropic import (
 from fake_time import FakeTime
 
 from errorflow.core.taxonomy import ErrorCode, is_retryable
-from errorflow.models.anthropic_backend import (
-    API_KEY_ENV,
+from errorflow.models.anthropic.backend import API_KEY_ENV, AnthropicBackend, api_key_from_env
+from errorflow.models.anthropic.failures import parse_retry_after
+from errorflow.models.anthropic.reply import parse_message
+from errorflow.models.anthropic.request import (
     SUBMIT_TOOL,
-    AnthropicBackend,
     TemperaturePolicy,
     WireFormat,
-    api_key_from_env,
-    parse_message,
-    parse_retry_after,
     render_messages,
     render_tools,
 )
@@ -578,7 +576,8 @@ def test_parse_retry_after() -> None:
 
 
 def test_submit_answer_carries_a_reviewers_revise_list() -> None:
-    from errorflow.models.anthropic_backend import SUBMIT_SCHEMA, parse_submit
+    from errorflow.models.anthropic.reply import parse_submit
+    from errorflow.models.anthropic.request import SUBMIT_SCHEMA
 
     assert "revise" in SUBMIT_SCHEMA["properties"]
     answer = parse_submit({"claims": [], "abstained": False, "revise": ["papers", 3]})
@@ -847,7 +846,7 @@ async def test_check_passes_a_proxy_refusing_the_lookup_route_if_messages_work()
 
 
 def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> None:
-    from errorflow.models.anthropic_backend import render_task
+    from errorflow.models.anthropic.request import render_task
 
     need = NeedView(
         "kb",
@@ -866,7 +865,7 @@ def test_a_need_with_several_arguments_and_a_dependency_is_rendered_whole() -> N
 
 
 def test_a_need_with_a_second_source_names_both_tools() -> None:
-    from errorflow.models.anthropic_backend import render_task
+    from errorflow.models.anthropic.request import render_task
 
     need = NeedView("revenue", "kpi_cache", "name", "Q3 revenue", "rev.q3", sources=("kpi_origin",))
     text = render_task(TaskTurn("Brief the team.", [need]))

@@ -279,3 +279,47 @@ def test_the_history_check_sees_an_issue_in_a_comment_and_a_docstring() -> None:
         f'    return 1  # see {word.lower()} #7\nx = "{word.lower()} #3"\n'
     )
     assert sorted(_history(source, "m.py")) == ["m.py:1", "m.py:3"]
+
+
+MAX_MODULE_LINES = 600
+MAX_FOLDER_MODULES = 20
+
+
+def _long_modules(root: Path) -> list[str]:
+    return [
+        f"{p.relative_to(root)} ({n} lines)"
+        for p in sorted(root.rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+
+
+def _crowded_folders(root: Path) -> list[str]:
+    """Modules per folder, `__init__.py` not counted."""
+    counts = {
+        d: sum(1 for p in d.glob("*.py") if p.name != "__init__.py")
+        for d in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]
+    }
+    return [
+        f"{d.relative_to(root.parent)} ({n} modules)"
+        for d, n in counts.items()
+        if n > MAX_FOLDER_MODULES
+    ]
+
+
+def test_no_module_over_600_lines() -> None:
+    assert _long_modules(PACKAGE) == []
+
+
+def test_no_folder_over_20_modules() -> None:
+    assert _crowded_folders(PACKAGE) == []
+
+
+def test_the_size_checks_see_a_long_module_and_a_crowded_folder(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    for i in range(MAX_FOLDER_MODULES):
+        (package / f"m{i}.py").write_text("")
+    (package / "__init__.py").write_text("")
+    assert _long_modules(package) == ["long.py (601 lines)"]
+    assert _crowded_folders(package) == ["pkg (21 modules)"]

@@ -13,7 +13,7 @@ from fake_openai import GARBAGE, FakeOpenAI, Reply, completion, openai_error, to
 from fake_time import FakeTime
 
 from errorflow.core.taxonomy import ErrorCode, is_retryable
-from errorflow.models.anthropic_backend import SUBMIT_TOOL
+from errorflow.models.anthropic.request import SUBMIT_TOOL
 from errorflow.models.backend import (
     AssistantTurn,
     InfrastructureError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from errorflow.models.anthropic_backend import SUBMIT_TOOL
+from errorflow.models.anthropic.request import SUBMIT_TOOL
 from errorflow.models.backend import (
     AssistantTurn,
     ModelRequest,

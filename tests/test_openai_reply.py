@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fake_openai import completion, tool_call
 
-from errorflow.models.anthropic_backend import SUBMIT_TOOL
+from errorflow.models.anthropic.request import SUBMIT_TOOL
 from errorflow.models.openai.reply import UnusableReply, parse_completion, reply_usage
 from errorflow.models.server_reply import chat_completion
 

@@ -42,7 +42,7 @@ DEFAULT_STATUS: dict[str, int | None] = {
     "timeout": None,
 }
 #: How long an injected timeout hangs by default (simulated seconds): the real
-#: backend's client timeout (errorflow/models/anthropic_backend.py, `timeout_s`).
+#: backend's client timeout (errorflow/models/anthropic/backend.py, `timeout_s`).
 DEFAULT_TIMEOUT_S = 60.0
 #: The code each kind gets (as `classify_status` of the real backend classifies its
 #: status; a timeout is the client's `APITimeoutError`).

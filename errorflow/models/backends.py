@@ -39,7 +39,8 @@ class ConfigurationError(InputError):
 
 
 if TYPE_CHECKING:
-    from errorflow.models.anthropic_backend import AnthropicBackend, TemperaturePolicy
+    from errorflow.models.anthropic.backend import AnthropicBackend
+    from errorflow.models.anthropic.request import TemperaturePolicy
     from errorflow.models.openai.backend import OpenAIBackend
     from errorflow.models.wire import Client, Wire
 
@@ -52,7 +53,7 @@ def _temperature(serving: Serving) -> TemperaturePolicy:
 def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) -> AnthropicBackend:
     # Imported here, not at the top: the SDK and its HTTP stack load only for a run that
     # calls a real model (a simulated sweep never pays for them).
-    from errorflow.models.anthropic_backend import AnthropicBackend
+    from errorflow.models.anthropic.backend import AnthropicBackend
 
     serving = serving or current()
     return AnthropicBackend(
@@ -91,8 +92,8 @@ def _wire(spec: ModelSpec, serving: Serving) -> Wire:
         from errorflow.models.openai.wire import ChatWire
 
         return ChatWire.of(spec, serving.temperature)
-    from errorflow.models.anthropic_backend import WireFormat
-    from errorflow.models.messages_wire import MessagesWire
+    from errorflow.models.anthropic.messages_wire import MessagesWire
+    from errorflow.models.anthropic.request import WireFormat
 
     return MessagesWire(WireFormat.of(spec, _temperature(serving), serving.prompt_cache))
 

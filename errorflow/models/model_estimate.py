@@ -42,7 +42,7 @@ OBSERVATION_OVERHEAD_TOKENS = 500
 
 def reply_blocks(response: ModelResponse) -> list[JsonValue]:
     """A simulated reply as the content blocks a real one would carry."""
-    from errorflow.models.anthropic_backend import SUBMIT_TOOL
+    from errorflow.models.anthropic.request import SUBMIT_TOOL
 
     blocks: list[JsonValue] = []
     for call in response.calls:

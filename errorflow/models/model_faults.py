@@ -4,7 +4,7 @@ and crashes the agent at a model call (`agents.NAME.faults`, kind crash). Which 
 a fault strikes is decided by errorflow.faults.model; this module carries it out.
 
 A failed attempt raises `InjectedModelError`, a `ModelCallError` with the code, status
-and Retry-After the real backend (errorflow/models/anthropic_backend.py) gives the same
+and Retry-After the real backend (errorflow/models/anthropic/backend.py) gives the same
 answer, so the model gate's retries, Retry-After, breaker and `model_error` events
 treat it as they treat a real server's; it is never an infrastructure fault
 (`infrastructure` is None), so a call it fails for good is scored as the experiment's.

@@ -10,7 +10,7 @@ A `Serving` is installed for a process (the CLI does, from its options) or for a
 - `cassette`: replay a recorded session instead of calling any server;
 - `tally`: a dry run: the simulated model answers in place of every real one, and what
   the real one would have been sent is counted (errorflow/models/model_estimate.py);
-- `temperature`, `prompt_cache`: what goes on the wire (errorflow/models/anthropic_backend.py,
+- `temperature`, `prompt_cache`: what goes on the wire (errorflow/models/anthropic/backend.py,
   errorflow/models/openai/wire.py);
 - `request_timeout_s`: how long a request waits for the server's reply; a server silent
   that long fails the trial as an infrastructure fault.

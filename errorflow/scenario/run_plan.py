@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import AgentSpec, Scenario
@@ -30,7 +31,7 @@ from errorflow.scenario.spec.model import AgentSpec, Scenario
 SETTINGS = ("trials", "seed", "propagation")
 
 
-class PlanDamaged(ValueError):
+class PlanDamaged(ErrorflowError, ValueError):
     """A plan read from the wire is not the one that was sent."""
 
 

@@ -56,7 +56,7 @@ from openai import AsyncOpenAI
 
 from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.models.anthropic_backend import (
+from errorflow.models.anthropic.failures import (
     classify_status,
     connection_cause,
     parse_retry_after,

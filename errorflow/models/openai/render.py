@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
-from errorflow.models.anthropic_backend import (
+from errorflow.models.anthropic.request import (
     SUBMIT_DESCRIPTION,
     SUBMIT_SCHEMA,
     SUBMIT_TOOL,

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.models.anthropic_backend import SUBMIT_TOOL, parse_submit
+from errorflow.models.anthropic.reply import parse_submit
+from errorflow.models.anthropic.request import SUBMIT_TOOL
 from errorflow.models.backend import (
     ModelCallError,
     ModelResponse,

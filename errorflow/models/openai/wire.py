@@ -21,7 +21,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.models.anthropic_backend import SUBMIT_TOOL
+from errorflow.models.anthropic.request import SUBMIT_TOOL
 from errorflow.models.backend import ModelCallError, ModelRequest, ModelResponse
 from errorflow.models.model_usage import CachedUsage
 from errorflow.models.openai.render import api_name, render_messages, render_tools

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from errorflow.models.anthropic_backend import WireFormat, parse_reply
+from errorflow.models.anthropic.reply import parse_reply
+from errorflow.models.anthropic.request import WireFormat
 from errorflow.models.backend import ModelRequest, ModelResponse
 from errorflow.models.model_usage import CachedUsage
 from errorflow.models.wire import WireRequest
@@ -30,15 +31,15 @@ class MessagesWire:
         usage = reply.get("usage")
         if not isinstance(usage, dict):
             return CachedUsage()
-        read = _int(usage.get("cache_read_input_tokens"))
-        write = _int(usage.get("cache_creation_input_tokens"))
+        read = as_int(usage.get("cache_read_input_tokens"))
+        write = as_int(usage.get("cache_creation_input_tokens"))
         return CachedUsage(
-            input_tokens=_int(usage.get("input_tokens")) + read + write,
-            output_tokens=_int(usage.get("output_tokens")),
+            input_tokens=as_int(usage.get("input_tokens")) + read + write,
+            output_tokens=as_int(usage.get("output_tokens")),
             cache_read_tokens=read,
             cache_write_tokens=write,
         )
 
 
-def _int(value: object) -> int:
+def as_int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

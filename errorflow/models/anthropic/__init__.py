@@ -1,0 +1,1 @@
+"""The Anthropic Messages API: request, reply, failures and the backend."""

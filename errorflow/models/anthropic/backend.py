@@ -1,0 +1,381 @@
+"""The Anthropic Messages API as a `ModelBackend`.
+
+Renders a `ModelRequest` (typed turns, tool list) as a Messages API call and maps the
+reply back to tool calls or a `FinalAnswer`. The model ends its work by calling the
+`submit_answer` tool, so answers come back structured (claims keyed by need id)
+rather than as prose that would have to be parsed.
+
+Failures become `ModelCallError` with a taxonomy code, decided from the exception
+type, the HTTP status and the shape of the reply (errorflow/models/server_reply.py),
+never from message text:
+
+====================================  =====================  ==========  =====
+what happened                         code                   retryable   infra
+====================================  =====================  ==========  =====
+429                                   paced, not raised (see below)
+408                                   timeout                yes
+409, 5xx, 529 (overloaded)            transient              yes
+no answer within `timeout_s`          infra_fault            no          yes
+connection failure                    transient              yes         yes
+401, 403                              permission_denied      no          yes
+402                                   permission_denied      no          yes
+404 (no such model)                   model_error            no          yes
+400, 413, 422, other 4xx              model_error            no          yes
+a 200 that is not a Messages reply    infra_fault            no          yes
+unusable reply (max_tokens, ...)      model_error            no
+====================================  =====================  ==========  =====
+
+"infra" failures are errorflow's infrastructure, not the experiment: the error also
+carries one line naming the server (`ModelCallError.infrastructure`), and a call that
+fails for good that way makes its trial an infra fault (never an outcome). A 4xx
+refuses the request itself, whatever the model would have said; a 200 that is empty,
+an HTML page, not JSON, or JSON without a Messages reply's content is not the model
+speaking; a server silent for `timeout_s` is not answering (not retried: another wait
+as long would run into the trial's own timeout). A 429 from
+the server is infrastructure too, but one a run can wait out: every request takes a
+slot of the server's shared `RateLimiter` (errorflow/models/rate_limit.py), which the
+429's `retry-after` and every reply's `anthropic-ratelimit-*` headers feed, and the
+request is sent again when the limiter lets it, without the policy layer seeing it. A
+call still refused after `max_pacing_s` of such waits fails as an infra fault, rate
+limit. Overload (529) and the rest stay part of the experiment, retried by the policy
+layer. `check` asks the server once before the first trial (reachable, key accepted,
+model exists, and answering the API's shapes) and raises `InfrastructureError`.
+
+The SDK client is built with ``max_retries=0``: retries and backoff of what the
+experiment measures are owned by our policy layer (errorflow.policies.retry), which
+must see every such failure.
+
+What goes on the wire (`WireFormat`): the system prompt as one text block and the tool
+definitions, both marked ``cache_control: ephemeral`` (identical across the trials of a
+run, so the server's prompt cache serves them; the reply's usage says how many input
+tokens it read from and wrote to the cache); `max_tokens`; and `temperature` where the
+server takes it. SDK 2.x speaks API version 2026-10-21, whose Messages API has no
+sampling parameters: `messages.create` takes no `temperature` and Anthropic's API
+answers 400 to one sent in the body. So by default ("auto") it is not sent to Anthropic
+(no `base_url`, or a host under anthropic.com) and is sent, in the request body, to
+every other server (Ollama, vLLM, llama.cpp and proxies speak the older shape, which
+has it); "always" and "never" decide it for every server.
+
+The API key is handed to the SDK client and nowhere else: it is not kept on the
+backend, not shown by ``repr``, not logged, and every error message is scrubbed
+(literal key and `redact` patterns) before it leaves this module.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, cast
+
+import anthropic
+from anthropic import AsyncAnthropic
+
+from errorflow.core.redact import redact
+from errorflow.core.taxonomy import ErrorCode
+from errorflow.models.anthropic.failures import (
+    KEY_REFUSED,
+    NO_MODEL,
+    classify_status,
+    connection_cause,
+    parse_retry_after,
+    server_address,
+)
+from errorflow.models.anthropic.reply import as_int, parse_reply
+from errorflow.models.anthropic.request import (
+    MAX_MESSAGE,
+    SDK_FIELDS,
+    TemperaturePolicy,
+    WireFormat,
+    WireRequest,
+)
+from errorflow.models.backend import (
+    InfrastructureError,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+)
+from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
+from errorflow.models.paced_sender import PacedSender
+from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.server_reply import (
+    NotAReply,
+    Shape,
+    messages_reply,
+    model_description,
+    read_reply,
+    refused_for_good,
+)
+from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
+from errorflow.protocol.envelope import JsonObject
+from errorflow.scenario.spec.model import ModelSpec
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+
+
+def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
+    """The API key from the environment, or None when unset or blank."""
+    value = env.get(API_KEY_ENV)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class AnthropicBackend(PacedSender):
+    """`ModelBackend` over the Anthropic Messages API (one call per `complete`).
+
+    `send` is the transport alone (a request body in, the reply's JSON body out, paced by
+    the shared `limiter`), for the response cache and the recorder in between
+    (errorflow/models/served_backend.py); `complete` renders, sends and parses."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        api_key: str,
+        *,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        limiter: RateLimiter | None = None,
+        temperature: TemperaturePolicy = "auto",
+        prompt_cache: bool = True,
+        max_pacing_s: float = DEFAULT_MAX_PACING_S,
+    ) -> None:
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise ValueError(f"an Anthropic API key is required (set {API_KEY_ENV})")
+        if not timeout_s > 0:
+            raise ValueError("timeout_s must be positive")
+        self.wire = WireFormat.of(spec, temperature, prompt_cache)
+        self.model = self.wire.model
+        self.base_url = spec.base_url
+        self.max_tokens = spec.max_tokens
+        self.timeout_s = timeout_s
+        self.limiter = limiter or RateLimiter()
+        self.max_pacing_s = max_pacing_s
+        # max_retries=0: the policy layer owns retries, backoff and Retry-After; an
+        # SDK retry would hide failures from it and double-count the budget. The key
+        # lives only inside the SDK client (which needs it for every request).
+        self._client = AsyncAnthropic(
+            api_key=api_key.strip(),
+            base_url=spec.base_url,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+        url = self._client.base_url
+        #: `host:port` of the server, for messages (never the URL's user or password).
+        self.server = server_address(url.host, url.port, url.scheme)
+
+    def __repr__(self) -> str:
+        where = f", base_url={redact(self.base_url)!r}" if self.base_url else ""
+        return f"AnthropicBackend(model={self.model!r}{where})"
+
+    __str__ = __repr__
+
+    async def __aenter__(self) -> AnthropicBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _scrub(self, text: str) -> str:
+        key = self._client.api_key
+        if key:
+            text = text.replace(key, "[REDACTED_KEY]")
+        text = " ".join(redact(text).split())  # one line, whatever the server sent
+        return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+    def _wrap(self, exc: Exception, waited_s: float | None = None) -> ModelCallError:
+        """An SDK exception → ModelCallError, by type and status only (`waited_s`: the
+        timeout the request had, when not `timeout_s`)."""
+        if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
+            waited = self.timeout_s if waited_s is None else waited_s
+            reason = f"the model server at {self.server} did not answer in {waited:g}s"
+            return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
+        if isinstance(exc, anthropic.APIConnectionError):
+            reason = self._scrub(
+                f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
+            )
+            return ModelCallError(ErrorCode.TRANSIENT, reason, infrastructure=reason)
+        if isinstance(exc, anthropic.APIStatusError):
+            return self._status_error(exc)
+        if isinstance(exc, anthropic.AnthropicError):  # e.g. a reply that fails validation
+            return ModelCallError(
+                ErrorCode.MODEL_ERROR, self._scrub(f"Anthropic SDK error ({type(exc).__name__})")
+            )
+        return ModelCallError(
+            ErrorCode.INTERNAL_ERROR, self._scrub(f"model call failed ({type(exc).__name__})")
+        )
+
+    def _status_error(self, exc: anthropic.APIStatusError) -> ModelCallError:
+        status = exc.status_code
+        err_type = getattr(exc, "type", None)
+        api_message = getattr(exc, "api_message", None)
+        detail = f"HTTP {status}"
+        if isinstance(err_type, str) and err_type:
+            detail += f" {err_type}"
+        if isinstance(api_message, str) and api_message:
+            detail += f": {api_message}"
+        return ModelCallError(
+            classify_status(status),
+            self._scrub(f"Anthropic API error {detail}"),
+            status=status,
+            retry_after_s=parse_retry_after(exc.response.headers),
+            infrastructure=self._infrastructure(status, detail),
+        )
+
+    def _infrastructure(self, status: int, detail: str) -> str | None:
+        """The one line an infrastructure status gets (None: the experiment's)."""
+        if status in KEY_REFUSED:
+            return self._scrub(f"the model server at {self.server} refused the API key ({status})")
+        if status == NO_MODEL:
+            reason = f"model {self.model} does not exist on the model server at {self.server}"
+            return self._scrub(f"{reason} ({status})")
+        if refused_for_good(status):
+            return self._scrub(f"the model server at {self.server} refused the request ({detail})")
+        return None
+
+    def _judged(
+        self, body: bytes, content_type: str | None, asked: str, shape: Shape, expected: str
+    ) -> JsonObject | ModelCallError:
+        """A 200's body as the reply `shape` describes, or the infrastructure fault of a
+        server that answered something else (`asked`: the request, in words)."""
+        reply = read_reply(body, content_type, shape)
+        if not isinstance(reply, NotAReply):
+            return reply
+        reason = self._scrub(
+            f"the model server at {self.server} answered {asked} with {reply.what}, not {expected}"
+        )
+        return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
+
+    async def check(self) -> None:
+        """One cheap request before the first trial: the server answers, accepts the key,
+        has the model and answers in the API's shapes (`models.retrieve`; a server without
+        that endpoint answers 404 or another 4xx, so that is confirmed by a one-token
+        message). Raises `InfrastructureError`; a rate limit or an overload is not a
+        reason to refuse the run."""
+        failure = await self._try(self._lookup_model)
+        if failure is not None and _lookup_unserved(failure.status):
+            failure = await self._try(self._ping)
+        if failure is None:
+            return
+        reason = failure.infrastructure
+        if reason is not None:
+            log.debug("anthropic check failed model=%s server=%s", self.model, self.server)
+            raise InfrastructureError(reason)
+
+
+    async def _lookup_model(self) -> ModelCallError | None:
+        client = self._client.with_options(timeout=self._check_s)
+        raw = await client.models.with_raw_response.retrieve(self.model)
+        asked = f"the lookup of model {self.model}"
+        content_type = raw.headers.get("content-type")
+        judged = self._judged(
+            await raw.read(), content_type, asked, model_description, "a model description"
+        )
+        return judged if isinstance(judged, ModelCallError) else None
+
+    async def _ping(self) -> ModelCallError | None:
+        client = self._client.with_options(timeout=self._check_s)
+        raw = await client.messages.with_raw_response.create(
+            model=self.model,
+            max_tokens=1,
+            messages=[{"role": "user", "content": "ping"}],
+        )
+        content_type = raw.headers.get("content-type")
+        judged = self._judged(
+            await raw.read(), content_type, _MESSAGES_REQUEST, messages_reply, _MESSAGES_REPLY
+        )
+        return judged if isinstance(judged, ModelCallError) else None
+
+    async def _post(self, body: WireRequest) -> Posted | Refused:
+        named = {k: body[k] for k in SDK_FIELDS if k in body}
+        extra = {k: v for k, v in body.items() if k not in SDK_FIELDS}
+        failure: Refused | None = None
+        try:
+            raw = await self._client.messages.with_raw_response.create(
+                **cast(Any, named), extra_body=extra or None
+            )
+            headers = _lower(raw.headers)
+            body_bytes = await raw.read()
+        except Exception as exc:  # every failure becomes a ModelCallError
+            failure = Refused(self._wrap(exc), _headers_of(exc))
+        if failure is not None:
+            # Returned outside the handler so that neither __cause__ nor __context__ keeps
+            # the SDK exception, which holds the request (and its auth header).
+            return failure
+        content_type = headers.get("content-type")
+        reply = self._judged(
+            body_bytes, content_type, _MESSAGES_REQUEST, messages_reply, _MESSAGES_REPLY
+        )
+        if isinstance(reply, ModelCallError):
+            return Refused(reply, headers)
+        return Posted(reply, headers, _used_tokens(reply))
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body, name_map = self.wire.render(request)
+        log.debug(
+            "anthropic call agent=%s model=%s messages=%d tools=%d",
+            request.agent,
+            self.model,
+            len(cast(list[object], body["messages"])),
+            len(cast(list[object], body["tools"])),
+        )
+        try:
+            reply = await self.send(body)
+        except ModelCallError as err:
+            log.debug(
+                "anthropic call failed agent=%s code=%s status=%s",
+                request.agent,
+                err.code,
+                err.status,
+            )
+            raise
+        response = parse_reply(reply, name_map)
+        log.debug(
+            "anthropic reply agent=%s stop=%s in=%d out=%d calls=%d final=%s",
+            request.agent,
+            response.stop_reason,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            len(response.calls),
+            response.final is not None,
+        )
+        return response
+
+
+_MESSAGES_REQUEST = "a Messages API request"
+_MESSAGES_REPLY = "a Messages API reply"
+
+
+def _lookup_unserved(status: int | None) -> bool:
+    """A model lookup refused as a route the server does not serve (a 404, or a proxy's
+    400 or 405), not for the key: the one-token message decides instead."""
+    return status is not None and refused_for_good(status) and status not in KEY_REFUSED
+
+
+def _lower(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items()}
+
+
+def _headers_of(exc: Exception) -> dict[str, str]:
+    """The headers of a failed request's response (a 429's retry-after, rate-limit
+    headers), or none when the request got no response."""
+    if isinstance(exc, anthropic.APIStatusError):
+        return _lower(exc.response.headers)
+    return {}
+
+
+def _used_tokens(reply: JsonObject) -> int:
+    usage = reply.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    names = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+             "cache_creation_input_tokens")  # fmt: skip
+    return sum(as_int(usage.get(n)) for n in names)
+
