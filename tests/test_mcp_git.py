@@ -17,6 +17,7 @@ from errorflow.agents.tool_gate import TraceEntry
 from errorflow.bus.transport import InProcessBus
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import load
+from errorflow.scenario.overrides import with_settings
 from errorflow.scoring.score import Truth
 from errorflow.world.mcp.host import close_sessions
 from errorflow.world.tool_catalog import ToolCatalog
@@ -123,10 +124,9 @@ async def test_faulted_and_scored(tmp_path: Path) -> None:
         options = RunOptions(
             bus=InProcessBus(),
             db_path=tmp_path / f"{propagation}.db",
-            propagation=propagation,
             on_trace=keep,
         )
-        result = await run_scenario(scenario, options)
+        result = await run_scenario(with_settings(scenario, propagation=propagation), options)
         assert sum(result.outcomes.values()) == 20 and result.infra_faults == 0
         fired = result.summary["tool_faults"]
         assert fired
