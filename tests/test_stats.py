@@ -8,10 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from errorflow.scoring.stats import (
     mcnemar_exact,
+    newcombe_unpaired,
     paired_difference,
     pass_at_k,
     wilson,
@@ -114,3 +115,19 @@ def test_newcombe_covers_the_true_difference_about_95_percent_of_the_time() -> N
             covered += d["low"] <= truth <= d["high"]
             total += 1
     assert covered / total >= 0.93, covered / total
+
+
+@pytest.mark.parametrize(
+    ("k1", "n1", "k2", "n2"),
+    [
+        (0, 20, 0, 20),
+        (20, 20, 0, 20),
+        (78, 100, 32, 40),
+        (46, 60, 53, 60),
+        (0, 100, 19, 20),
+        (5, 7, 1, 9),
+    ],
+)
+def test_newcombe_unpaired_is_statsmodels(k1: int, n1: int, k2: int, n2: int) -> None:
+    expected = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff")
+    assert newcombe_unpaired(k1, n1, k2, n2) == pytest.approx(expected, abs=1e-9)

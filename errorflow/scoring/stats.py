@@ -58,6 +58,18 @@ def paired_difference(a: Sequence[bool], b: Sequence[bool], z: float = Z95) -> P
     }
 
 
+def newcombe_unpaired(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float]:
+    """Newcombe's (1998, method 10) hybrid score interval for k1/n1 - k2/n2, two
+    independent samples (a run of ours against a published count): the two Wilson
+    intervals combined, sane at 0/n and n/n where Wald's collapses."""
+    if n1 <= 0 or n2 <= 0:
+        return (-1.0, 1.0)
+    p1, p2 = k1 / n1, k2 / n2
+    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)
+    d = p1 - p2
+    return max(-1.0, d - math.hypot(p1 - l1, u2 - p2)), min(1.0, d + math.hypot(u1 - p1, p2 - l2))
+
+
 def newcombe_paired(
     both: int, only_a: int, only_b: int, neither: int, z: float = Z95
 ) -> tuple[float, float]:
