@@ -71,18 +71,13 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from errorflow.core.redact import redact
-from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.anthropic.failures import (
-    KEY_REFUSED,
-    NO_MODEL,
     classify_status,
-    connection_cause,
     parse_retry_after,
     server_address,
 )
 from errorflow.models.anthropic.reply import as_int, parse_reply
 from errorflow.models.anthropic.request import (
-    MAX_MESSAGE,
     SDK_FIELDS,
     TemperaturePolicy,
     WireFormat,
@@ -95,15 +90,11 @@ from errorflow.models.backend import (
     ModelResponse,
 )
 from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
-from errorflow.models.paced_sender import PacedSender
 from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.sdk_backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
 from errorflow.models.server_reply import (
-    NotAReply,
-    Shape,
     messages_reply,
     model_description,
-    read_reply,
-    refused_for_good,
 )
 from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
 from errorflow.protocol.envelope import JsonObject
@@ -126,12 +117,20 @@ def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
 # --------------------------------------------------------------------------- backend
 
 
-class AnthropicBackend(PacedSender):
+class AnthropicBackend(SdkBackend):
     """`ModelBackend` over the Anthropic Messages API (one call per `complete`).
 
     `send` is the transport alone (a request body in, the reply's JSON body out, paced by
     the shared `limiter`), for the response cache and the recorder in between
     (errorflow/models/served_backend.py); `complete` renders, sends and parses."""
+
+    errors = SdkErrors(
+        anthropic.APITimeoutError,
+        anthropic.APIConnectionError,
+        anthropic.APIStatusError,
+        anthropic.AnthropicError,
+        "Anthropic SDK",
+    )
 
     def __init__(
         self,
@@ -168,6 +167,10 @@ class AnthropicBackend(PacedSender):
         #: `host:port` of the server, for messages (never the URL's user or password).
         self.server = server_address(url.host, url.port, url.scheme)
 
+    def _api_key(self) -> str | None:
+        key = self._client.api_key
+        return key if isinstance(key, str) and key else None
+
     def __repr__(self) -> str:
         where = f", base_url={redact(self.base_url)!r}" if self.base_url else ""
         return f"AnthropicBackend(model={self.model!r}{where})"
@@ -183,34 +186,6 @@ class AnthropicBackend(PacedSender):
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _scrub(self, text: str) -> str:
-        key = self._client.api_key
-        if key:
-            text = text.replace(key, "[REDACTED_KEY]")
-        text = " ".join(redact(text).split())  # one line, whatever the server sent
-        return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
-
-    def _wrap(self, exc: Exception, waited_s: float | None = None) -> ModelCallError:
-        """An SDK exception → ModelCallError, by type and status only (`waited_s`: the
-        timeout the request had, when not `timeout_s`)."""
-        if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
-            waited = self.timeout_s if waited_s is None else waited_s
-            reason = f"the model server at {self.server} did not answer in {waited:g}s"
-            return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
-        if isinstance(exc, anthropic.APIConnectionError):
-            reason = self._scrub(
-                f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
-            )
-            return ModelCallError(ErrorCode.TRANSIENT, reason, infrastructure=reason)
-        if isinstance(exc, anthropic.APIStatusError):
-            return self._status_error(exc)
-        if isinstance(exc, anthropic.AnthropicError):  # e.g. a reply that fails validation
-            return ModelCallError(
-                ErrorCode.MODEL_ERROR, self._scrub(f"Anthropic SDK error ({type(exc).__name__})")
-            )
-        return ModelCallError(
-            ErrorCode.INTERNAL_ERROR, self._scrub(f"model call failed ({type(exc).__name__})")
-        )
 
     def _status_error(self, exc: anthropic.APIStatusError) -> ModelCallError:
         status = exc.status_code
@@ -229,29 +204,6 @@ class AnthropicBackend(PacedSender):
             infrastructure=self._infrastructure(status, detail),
         )
 
-    def _infrastructure(self, status: int, detail: str) -> str | None:
-        """The one line an infrastructure status gets (None: the experiment's)."""
-        if status in KEY_REFUSED:
-            return self._scrub(f"the model server at {self.server} refused the API key ({status})")
-        if status == NO_MODEL:
-            reason = f"model {self.model} does not exist on the model server at {self.server}"
-            return self._scrub(f"{reason} ({status})")
-        if refused_for_good(status):
-            return self._scrub(f"the model server at {self.server} refused the request ({detail})")
-        return None
-
-    def _judged(
-        self, body: bytes, content_type: str | None, asked: str, shape: Shape, expected: str
-    ) -> JsonObject | ModelCallError:
-        """A 200's body as the reply `shape` describes, or the infrastructure fault of a
-        server that answered something else (`asked`: the request, in words)."""
-        reply = read_reply(body, content_type, shape)
-        if not isinstance(reply, NotAReply):
-            return reply
-        reason = self._scrub(
-            f"the model server at {self.server} answered {asked} with {reply.what}, not {expected}"
-        )
-        return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
 
     async def check(self) -> None:
         """One cheap request before the first trial: the server answers, accepts the key,
@@ -260,7 +212,7 @@ class AnthropicBackend(PacedSender):
         message). Raises `InfrastructureError`; a rate limit or an overload is not a
         reason to refuse the run."""
         failure = await self._try(self._lookup_model)
-        if failure is not None and _lookup_unserved(failure.status):
+        if failure is not None and lookup_unserved(failure.status):
             failure = await self._try(self._ping)
         if failure is None:
             return
@@ -301,10 +253,10 @@ class AnthropicBackend(PacedSender):
             raw = await self._client.messages.with_raw_response.create(
                 **cast(Any, named), extra_body=extra or None
             )
-            headers = _lower(raw.headers)
+            headers = lower_headers(raw.headers)
             body_bytes = await raw.read()
         except Exception as exc:  # every failure becomes a ModelCallError
-            failure = Refused(self._wrap(exc), _headers_of(exc))
+            failure = Refused(self._wrap(exc), self._headers_of(exc))
         if failure is not None:
             # Returned outside the handler so that neither __cause__ nor __context__ keeps
             # the SDK exception, which holds the request (and its auth header).
@@ -352,23 +304,6 @@ class AnthropicBackend(PacedSender):
 _MESSAGES_REQUEST = "a Messages API request"
 _MESSAGES_REPLY = "a Messages API reply"
 
-
-def _lookup_unserved(status: int | None) -> bool:
-    """A model lookup refused as a route the server does not serve (a 404, or a proxy's
-    400 or 405), not for the key: the one-token message decides instead."""
-    return status is not None and refused_for_good(status) and status not in KEY_REFUSED
-
-
-def _lower(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items()}
-
-
-def _headers_of(exc: Exception) -> dict[str, str]:
-    """The headers of a failed request's response (a 429's retry-after, rate-limit
-    headers), or none when the request got no response."""
-    if isinstance(exc, anthropic.APIStatusError):
-        return _lower(exc.response.headers)
-    return {}
 
 
 def _used_tokens(reply: JsonObject) -> int:

@@ -55,10 +55,8 @@ import openai
 from openai import AsyncOpenAI
 
 from errorflow.core.redact import redact
-from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.anthropic.failures import (
     classify_status,
-    connection_cause,
     parse_retry_after,
     server_address,
 )
@@ -71,15 +69,11 @@ from errorflow.models.backend import (
 from errorflow.models.openai.limits import limiter_headers
 from errorflow.models.openai.wire import OPENAI_BASE_URL, ChatWire
 from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
-from errorflow.models.paced_sender import PacedSender
 from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.sdk_backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
 from errorflow.models.server_reply import (
-    NotAReply,
-    Shape,
     chat_completion,
     model_description,
-    read_reply,
-    refused_for_good,
 )
 from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S
 from errorflow.models.wire import WireRequest
@@ -90,9 +84,6 @@ log = logging.getLogger(__name__)
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
-_KEY_REFUSED = frozenset({401, 403})
-_NO_MODEL = 404
-_MAX_MESSAGE = 500
 _REQUEST = "a Chat Completions request"
 _REPLY = "a Chat Completions reply"
 #: The body fields `chat.completions.create` takes by name; the rest go in `extra_body`,
@@ -100,9 +91,17 @@ _REPLY = "a Chat Completions reply"
 _SDK_FIELDS = ("model", "messages")
 
 
-class OpenAIBackend(PacedSender):
+class OpenAIBackend(SdkBackend):
     """The transport of the openai backend: `send` (a request body in, the reply's JSON
     body out, paced by the shared `limiter`) and `check`."""
+
+    errors = SdkErrors(
+        openai.APITimeoutError,
+        openai.APIConnectionError,
+        openai.APIStatusError,
+        openai.OpenAIError,
+        "OpenAI SDK",
+    )
 
     def __init__(
         self,
@@ -136,6 +135,10 @@ class OpenAIBackend(PacedSender):
         #: `host:port` of the server, for messages (never the URL's user or password).
         self.server = server_address(url.host, url.port, url.scheme)
 
+    def _api_key(self) -> str | None:
+        key = self._client.api_key
+        return key if isinstance(key, str) and key else None
+
     def __repr__(self) -> str:
         where = f", base_url={redact(self.base_url)!r}" if self.base_url else ""
         return f"OpenAIBackend(model={self.model!r}{where})"
@@ -145,36 +148,16 @@ class OpenAIBackend(PacedSender):
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _scrub(self, text: str) -> str:
-        key = self._client.api_key
-        if isinstance(key, str) and key:
-            text = text.replace(key, "[REDACTED_KEY]")
-        text = " ".join(redact(text).split())  # one line, whatever the server sent
-        return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
     # -- failures --------------------------------------------------------------------
 
-    def _wrap(self, exc: Exception, waited_s: float | None = None) -> ModelCallError:
-        """An SDK exception → ModelCallError, by type and status only (`waited_s`: the
-        timeout the request had, when not `timeout_s`)."""
-        if isinstance(exc, openai.APITimeoutError):  # before APIConnectionError: a subclass
-            waited = self.timeout_s if waited_s is None else waited_s
-            reason = f"the model server at {self.server} did not answer in {waited:g}s"
-            return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
-        if isinstance(exc, openai.APIConnectionError):
-            reason = self._scrub(
-                f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
-            )
-            return ModelCallError(ErrorCode.TRANSIENT, reason, infrastructure=reason)
-        if isinstance(exc, openai.APIStatusError):
-            return self._status_error(exc)
-        if isinstance(exc, openai.OpenAIError):
-            return ModelCallError(
-                ErrorCode.MODEL_ERROR, self._scrub(f"OpenAI SDK error ({type(exc).__name__})")
-            )
-        return ModelCallError(
-            ErrorCode.INTERNAL_ERROR, self._scrub(f"model call failed ({type(exc).__name__})")
-        )
+
+    def _server_failed(self, status: int, detail: str) -> str | None:
+        """A 5xx: servers behind this API (llama.cpp, vLLM, proxies) answer one when
+        they are broken, not only when loaded."""
+        if status >= 500:
+            return self._scrub(f"the model server at {self.server} failed ({detail})")
+        return None
 
     def _status_error(self, exc: openai.APIStatusError) -> ModelCallError:
         status = exc.status_code
@@ -190,35 +173,10 @@ class OpenAIBackend(PacedSender):
             classify_status(status),
             self._scrub(f"model server error {detail}"),
             status=status,
-            retry_after_s=parse_retry_after(_lower(exc.response.headers)),
+            retry_after_s=parse_retry_after(lower_headers(exc.response.headers)),
             infrastructure=self._infrastructure(status, detail),
         )
 
-    def _infrastructure(self, status: int, detail: str) -> str | None:
-        """The one line an infrastructure status gets (None: the experiment's)."""
-        if status in _KEY_REFUSED:
-            return self._scrub(f"the model server at {self.server} refused the API key ({status})")
-        if status == _NO_MODEL:
-            reason = f"model {self.model} does not exist on the model server at {self.server}"
-            return self._scrub(f"{reason} ({status})")
-        if refused_for_good(status):
-            return self._scrub(f"the model server at {self.server} refused the request ({detail})")
-        if status >= 500:
-            return self._scrub(f"the model server at {self.server} failed ({detail})")
-        return None
-
-    def _judged(
-        self, body: bytes, content_type: str | None, asked: str, shape: Shape, expected: str
-    ) -> JsonObject | ModelCallError:
-        """A 200's body as the reply `shape` describes, or the infrastructure fault of a
-        server that answered something else (`asked`: the request, in words)."""
-        reply = read_reply(body, content_type, shape)
-        if not isinstance(reply, NotAReply):
-            return reply
-        reason = self._scrub(
-            f"the model server at {self.server} answered {asked} with {reply.what}, not {expected}"
-        )
-        return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
 
     # -- the check before the first trial ----------------------------------------------
 
@@ -228,7 +186,7 @@ class OpenAIBackend(PacedSender):
         one-token completion instead. Raises `InfrastructureError`; a rate limit or a
         server error that a retry may cure is not a reason to refuse the run."""
         failure = await self._try(self._lookup_model)
-        if failure is not None and _lookup_unserved(failure.status):
+        if failure is not None and lookup_unserved(failure.status):
             failure = await self._try(self._ping)
         if failure is None or failure.infrastructure is None:
             return
@@ -270,10 +228,10 @@ class OpenAIBackend(PacedSender):
             raw = await self._client.chat.completions.with_raw_response.create(
                 **cast(Any, named), extra_body=extra or None
             )
-            headers = _lower(raw.headers)
+            headers = lower_headers(raw.headers)
             body_bytes = raw.content
         except Exception as exc:  # every failure becomes a ModelCallError
-            failure = Refused(self._wrap(exc), self._limits(_headers_of(exc)))
+            failure = Refused(self._wrap(exc), self._limits(self._headers_of(exc)))
         if failure is not None:
             # Returned outside the handler so that neither __cause__ nor __context__ keeps
             # the SDK exception, which holds the request (and its auth header).
@@ -295,23 +253,6 @@ class OpenAIBackend(PacedSender):
         log.debug("openai call agent=%s model=%s", request.agent, self.model)
         return self.wire.parse(await self.send(body), names)
 
-
-def _lookup_unserved(status: int | None) -> bool:
-    """A model lookup refused as a route the server does not serve (a 404, or a proxy's
-    400 or 405), not for the key: the one-token completion decides instead."""
-    return status is not None and refused_for_good(status) and status not in _KEY_REFUSED
-
-
-def _lower(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items()}
-
-
-def _headers_of(exc: Exception) -> dict[str, str]:
-    """The headers of a failed request's response (a 429's retry-after, rate-limit
-    headers), or none when the request got no response."""
-    if isinstance(exc, openai.APIStatusError):
-        return _lower(exc.response.headers)
-    return {}
 
 
 def _used_tokens(reply: JsonObject) -> int:
