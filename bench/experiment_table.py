@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from readme_figures import errorflow
 
 from errorflow.scoring.stats import Z95, newcombe_unpaired, wilson
 from errorflow.scoring.sweep_measures import ratio_ci
@@ -299,16 +299,7 @@ def _message_rows() -> list[Row]:
 
 
 def run_json(args: list[str], db: Path) -> Doc:
-    proc = subprocess.run(
-        [sys.executable, "-m", "errorflow", *args, "--json", "-q", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "120"},
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"errorflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
-    doc: Doc = json.loads(proc.stdout)
+    doc: Doc = json.loads(errorflow(args, db, json_out=True))
     return doc
 
 
