@@ -31,7 +31,6 @@ from errorflow.models.serving import (
 )
 from errorflow.models.simulated import SimulatedModel
 from errorflow.scenario.spec.model import ModelSpec, Scenario
-from errorflow.scenario.spec.profiles import tendencies
 
 
 class ConfigurationError(InputError):
@@ -121,7 +120,7 @@ class BackendFactory:
         self._shared: Client | None = None
         real = spec.backend != "simulated"
         if not real or self.serving.tally is not None:  # a dry run: the simulation answers
-            self._tendencies = tendencies(spec.profile, spec.params)
+            self._tendencies = spec.tendencies()
         if not real:
             return
         self.label = model_label(spec)
@@ -174,7 +173,7 @@ def check_backends(scenario: Scenario, env: Mapping[str, str] | None = None) -> 
     for name, agent in scenario.agents.items():
         if agent.model.backend == "simulated":
             try:
-                tendencies(agent.model.profile, agent.model.params)
+                agent.model.tendencies()
             except ValueError as exc:
                 raise ConfigurationError(f"agents.{name}.model: {exc}") from None
         elif not agent.model.model:

@@ -34,6 +34,7 @@ from errorflow.reports.blocks import (
     TimelineChart,
 )
 from errorflow.reports.policy_table import policy_rows
+from errorflow.reports.profile_lines import ProfileJson, profile_blocks, stored_profiles
 from errorflow.reports.service_table import service_rows
 from errorflow.reports.sweep_report import SweepReportJson, stored_sweep, sweep_table
 from errorflow.reports.timeline import TimelineJson, timeline
@@ -108,6 +109,8 @@ class ReportArm(TypedDict):
     #: Load on each service and breaker states over run time (errorflow.reports.timeline;
     #: when the run has a service or a breaker moved).
     timeline: NotRequired[TimelineJson]
+    #: By agent: the simulated model's profile and where its parameters came from.
+    profiles: NotRequired[dict[str, ProfileJson]]
 
 
 class ReportJson(TypedDict):
@@ -173,6 +176,9 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
     if "services" in summary:
         arm["services"] = summary["services"]
     arm["root_causes"] = summarize_causes(root_causes.load(db, run["run_id"]).values())
+    profiles = stored_profiles(run["scenario_json"])
+    if profiles:
+        arm["profiles"] = profiles
     return arm
 
 
@@ -450,6 +456,7 @@ def document(data: ReportJson) -> list[Block]:
         *_service_blocks(arms),
         *_timeline_blocks(arms),
         *_root_cause_blocks(arms),
+        *profile_blocks(arms[0].get("profiles") or {}),
     ]  # fmt: skip
     if "paired" in data:
         items = [

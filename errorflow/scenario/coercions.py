@@ -22,7 +22,8 @@ from errorflow.scenario.problems import (
     problem_at,
 )
 from errorflow.scenario.spec.model import AgentSpec, Scenario
-from errorflow.scenario.spec.profiles import PROFILES, tendencies
+from errorflow.scenario.spec.profile_file import is_profile_path
+from errorflow.scenario.spec.profiles import PROFILES
 
 Conversion = tuple[NodePath, str]
 
@@ -40,10 +41,11 @@ def _agent_conversions(name: str, agent: AgentSpec) -> Iterator[Conversion]:
     at: NodePath = ("agents", name, "policy")
     yield from converted(policy.written, policy.config.model_dump(mode="json"), at)
     model = agent.model
-    if model.backend != "simulated" or model.profile not in PROFILES:
+    known = model.profile in PROFILES or is_profile_path(model.profile)
+    if model.backend != "simulated" or not known:
         return
     try:
-        built = tendencies(model.profile, model.params).model_dump(mode="json")
+        built = model.tendencies().model_dump(mode="json")
     except (ValidationError, ValueError):
         return  # reported by the second pass's model checks
     yield from converted(model.params, built, ("agents", name, "model", "params"))

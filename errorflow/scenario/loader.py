@@ -61,6 +61,7 @@ from errorflow.scenario.problems import (
     nearest_mark,
     problem_at,
 )
+from errorflow.scenario.profile_paths import inline_profiles
 from errorflow.scenario.python_ref import resolve_tool_paths
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
 from errorflow.scenario.spec.mcp_model import resolve_mcp_paths
@@ -102,7 +103,7 @@ def load(path: str | Path) -> Scenario:
     # A Python tool's `file.py:callable` and an MCP server's `cwd` are relative to the
     # scenario file.
     data = resolve_mcp_paths(resolve_tool_paths(data, Path(path).parent), Path(path).parent)
-    return validate_data(data, file, marks)
+    return validate_data(data, file, marks, base_dir=Path(path).parent)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -130,15 +131,24 @@ def load_json(text: str | bytes, file: str = "<json>") -> Scenario:
 
 
 def validate_data(
-    data: object, file: str = "<data>", marks: Marks | None = None, *, sweep: bool = True
+    data: object,
+    file: str = "<data>",
+    marks: Marks | None = None,
+    *,
+    sweep: bool = True,
+    base_dir: Path | None = None,
 ) -> Scenario:
     """The scenario the plain `data` describes, through every pass; `file` names the
     source in problems, `marks` (if any) point them at lines. `sweep=False` skips the
-    third pass (for a scenario made from one already checked)."""
+    third pass (for a scenario made from one already checked). Profile files are read
+    relative to `base_dir` (default: the working directory)."""
     marks = marks or {}
     if not isinstance(data, dict):
         msg = f"expected a mapping of scenario fields at top level, found {found(data)}"
         raise file_error(file, msg, *(marks.get(()) or (None, None)))
+    unread = inline_profiles(data, base_dir, marks)
+    if unread:
+        raise ScenarioError(file, by_position(unread))
     prepared, policies = prebuilt_policies(data, marks)
     try:
         scenario = Scenario.model_validate(prepared, strict=True)

@@ -57,6 +57,7 @@ from errorflow.cli.spend import (
 )
 from errorflow.protocol.signing import KEY_ENV
 from errorflow.reports.policy_table import policy_table
+from errorflow.reports.profile_lines import profile_lines, profiles_doc
 from errorflow.reports.service_table import service_table
 from errorflow.reports.tables import (
     baseline_line,
@@ -176,9 +177,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         once = Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
     elif args.json:
         doc = {**once.data, "wall_seconds": round(wall, 3), **traffic_doc(args)}
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({**doc, "profiles": profiles_doc(scenario)}, indent=2))
     else:
-        print_run(out, once.data, wall)
+        print_run(out, once.data)
+        print_profiles(scenario)
+        out.print(f"wall time {wall:.2f}s")
     print_traffic(args)
     refuse_infra_faults(once.infra_faults, once.infra_reasons)
     return EXIT_OK
@@ -284,6 +287,7 @@ def _print_paired(
             "paired": paired,
             "wall_seconds": round(wall, 3),
             **traffic_doc(args),
+            "profiles": profiles_doc(scenario),
         }
         print(json.dumps(doc, indent=2))
         return
@@ -307,7 +311,13 @@ def _print_paired(
             if base:
                 out.print(Text(baseline_line(base, label)), highlight=False)
         out.print(Text(amplification_line(arms_json)), highlight=False)
+    print_profiles(scenario)
     out.print(f"wall time {wall:.2f}s")
+
+
+def print_profiles(scenario: Scenario) -> None:
+    for line in profile_lines(scenario):
+        out.print(Text(line), highlight=False)
 
 
 def amplification_line(arms: dict[str, ArmJson]) -> str:

@@ -1,9 +1,9 @@
 """The checks the scenario model cannot make: the loader's second pass.
 
 The model leaves some blocks as free data or cannot know what they mean: an agent's
-policy block (built by `AgentPolicy.build`), the simulated model's profile and params
-(`tendencies(profile, params)`), a need's argument against its tool kind's schema, and
-the size limits documented in scenarios/FORMAT.md ("Limits"). Every problem is
+policy block (built by `AgentPolicy.build`), the simulated model's profile (a built-in
+or a file) and params, a need's argument against its tool kind's schema, and the size
+limits documented in scenarios/FORMAT.md ("Limits"). Every problem is
 reported at the path that causes it, worded like the model's own.
 
 Policy blocks are built before the model validates the scenario (`prebuilt_policies`),
@@ -44,12 +44,9 @@ from errorflow.scenario.spec.model import (
     Scenario,
     ToolSpec,
 )
-from errorflow.scenario.spec.profiles import (
-    PROFILES,
-    Tendencies,
-    profile_with,
-    tendencies,
-)
+from errorflow.scenario.spec.model_profile import base_profile, merged
+from errorflow.scenario.spec.profile_file import is_profile_path
+from errorflow.scenario.spec.profiles import PROFILES, Tendencies
 from errorflow.scenario.spec.tool_args import tool_args_model
 
 #: Problems of the agents' policy blocks, by agent name.
@@ -153,14 +150,18 @@ def _model_problems(name: str, agent: AgentSpec, marks: Marks) -> list[Problem]:
             "(the name of the model to call)"
         )
         return [problem_at(marks, at, msg)]
-    if model.profile not in PROFILES:
+    if not is_profile_path(model.profile) and model.profile not in PROFILES:
         msg = unknown_name("model profile", model.profile, PROFILES)
         return [problem_at(marks, (*at, "profile"), msg)]
     try:
-        tendencies(model.profile, model.params)
+        _, _, base = base_profile(model.profile, model.profile_file)
+    except ValueError as exc:
+        return [problem_at(marks, (*at, "profile"), str(exc))]
+    try:
+        model.tendencies()
     except ValidationError as exc:
-        merged = profile_with(model.profile, model.params)
-        return problems_from(exc, merged, marks, Tendencies, (*at, "params"))
+        fields = merged(base, model.params)
+        return problems_from(exc, fields, marks, Tendencies, (*at, "params"))
     return []
 
 

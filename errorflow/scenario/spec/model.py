@@ -41,7 +41,10 @@ from errorflow.scenario.spec.behaviour import (
 from errorflow.scenario.spec.catalog import BATCH_KINDS
 from errorflow.scenario.spec.defence_model import InspectorSpec
 from errorflow.scenario.spec.discussion_model import DiscussionSpec
+from errorflow.scenario.spec.model_profile import ProfileView, profile_view, tendencies_of
 from errorflow.scenario.spec.need_model import FromNeed, NeedSpec, TaskSpec
+from errorflow.scenario.spec.profile_file import InlinedProfile
+from errorflow.scenario.spec.profiles import Tendencies
 from errorflow.scenario.spec.service_model import ArrivalSpec, ServiceSpec
 from errorflow.scenario.spec.sweep_model import SweepAxis, SweepSpec
 from errorflow.scenario.spec.tool_model import BusinessFailure, ToolSpec
@@ -86,10 +89,11 @@ MAX_FINDINGS_BYTES = 128 * 1024
 
 
 class ModelSpec(Extended):
-    added_fields = frozenset({"faults"})
+    added_fields = frozenset({"faults", "profile_file"})
 
     backend: Literal["simulated", "anthropic", "openai"] = "simulated"
-    profile: str = "small-local"
+    #: A built-in profile's name, or a profile file (a path: errorflow.scenario.spec.profile_file).
+    profile: str = Field(default="small-local", min_length=1, max_length=1000)
     #: Behaviour overrides of the profile, as written (checked against the profile's
     #: fields by the loader: errorflow.scenario.spec.profiles).
     params: dict[str, object] = Field(default_factory=dict, description="behaviour overrides")
@@ -99,6 +103,16 @@ class ModelSpec(Extended):
     temperature: float = Field(default=0.7, ge=0, le=2)
     #: Injected 429s, 529s, 5xxs and timeouts on the model's calls (errorflow.faults.model).
     faults: list[ModelFault] = Field(default_factory=list, max_length=16)
+    #: The profile file `profile` names, as the loader read it (never written by hand).
+    profile_file: InlinedProfile | None = None
+
+    def tendencies(self) -> Tendencies:
+        """What the simulated model acts on: the profile with `params` on top."""
+        return tendencies_of(self.profile, self.params, self.profile_file)
+
+    def profile_view(self) -> ProfileView:
+        """The profile with where each parameter came from."""
+        return profile_view(self.profile, self.params, self.profile_file)
 
 
 class AgentSpec(Extended):
