@@ -188,6 +188,8 @@ def test_parser_has_one_builder_per_command_in_help_order() -> None:
         "validate",
         "schema",
         "scenarios",
+        "calibrate",
+        "profiles",
         "runs",
         "show",
         "trace",

@@ -56,6 +56,8 @@ BUILDERS = (
          "check a scenario file and explain every problem"),
     _one("info", "add_schema", "schema", "print the message envelope's JSON Schema"),
     _one("info", "add_scenarios", "scenarios", "list the bundled scenarios"),
+    _one("calibrate", "add_calibrate", "calibrate",
+         "measure the simulated model's behaviour parameters on a real model"),
     _one("profiles", "add_profiles", "profiles",
          "show the simulated model's profiles and where each parameter came from"),
     _one("store", "add_runs", "runs", "list stored runs"),

@@ -97,6 +97,16 @@ def _wire(spec: ModelSpec, serving: Serving) -> Wire:
     return MessagesWire(WireFormat.of(spec, _temperature(serving), serving.prompt_cache))
 
 
+def client_for(spec: ModelSpec, api_key: str, serving: Serving) -> Client:
+    """The client of a real backend (errorflow calibrate asks it outside any run)."""
+    return _client(spec, api_key, serving)
+
+
+def wire_for(spec: ModelSpec, serving: Serving) -> Wire:
+    """How `spec`'s requests are rendered and its replies parsed."""
+    return _wire(spec, serving)
+
+
 class BackendFactory:
     """Makes the backend an agent uses for one trial.
 
