@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from errorflow.calibration.probes import FAMILIES, FAMILY_OF
 from errorflow.calibration.session import ProbeResult
@@ -26,6 +27,7 @@ class Estimate:
     successes: int
     probes: int  # classified
     unclassified: int
+    confidence: float = 0.95
 
     @property
     def value(self) -> float | None:
@@ -33,7 +35,8 @@ class Estimate:
 
     @property
     def interval(self) -> tuple[float, float]:
-        return wilson(self.successes, self.probes)
+        z = NormalDist().inv_cdf(1 - (1 - self.confidence) / 2)
+        return wilson(self.successes, self.probes, z)
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,9 @@ class Model:
     date: str
 
 
-def estimates(results: Iterable[ProbeResult]) -> dict[str, Estimate]:
-    """Every parameter some probe family covers, in the profile's order."""
+def estimates(results: Iterable[ProbeResult], confidence: float = 0.95) -> dict[str, Estimate]:
+    """Every parameter some probe family covers, in the profile's order, each with its
+    interval at `confidence`."""
     counts: dict[str, list[int]] = {}
     for result in results:
         for param, verdict in result.verdicts.items():
@@ -76,6 +80,7 @@ def profile_of(
                 model=model.model, backend=model.backend, server=model.server, date=model.date,
                 family=est.family, probes=est.probes, successes=est.successes,
                 interval=[round(low, 4), round(high, 4)], unclassified=est.unclassified,
+                confidence=est.confidence,
             )  # fmt: skip
             params[field] = Entry(value=round(est.value, 4), measured=measured)
             continue

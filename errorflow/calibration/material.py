@@ -80,7 +80,10 @@ def draw(rng: random.Random) -> Draw:
     rng.shuffle(options)
     value = float(rng.randrange(100, 100_000))
     other_value = value + float(rng.randrange(1, 5_000))
-    return Draw(subject, fact, other, tuple(options), value, other_value, rng.choice(PROMPTS))
+    # A request number makes every probe's conversation its own: identical conversations
+    # would get correlated answers (one at temperature 0), counting one answer many times.
+    prompt = f"{rng.choice(PROMPTS)} (request {rng.randrange(10_000, 100_000)})"
+    return Draw(subject, fact, other, tuple(options), value, other_value, prompt)
 
 
 def mangled(identifier: str, rng: random.Random) -> str:

@@ -34,6 +34,8 @@ class Measured(Strict):
     probes: Count
     successes: Count
     interval: list[float] = Field(min_length=2, max_length=2)
+    #: The interval's confidence level (Wilson score interval).
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
     #: Probes whose reply could not be classified (prose, no call): not in `probes`.
     unclassified: Count = 0
 
@@ -90,7 +92,7 @@ class Origin(Strict):
             where = f" @ {m.server}" if m.server else ""
             return (
                 f"measured on {m.model}{where} ({m.backend}, {m.date}): {m.successes}/"
-                f"{m.probes} probes, 95% CI {low:.2f}-{high:.2f}"
+                f"{m.probes} probes, {m.confidence:.1%} CI {low:.2f}-{high:.2f}".replace(".0%", "%")
             )
         if f is not None:
             return f"fitted to {f.source} ({f.model}): {f.successes}/{f.trials}" + (
