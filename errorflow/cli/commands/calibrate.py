@@ -258,6 +258,11 @@ def add_calibrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     sp.add_argument("--name", help="the profile's name (default: from the model's)")
     sp.add_argument("--out", type=path_arg, metavar="FILE", help="the profile file to write")
+    _serving_options(sp)
+    sp.set_defaults(func=cmd_calibrate)
+
+
+def _serving_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--dry-run",
         action="store_true",
@@ -307,4 +312,3 @@ def add_calibrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     sp.add_argument("--json", action="store_true", help="print the estimates as JSON")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    sp.set_defaults(func=cmd_calibrate)  # fmt: skip
