@@ -25,6 +25,7 @@ from rich.text import Text
 from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import run_id_arg, wait_seconds
 from errorflow.cli.command_table import summary
+from errorflow.cli.commands.compare_real import run_compare
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import (
     EXIT_OK,
@@ -118,6 +119,8 @@ def resume_on_failure(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.compare_real:
+        return run_compare(args, _scenario_to_run(args))
     _refuse_combinations(args)
     scenario = resumable(args) if args.resume else _scenario_to_run(args)
     both = args.propagation == "both"
@@ -385,4 +388,17 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     grace_option(r)
     workers_option(r)
     remote_workers_option(r)
+    r.add_argument(
+        "--compare-real",
+        action="store_true",
+        help="run the scenario with its real models and with their simulation (--profile) "
+        "on the same trials, seeds and faults, and print per outcome and per agent both "
+        "rates and their paired difference with its 95%% interval",
+    )
+    r.add_argument(
+        "--profile",
+        metavar="P",
+        help="with --compare-real: the simulated model's profile (a built-in's name or a "
+        "profile file errorflow calibrate wrote)",
+    )
     r.set_defaults(func=cmd_run)
