@@ -6,8 +6,9 @@ The rules read the reply as the agents do (errorflow.models: tool calls, or the 
 answer the model submits), never the text of a particular server:
 
 - a **retry** is a call to the same tool; a **repair** is a call to the same tool whose
-  argument is one of the listed options (with options), the identifier the task gives
-  (without options, or when the argument was missing);
+  argument is one of the listed options (with options) or the identifier the task gives
+  (without options); a missing argument is **added** by a call to the same tool that
+  carries it (not empty);
 - a **dropped** argument is a call without the required argument (or with an empty one);
   the **task's wording** is an argument whose words all come from the need's wording;
   a **right guess** is the hidden identifier itself; an **unknown tool** is one not offered;
@@ -104,7 +105,7 @@ def wrong_arg_without_options(p: Probe, r: ModelResponse) -> Verdicts:
 
 
 def missing_arg(p: Probe, r: ModelResponse) -> Verdicts:
-    return {"p_repair_missing_arg": _repaired(p, r, lambda v: norm(v) == norm(p.given))}
+    return {"p_repair_missing_arg": _repaired(p, r, lambda v: True)}
 
 
 def _structured(r: ModelResponse) -> FinalAnswer | None:
