@@ -153,3 +153,20 @@ def test_dry_run_prices_without_calling(tmp_path: Path) -> None:
 def test_clear_errors(argv: list[str], env: dict[str, str], says: str, tmp_path: Path) -> None:
     done = calibrate(*argv, env=env)
     assert done.returncode != 0 and says in done.stderr, done.stderr
+
+
+def test_the_anthropic_backend_calibrates_too(tmp_path: Path) -> None:
+    from tests.fake_anthropic import FakeAnthropic
+    from tests.fake_model import FakeModel
+
+    with FakeAnthropic(respond=FakeModel(seed=1)) as fake:
+        done = calibrate("--backend", "anthropic", "--model", "claude-test", "--base-url",
+                         fake.url, "--probes", "3", "--families", "first_call,failed_upstream",
+                         "--out", str(tmp_path / "a.yaml"), "--json",
+                         env={"ANTHROPIC_API_KEY": "sk-ant-test"})  # fmt: skip
+        asked = len(fake.received)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    # the fake model passes the task's value and heeds every upstream failure
+    assert found["p_heed_upstream"]["successes"] == found["p_heed_upstream"]["probes"] == 3
+    assert found["p_drop_required_arg"]["successes"] == 0 and asked >= 6
