@@ -2,9 +2,11 @@
 up to `MAX_TURNS` for a family that wants a final answer: a call in between gets the
 observation the probe's tool gives), then its classification.
 
-A model call errorflow's infrastructure failed (the server unreachable, the key
-refused, no such model, a cassette without the reply) stops the calibration: it
-measured nothing. Any other failed call leaves that probe unclassified, with the reason.
+A model call errorflow's infrastructure failed (the server unreachable or silent, the
+key refused, a cassette without the reply) leaves that probe unclassified, with the
+reason; `MAX_INFRA_IN_A_ROW` such failures in a row stop the calibration (the server is
+gone: nothing more would be measured). Any other failed call (an unusable reply) leaves
+its probe unclassified too.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from errorflow.policies.classify import Failure
 from errorflow.policies.observation import observe_failure
 
 MAX_TURNS = 3
+MAX_INFRA_IN_A_ROW = 3
 
 
 class CalibrationError(ErrorflowError):
@@ -43,6 +46,7 @@ class ProbeResult:
     replies: int = 0
     error: str | None = None
     calls: list[str] = field(default_factory=list)  # tool names the model called
+    infrastructure: bool = False  # the error was errorflow's infrastructure's
 
 
 def _observations(probe: Probe, response: ModelResponse) -> list[Turn]:
@@ -65,9 +69,8 @@ async def converse(probe: Probe, backend: ModelBackend) -> ProbeResult:
         try:
             response = await backend.complete(request)
         except ModelCallError as exc:
-            if exc.infrastructure:
-                raise CalibrationError(exc.infrastructure) from None
-            result.error = f"{exc.code.value}: {exc}"
+            result.infrastructure = exc.infrastructure is not None
+            result.error = exc.infrastructure or f"{exc.code.value}: {exc}"
             result.verdicts = dict.fromkeys(classify(probe, ModelResponse()))
             return result
         result.replies += 1
@@ -90,15 +93,26 @@ async def run_probes(
 ) -> list[ProbeResult]:
     """Every probe's result, in the order of `probes`."""
     gate = asyncio.Semaphore(concurrency)
+    in_a_row = 0
 
     async def one(probe: Probe) -> ProbeResult:
+        nonlocal in_a_row
         async with gate:
+            if in_a_row >= MAX_INFRA_IN_A_ROW:
+                raise CalibrationError(last_error[0])
             result = await converse(probe, backend_for(probe))
+        in_a_row = in_a_row + 1 if result.infrastructure else 0
+        if result.infrastructure and result.error:
+            last_error[0] = f"{MAX_INFRA_IN_A_ROW} model calls in a row failed: {result.error}"
         if on_done is not None:
             on_done(result)
         return result
 
-    # A task group: the first infrastructure failure cancels the probes still running.
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(one(p)) for p in probes]
+    last_error = [""]
+    # A task group: a stop cancels the probes still waiting; its error is raised as itself.
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(p)) for p in probes]
+    except ExceptionGroup as group_error:
+        raise group_error.exceptions[0] from None
     return [t.result() for t in tasks]

@@ -173,7 +173,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         results = asyncio.run(_probe(target, probes, args))
     except (CalibrationError, TargetError) as exc:
-        raise RunFailure(f"calibration stopped: {exc}") from None
+        keep = "" if args.cache else " (--cache DIR keeps the replies so far for the next try)"
+        raise RunFailure(f"calibration stopped: {exc}{keep}") from None
     found = estimates(results, args.confidence)
     spec = target.spec
     model = Model(
