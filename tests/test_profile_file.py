@@ -14,16 +14,16 @@ from errorflow import api
 from errorflow.scenario.bundled import scenarios_dir
 from errorflow.scenario.loader import ScenarioError, load, load_json
 from errorflow.scenario.overrides import apply
-from errorflow.scenario.spec.profile_file import (
+from errorflow.scenario.provenance.builtin import BUILTIN_ORIGINS, builtin_origins
+from errorflow.scenario.provenance.origin import Measured
+from errorflow.scenario.provenance.profile_file import (
     BEHAVIOUR_FIELDS,
     ProfileDoc,
     ProfileError,
     parse_profile,
     profile_yaml,
 )
-from errorflow.scenario.spec.profile_origins import BUILTIN_ORIGINS, builtin_origins
 from errorflow.scenario.spec.profiles import PROFILES, Tendencies
-from errorflow.scenario.spec.provenance import Measured
 
 
 def _doc_like(builtin: str, measured: dict[str, float] | None = None) -> ProfileDoc:

@@ -14,9 +14,9 @@ from statistics import NormalDist
 
 from errorflow.calibration.probes import FAMILIES, FAMILY_OF
 from errorflow.calibration.session import ProbeResult
-from errorflow.scenario.spec.model_profile import profile_view
-from errorflow.scenario.spec.profile_file import BEHAVIOUR_FIELDS, ProfileDoc
-from errorflow.scenario.spec.provenance import Entry, Measured
+from errorflow.scenario.provenance.origin import Entry, Measured
+from errorflow.scenario.provenance.profile_file import BEHAVIOUR_FIELDS, ProfileDoc
+from errorflow.scenario.provenance.view import profile_view
 from errorflow.scoring.stats import wilson
 
 

@@ -10,8 +10,8 @@ from rich.table import Table
 from errorflow.core.display import for_terminal
 from errorflow.reports.blocks import Block, Heading, Para, TableBlock
 from errorflow.scenario.loader import ScenarioError, load_json
+from errorflow.scenario.provenance.view import ProfileView
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scenario.spec.model_profile import ProfileView
 
 ProfileJson = dict[str, object]
 

@@ -21,8 +21,8 @@ from errorflow.scenario.problems import (
     Problem,
     problem_at,
 )
+from errorflow.scenario.provenance.profile_file import is_profile_path
 from errorflow.scenario.spec.model import AgentSpec, Scenario
-from errorflow.scenario.spec.profile_file import is_profile_path
 from errorflow.scenario.spec.profiles import PROFILES
 
 Conversion = tuple[NodePath, str]

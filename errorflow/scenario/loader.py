@@ -61,7 +61,7 @@ from errorflow.scenario.problems import (
     nearest_mark,
     problem_at,
 )
-from errorflow.scenario.profile_paths import inline_profiles
+from errorflow.scenario.provenance.inline import inline_profiles
 from errorflow.scenario.python_ref import resolve_tool_paths
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
 from errorflow.scenario.spec.mcp_model import resolve_mcp_paths

@@ -35,9 +35,9 @@ from errorflow.cli.serving_options import _price, prices_of
 from errorflow.models.api_keys import KEY_ENVS, local_hint
 from errorflow.models.cassette import Cassette, CassetteError
 from errorflow.models.serving import Serving, is_local, server_of
+from errorflow.scenario.provenance.profile_file import profile_yaml
+from errorflow.scenario.provenance.view import profile_view
 from errorflow.scenario.spec.model import ModelSpec
-from errorflow.scenario.spec.model_profile import profile_view
-from errorflow.scenario.spec.profile_file import profile_yaml
 from errorflow.scenario.spec.profiles import PROFILES, Tendencies
 
 REPLAY = "replay:"

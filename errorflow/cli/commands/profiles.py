@@ -11,13 +11,13 @@ from errorflow.cli.command_table import summary
 from errorflow.cli.console import out
 from errorflow.cli.errors import EXIT_OK, UsageError
 from errorflow.reports.profile_lines import profile_table, view_json
-from errorflow.scenario.spec.model_profile import ProfileView, profile_view
-from errorflow.scenario.spec.profile_file import (
+from errorflow.scenario.provenance.profile_file import (
     InlinedProfile,
     ProfileError,
     is_profile_path,
     read_profile,
 )
+from errorflow.scenario.provenance.view import ProfileView, profile_view
 from errorflow.scenario.spec.profiles import PROFILES
 
 

@@ -31,6 +31,8 @@ from errorflow.scenario.problems import (
     Problem,
     problem_at,
 )
+from errorflow.scenario.provenance.profile_file import is_profile_path
+from errorflow.scenario.provenance.view import base_profile, merged
 from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
 from errorflow.scenario.spec.agent_policy import AgentPolicy, split
 from errorflow.scenario.spec.catalog import ARG_MODELS, ToolArgs
@@ -44,8 +46,6 @@ from errorflow.scenario.spec.model import (
     Scenario,
     ToolSpec,
 )
-from errorflow.scenario.spec.model_profile import base_profile, merged
-from errorflow.scenario.spec.profile_file import is_profile_path
 from errorflow.scenario.spec.profiles import PROFILES, Tendencies
 from errorflow.scenario.spec.tool_args import tool_args_model
 

@@ -30,6 +30,8 @@ from errorflow.faults.bus import BusFaultSpec
 from errorflow.faults.model import ModelFault
 from errorflow.scenario.checks.fault_checks import bus_problems
 from errorflow.scenario.checks.references import all_problems, key_columns
+from errorflow.scenario.provenance.profile_file import InlinedProfile
+from errorflow.scenario.provenance.view import ProfileView, profile_view, tendencies_of
 from errorflow.scenario.spec.agent_policy import AgentPolicy
 from errorflow.scenario.spec.behaviour import (
     BEHAVIOURS,
@@ -41,9 +43,7 @@ from errorflow.scenario.spec.behaviour import (
 from errorflow.scenario.spec.catalog import BATCH_KINDS
 from errorflow.scenario.spec.defence_model import InspectorSpec
 from errorflow.scenario.spec.discussion_model import DiscussionSpec
-from errorflow.scenario.spec.model_profile import ProfileView, profile_view, tendencies_of
 from errorflow.scenario.spec.need_model import FromNeed, NeedSpec, TaskSpec
-from errorflow.scenario.spec.profile_file import InlinedProfile
 from errorflow.scenario.spec.profiles import Tendencies
 from errorflow.scenario.spec.service_model import ArrivalSpec, ServiceSpec
 from errorflow.scenario.spec.sweep_model import SweepAxis, SweepSpec
@@ -92,7 +92,7 @@ class ModelSpec(Extended):
     added_fields = frozenset({"faults", "profile_file"})
 
     backend: Literal["simulated", "anthropic", "openai"] = "simulated"
-    #: A built-in profile's name, or a profile file (a path: errorflow.scenario.spec.profile_file).
+    #: A built-in profile's name, or a profile file (errorflow.scenario.provenance).
     profile: str = Field(default="small-local", min_length=1, max_length=1000)
     #: Behaviour overrides of the profile, as written (checked against the profile's
     #: fields by the loader: errorflow.scenario.spec.profiles).

@@ -1,4 +1,4 @@
-"""Where each parameter of the built-in profiles came from (errorflow.scenario.spec.provenance).
+"""Where each parameter of the built-in profiles came from (errorflow.scenario.provenance.origin).
 
 `small-local` is fitted where the article's seed-000 table counts the behaviour (Ollama
 qwen2.5:7b-instruct, T=0.7, 20 runs a cell): the bundled scenarios that reproduce that
@@ -8,8 +8,8 @@ and all of `frontier`, are assumptions, each with its reason.
 
 from __future__ import annotations
 
+from errorflow.scenario.provenance.origin import Fitted, Origin
 from errorflow.scenario.spec.profiles import Tendencies
-from errorflow.scenario.spec.provenance import Fitted, Origin
 
 SEED_000_MODEL = "qwen2.5:7b-instruct (Ollama, T=0.7)"
 

@@ -1,5 +1,5 @@
 """The profile an agent's simulated model acts on, and where each parameter came from:
-a built-in profile (errorflow.scenario.spec.profiles, origins in profile_origins) or a
+a built-in profile (errorflow.scenario.spec.profiles, origins in builtin) or a
 profile file the scenario names (profile_file), with the scenario's `params` on top."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from errorflow.scenario.spec.profile_file import InlinedProfile, is_profile_path
-from errorflow.scenario.spec.profile_origins import builtin_origins
+from errorflow.scenario.provenance.builtin import builtin_origins
+from errorflow.scenario.provenance.origin import Origin
+from errorflow.scenario.provenance.profile_file import InlinedProfile, is_profile_path
 from errorflow.scenario.spec.profiles import PROFILES, Tendencies
-from errorflow.scenario.spec.provenance import Origin
 
 #: The origin of a value a scenario's `params` sets.
 SET_IN_SCENARIO = Origin(assumed="set in the scenario (model.params)")

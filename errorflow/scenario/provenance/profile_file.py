@@ -34,9 +34,9 @@ from pydantic import Field, ValidationError, model_validator
 from errorflow.core.errors import InputError
 from errorflow.core.regular_file import FileRefused, read_regular
 from errorflow.core.shapes import Ident, Strict
-from errorflow.scenario.spec.profile_origins import TOKEN_FIELDS, TOKEN_REASON
+from errorflow.scenario.provenance.builtin import TOKEN_FIELDS, TOKEN_REASON
+from errorflow.scenario.provenance.origin import Entry, Origin
 from errorflow.scenario.spec.profiles import Tendencies
-from errorflow.scenario.spec.provenance import Entry, Origin
 
 FORMAT = "errorflow-profile"
 VERSION = 1

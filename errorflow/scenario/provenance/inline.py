@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from errorflow.scenario.problems import Marks, NodePath, Problem, problem_at
-from errorflow.scenario.spec.profile_file import ProfileError, is_profile_path, read_profile
+from errorflow.scenario.provenance.profile_file import ProfileError, is_profile_path, read_profile
 
 PROFILE_FIELD = "profile_file"
 

@@ -9,7 +9,7 @@ Three answers, and every parameter of every profile gives one:
 - `assumed`: nobody measured it; the reason says why the value is what it is.
 
 A scenario's `params` override is a fourth origin (`set in the scenario`), added where
-a profile is shown (errorflow.scenario.spec.model_profile), never written in a file.
+a profile is shown (errorflow.scenario.provenance.view), never written in a file.
 """
 
 from __future__ import annotations
