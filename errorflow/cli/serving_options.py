@@ -49,6 +49,11 @@ def _price(text: str) -> str:
     return text
 
 
+#: The argparse types other commands share (errorflow calibrate).
+price_arg = _price
+request_timeout_arg = _request_timeout
+
+
 def _backend(text: str) -> str:
     if not text.startswith(REPLAY) or not text[len(REPLAY) :]:
         raise argparse.ArgumentTypeError(f"expected replay:FILE, found {shown(text)}")

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,7 +32,7 @@ from errorflow.cli.command_table import summary
 from errorflow.cli.console import err, out
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.paths import path_arg
-from errorflow.cli.serving_options import _price, prices_of
+from errorflow.cli.serving_options import price_arg, prices_of, request_timeout_arg
 from errorflow.models.api_keys import KEY_ENVS, local_hint
 from errorflow.models.cassette import Cassette, CassetteError
 from errorflow.models.serving import Serving, is_local, server_of
@@ -93,8 +94,13 @@ def _target(args: argparse.Namespace) -> Target:
         return Target(spec, serving, args.seed)
     if not args.model:
         raise UsageError(f"--backend {args.backend} needs --model NAME", where="--model")
-    spec = ModelSpec(backend=args.backend, model=args.model, base_url=args.base_url,
-                     temperature=args.temperature, max_tokens=args.max_tokens)  # fmt: skip
+    try:
+        spec = ModelSpec(backend=args.backend, model=args.model, base_url=args.base_url,
+                         temperature=args.temperature, max_tokens=args.max_tokens)  # fmt: skip
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = f"--{str(first['loc'][0]).replace('_', '-')}"
+        raise UsageError(first["msg"], where=where) from None
     key = os.environ.get(KEY_ENVS[args.backend])
     if not key:
         raise UsageError(
@@ -271,7 +277,7 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--price",
-        type=_price,
+        type=price_arg,
         action="append",
         metavar="MODEL=IN/OUT",
         help="US dollars per million input/output tokens, for --dry-run",
@@ -291,7 +297,7 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--concurrency", type=positive, default=2, help="probes at once (default: 2)")
     sp.add_argument(
         "--model-timeout",
-        type=float,
+        type=request_timeout_arg,
         default=60.0,
         metavar="SECONDS",
         help="how long a reply may take (default: 60)",
