@@ -23,7 +23,7 @@ from errorflow.calibration.compare import (
     rows_json,
 )
 from errorflow.cli.console import out
-from errorflow.cli.errors import EXIT_OK, UsageError
+from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.preflight import writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_options import requested_workers, run_options
@@ -108,4 +108,9 @@ def run_compare(args: argparse.Namespace, scenario: Scenario) -> int:
         for line in profile_lines(arms[1].scenario):
             out.print(line, highlight=False)
     print_traffic(args)
+    if result.infra_faults:  # printed, but less was measured than asked: the command fails
+        reasons = result.infra_reasons
+        why = f": {reasons[0]}" if reasons else ""
+        raise RunFailure(f"{result.infra_faults} trials hit an infrastructure fault, not "
+                         f"counted{why}")  # fmt: skip
     return EXIT_OK
