@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from errorflow.core.errors import InputError
 from errorflow.runtime.experiment import Arm
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
 from errorflow.scoring.stats import PairedDifference, paired_difference
@@ -53,7 +54,10 @@ def simulated_twin(scenario: Scenario, profile: str) -> Scenario:
 
 
 def compare_arms(scenario: Scenario, profile: str) -> list[Arm]:
-    return [Arm(REAL, scenario), Arm(SIMULATED, simulated_twin(scenario, profile))]
+    return [
+        Arm(REAL, RunPlan(scenario)),
+        Arm(SIMULATED, RunPlan(simulated_twin(scenario, profile))),
+    ]
 
 
 @dataclass(frozen=True)
