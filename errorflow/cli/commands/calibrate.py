@@ -232,7 +232,7 @@ def add_calibrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "repair an argument with and without the valid options, drop a required argument, "
         "flag an empty result, fabricate on an empty or missing value, heed an upstream "
         "failure, keep its own evidence against disagreeing peers), classify each reply by "
-        "a fixed rule, and write a profile file: every estimate with its 95%% Wilson "
+        "a fixed rule, and write a profile file: every estimate with its 95% Wilson "
         "interval and probe count, every parameter not measured marked assumed. The same "
         "--seed asks the same questions; --cache and --record make it repeatable.",
     )

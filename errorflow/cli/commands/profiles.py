@@ -55,7 +55,7 @@ def add_profiles(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         help=summary("profiles"),
         description="Show the simulated model's profiles: every behaviour parameter with "
         "its value and where it came from: measured on a named model by `errorflow "
-        "calibrate` (probes, 95%% interval, date), fitted to a published table (which one, "
+        "calibrate` (probes, 95% interval, date), fitted to a published table (which one, "
         "its counts), or assumed (why).",
     )
     sp.add_argument(
