@@ -131,7 +131,8 @@ def test_the_simulated_model_is_recovered(tmp_path: Path) -> None:
 
 def test_dry_run_prices_without_calling(tmp_path: Path) -> None:
     done = calibrate("--backend", "openai", "--model", "gpt-4o-mini", "--probes", "10",
-                     "--dry-run", "--price", "gpt-4o-mini=0.15/0.6")  # fmt: skip
+                     "--dry-run", "--price", "gpt-4o-mini=0.15/0.6",
+                     env={"OPENAI_API_KEY": ""})  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "dry run: 100 probes" in done.stdout and "input" in done.stdout and "$" in done.stdout
 

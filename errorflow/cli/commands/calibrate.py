@@ -101,6 +101,8 @@ def _target(args: argparse.Namespace) -> Target:
         first = exc.errors()[0]
         where = f"--{str(first['loc'][0]).replace('_', '-')}"
         raise UsageError(first["msg"], where=where) from None
+    if args.dry_run:  # nothing is sent: no key needed
+        return Target(spec, serving, args.seed)
     key = os.environ.get(KEY_ENVS[args.backend])
     if not key:
         raise UsageError(
