@@ -33,6 +33,7 @@ from errorflow.cli.run_options import (
 from errorflow.cli.scenario_input import check_axis, checked_path, read
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
 from errorflow.core.errors import clipped
+from errorflow.reports.profile_lines import profile_lines
 from errorflow.reports.sweep_measure_table import measure_table
 from errorflow.reports.tables import measured_trials, shown, sweep_tables
 from errorflow.runtime.experiment import (
@@ -92,6 +93,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         out.print(amplification_matrix(data))
     if "measures" in data:
         out.print(sweep_measures_table(data))
+    # Every profile a cell used (a sweep may vary them), each once.
+    for line in dict.fromkeys(line for a in arms for line in profile_lines(a.scenario)):
+        out.print(Text(line), highlight=False)
     out.print(
         f"group {shown(result.group_id)}; wall time {wall:.2f}s; "
         f"`errorflow report {shown(result.group_id)}` writes the full report",
