@@ -38,6 +38,7 @@ from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, JsonObject
 from errorflow.protocol.events import Emit
 from errorflow.protocol.result import ResultPayload
+from errorflow.scenario.python_agent_ref import AgentCallable, load_agent_callable
 from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
 from errorflow.scenario.spec.policy import policy_for
 from errorflow.world.ground_truth import need_truths
@@ -83,6 +84,10 @@ class AgentKit:
         stance = Stance(challenge=self.spec.challenge)
         self.persona = Persona(name, self.spec.role, system, tools, does, stance)
         self.talk = Discussion.of(scenario, name)
+        #: A python agent's callable (errorflow.agents.own), imported once per process.
+        self.own: AgentCallable | None = (
+            load_agent_callable(name, self.spec.function) if self.spec.function else None
+        )
         self.memory: dict[int, Memory] = {}  # discussion members, by trial
         self._fault_pool: list[JsonValue] | None = None
         self._need_shapes: dict[str, str | None] | None = None

@@ -75,6 +75,21 @@ def propagate(
     return Verdict(status(final, errors, stopped), confidence(final, errors, upstream), errors)
 
 
+#: The statuses from best to worst.
+_STATUS_ORDER = (Status.OK, Status.PARTIAL_FAILURE, Status.FAILED)
+
+
+def lowered(verdict: Verdict, status: str | None, confidence: float | None) -> Verdict:
+    """`verdict` with a status and confidence the agent stated of its own result
+    (a python agent's): the worse status and the lower confidence win, so an agent can
+    say less than errorflow derived, never more."""
+    worst = verdict.status
+    if status is not None and _STATUS_ORDER.index(Status(status)) > _STATUS_ORDER.index(worst):
+        worst = Status(status)
+    conf = verdict.confidence if confidence is None else min(verdict.confidence, confidence)
+    return Verdict(worst, round(conf, 3), verdict.errors)
+
+
 def own_errors(agent: str, failures: Sequence[Failure]) -> list[WireError]:
     """This agent's failures as they travel: one per (tool, code), hops 0."""
     return [

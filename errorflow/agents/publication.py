@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from errorflow.agents.kit import AgentKit
 from errorflow.agents.policy_tally import PolicyTally
-from errorflow.agents.propagation import InputReport, propagate
+from errorflow.agents.own.python_loop import Stated
+from errorflow.agents.propagation import InputReport, lowered, propagate
 from errorflow.agents.routing import route
 from errorflow.core.costs import Costs
 from errorflow.faults.agent import Fired, apply_copy, mark_fired
@@ -48,6 +49,8 @@ class TrialResult:
     sent_at: float | None = None
     #: What fired while the answer was made (model faults, an injected crash).
     fired: Sequence[Fired] = ()
+    #: A python agent's own status and confidence (errorflow.agents.own).
+    stated: Stated | None = None
 
 
 async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) -> None:
@@ -61,6 +64,8 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
         stopped=result.stopped,
         inputs=result.reports,
     )
+    if result.stated is not None and kit.mode == "explicit":
+        verdict = lowered(verdict, result.stated.status, result.stated.confidence)
     final = result.final
     faults = kit.faults(result.trial, result.round)
     fired: list[Fired] = []

@@ -26,6 +26,7 @@ from errorflow.agents.kit import AgentKit
 from errorflow.agents.late_inputs import Arrivals, arrivals
 from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
 from errorflow.agents.model_gate import ModelGate
+from errorflow.agents.own.python_loop import OwnLoop
 from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.propagation import (
     INFRA_STOP,
@@ -158,9 +159,15 @@ class TrialWork:
         extra, inspected = Costs(), list[TraceEntry]()
         if kit.spec.inspector is not None:
             heard, extra, inspected = await self._inspected(plan.owner, task, heard, clock, emit)
-        loop = TrialLoop(
-            plan.persona, model, gate or _NoTools(), budget, guard, plan.stop_on_unrecoverable, emit
-        )
+        tools = gate or _NoTools()
+        loop: TrialLoop | OwnLoop
+        if kit.own is not None:  # the user's code in the place of the model's loop
+            stop = plan.stop_on_unrecoverable
+            loop = OwnLoop(kit.own, trial, plan.persona, model, tools, budget, guard, stop, emit)
+        else:
+            loop = TrialLoop(
+                plan.persona, model, tools, budget, guard, plan.stop_on_unrecoverable, emit
+            )
         try:
             out = await loop.run(task, [*plan.own_turns(), *heard])
         except asyncio.CancelledError:
@@ -189,6 +196,7 @@ class TrialWork:
             ended_at=now if kit.scenario.run_scoped else None,
             sent_at=now,
             fired=model_faults_fired(events.tally.model_faults),
+            stated=loop.stated if isinstance(loop, OwnLoop) else None,
         )
         await publish(kit, result, emit)
         await events.settle()

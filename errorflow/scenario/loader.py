@@ -62,7 +62,7 @@ from errorflow.scenario.problems import (
     problem_at,
 )
 from errorflow.scenario.provenance.inline import inline_profiles
-from errorflow.scenario.python_ref import resolve_tool_paths
+from errorflow.scenario.python_ref import resolve_agent_paths, resolve_tool_paths
 from errorflow.scenario.scenario_file import MAX_SCENARIO_BYTES, read_text
 from errorflow.scenario.spec.mcp_model import resolve_mcp_paths
 from errorflow.scenario.spec.model import Scenario
@@ -100,10 +100,11 @@ def load(path: str | Path) -> Scenario:
     if not text.strip():
         raise file_error(file, "the file is empty; expected a scenario mapping")
     data, marks = parse_yaml(text, file)
-    # A Python tool's `file.py:callable` and an MCP server's `cwd` are relative to the
-    # scenario file.
-    data = resolve_mcp_paths(resolve_tool_paths(data, Path(path).parent), Path(path).parent)
-    return validate_data(data, file, marks, base_dir=Path(path).parent)
+    # A Python tool's or agent's `file.py:callable` and an MCP server's `cwd` are
+    # relative to the scenario file.
+    base = Path(path).parent
+    data = resolve_mcp_paths(resolve_agent_paths(resolve_tool_paths(data, base), base), base)
+    return validate_data(data, file, marks, base_dir=base)
 
 
 def load_scenario(path: str | Path) -> Scenario:

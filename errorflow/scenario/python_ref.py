@@ -36,7 +36,9 @@ class PythonToolError(InputError):
 _FILE_MODULES: dict[Path, types.ModuleType] = {}
 
 
-def load_callable(ref: str, base_dir: str | Path | None = None) -> Callable[..., object]:
+def load_callable(
+    ref: str, base_dir: str | Path | None = None, *, what: str = "python tool"
+) -> Callable[..., object]:
     """The callable `ref` names: `package.module:name` (an importable module) or
     `path/to/file.py:name` (absolute, or relative to `base_dir`, by default the working
     directory). `name` may be dotted (`module:Class.method`). A file is imported once
@@ -45,7 +47,7 @@ def load_callable(ref: str, base_dir: str | Path | None = None) -> Callable[...,
     attrs = attr_path.split(".")
     if not target or not all(a.isidentifier() for a in attrs):
         raise PythonToolError(
-            f"python tool {ref!r} must be 'package.module:function' or 'path/to/file.py:function'"
+            f"{what} {ref!r} must be 'package.module:function' or 'path/to/file.py:function'"
         )
     if target.endswith(".py") or "/" in target or "\\" in target:
         module = _load_file(Path(target), base_dir)
@@ -53,16 +55,16 @@ def load_callable(ref: str, base_dir: str | Path | None = None) -> Callable[...,
         module = _import_module(target)
     else:
         raise PythonToolError(
-            f"python tool {ref!r}: {target!r} is neither a module name nor a .py file path"
+            f"{what} {ref!r}: {target!r} is neither a module name nor a .py file path"
         )
     obj: object = module
     for i, attr in enumerate(attrs):
         if not hasattr(obj, attr):
             owner = ".".join([target, *attrs[:i]]) if i else target
-            raise PythonToolError(f"python tool {ref!r}: {owner!r} has no attribute {attr!r}")
+            raise PythonToolError(f"{what} {ref!r}: {owner!r} has no attribute {attr!r}")
         obj = getattr(obj, attr)
     if not callable(obj):
-        raise PythonToolError(f"python tool {ref!r} is a {type(obj).__name__}, not a callable")
+        raise PythonToolError(f"{what} {ref!r} is a {type(obj).__name__}, not a callable")
     return obj
 
 
@@ -261,3 +263,26 @@ def resolve_tool_paths(data: object, base_dir: Path) -> object:
                     tool = {**tool, "function": f"{(base_dir / target).resolve()}:{attr}"}
         tools[name] = tool
     return {**data, "tools": tools}
+
+
+def resolve_agent_paths(data: object, base_dir: Path) -> object:
+    """`data` with each python agent's `function` made absolute against `base_dir` (the
+    scenario file's folder): a `file.py:callable` as a tool's is, and a
+    `module:callable` whose module is a file in that folder (`module.py`, or
+    `pkg/module.py` for `pkg.module`) too; any other module name is imported as is."""
+    if not isinstance(data, dict) or not isinstance(data.get("agents"), dict):
+        return data
+    agents: dict[object, object] = {}
+    for name, agent in data["agents"].items():
+        ref = agent.get("function") if isinstance(agent, dict) else None
+        if isinstance(agent, dict) and isinstance(ref, str) and ":" in ref:
+            target, _, attr = ref.strip().rpartition(":")
+            is_file = target.endswith(".py") or "/" in target or "\\" in target
+            local = base_dir / (target.replace(".", "/") + ".py")
+            if is_file and not Path(target).is_absolute():
+                agent = {**agent, "function": f"{(base_dir / target).resolve()}:{attr}"}
+            elif not is_file and all(p.isidentifier() for p in target.split(".")):
+                if local.is_file():
+                    agent = {**agent, "function": f"{local.resolve()}:{attr}"}
+        agents[name] = agent
+    return {**data, "agents": agents}

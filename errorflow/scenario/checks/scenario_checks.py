@@ -33,6 +33,7 @@ from errorflow.scenario.problems import (
 )
 from errorflow.scenario.provenance.profile_file import is_profile_path
 from errorflow.scenario.provenance.view import base_profile, merged
+from errorflow.scenario.python_agent_ref import PythonAgentError, load_agent_callable
 from errorflow.scenario.python_ref import PythonToolError, load_callable, signature_args_model
 from errorflow.scenario.spec.agent_policy import AgentPolicy, split
 from errorflow.scenario.spec.catalog import ARG_MODELS, ToolArgs
@@ -109,6 +110,11 @@ def semantic_problems(s: Scenario, policies: PolicyProblems, marks: Marks) -> li
     for name, agent in s.agents.items():
         problems.extend(policies.get(name, []))
         problems.extend(_model_problems(name, agent, marks))
+        if agent.function is not None:  # its code imported: it exists and can be an agent
+            try:
+                load_agent_callable(name, agent.function)
+            except PythonAgentError as exc:
+                problems.append(problem_at(marks, ("agents", name, "function"), str(exc)))
     problems.extend(_document_problems(s, marks))
     models, python = _tool_models(s, marks)
     problems.extend(python)

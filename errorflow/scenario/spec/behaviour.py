@@ -1,4 +1,4 @@
-"""What an agent does: the four behaviours, each with the traits that follow from it, and
+"""What an agent does: the five behaviours, each with the traits that follow from it, and
 the three roles that are presets of them.
 
 A role is a name the user chooses ("triage", "planner"); its behaviour says what the
@@ -6,7 +6,9 @@ agent does with a trial:
 - gather: fetch the needs its tools serve, pass on what it found and what it received;
 - synthesise: turn what it received (and what its own tools fetch) into a report;
 - check: verify the claims it receives against its tools, send back what is wrong;
-- route: pass the task and what it received on, calling no tool.
+- route: pass the task and what it received on, calling no tool;
+- python: the user's own async callable does the work (`function:`), through the same
+  gates (errorflow.agents.own); its model, when it asks one, acts as a gatherer.
 
 Everything that depends on the behaviour (its prompt, whether it calls tools, which
 needs it answers for, whether its result carries its inputs' findings on) is a field
@@ -19,7 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-BehaviourName = Literal["gather", "synthesise", "check", "route"]
+BehaviourName = Literal["gather", "synthesise", "check", "route", "python"]
 #: The needs an agent answers for: none, those its own tools serve, or all of them.
 Answers = Literal["none", "served", "all"]
 #: How the simulated model acts a behaviour out (errorflow.models.simulated): fetch the
@@ -121,6 +123,21 @@ BEHAVIOURS: dict[str, Behaviour] = {
         delivers=False,
         reviews=False,
         simulated_as="pass",
+    ),
+    # The user's code decides what it calls and claims; errorflow accounts for the
+    # needs its tools serve, as for a gatherer, and carries nothing on by itself.
+    "python": Behaviour(
+        "python",
+        "You help an agent written in Python. Use the tools to find each fact the task "
+        "needs, then submit what you found. Never state a fact you did not get from a tool.",
+        calls_tools=True,
+        gathers=True,
+        carries=False,
+        answers_for="served",
+        verifies=False,
+        delivers=False,
+        reviews=False,
+        simulated_as="research",
     ),
 }
 

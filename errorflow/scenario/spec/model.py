@@ -126,6 +126,7 @@ class AgentSpec(Extended):
             "peers",
             "challenge",
             "inspector",
+            "function",
         }
     )
 
@@ -158,6 +159,17 @@ class AgentSpec(Extended):
     #: Defences (defence_model): re-check received claims; an inspector on its inputs.
     challenge: Probability = 0.0
     inspector: InspectorSpec | None = None
+    #: `behaviour: python`: the async callable that does the agent's work
+    #: (`package.module:callable` or `path/file.py:callable`; errorflow.agents.own).
+    function: str | None = Field(default=None, min_length=3, max_length=500)
+
+    @model_validator(mode="after")
+    def _function_with_python(self) -> AgentSpec:
+        if self.behaviour == "python" and self.function is None:
+            raise ValueError("a python agent needs `function: package.module:callable`")
+        if self.function is not None and self.behaviour != "python":
+            raise ValueError("`function` is for `behaviour: python` agents only")
+        return self
 
     @field_validator("role")
     @classmethod

@@ -1,0 +1,184 @@
+"""A python agent's loop: the user's callable in the place of the model's loop.
+
+`OwnLoop.run` has `TrialLoop.run`'s contract (errorflow.agents.loop): it takes the task
+and what arrived and returns a `LoopOutcome`, so the conclusion, propagation and
+publication that follow are a built-in agent's. Each tool call is one step: the budget
+opens it, the tool gate runs it (faults, retries, breakers, limiters), the loop guard
+closes it; once the loop is stopped (budget, guard, an unrecoverable failure when the
+policy stops on one, a tool server gone), further calls are refused without running.
+
+A callable that raises is the agent's failure, classified like a tool's exception
+(`internal_error` when nothing more is known); one that returns something that is not
+an answer is `internal_error` too. A model call that failed for good and was not
+handled stops the agent as it stops a built-in one; an injected crash goes on up to
+the agent's crash path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from pydantic import JsonValue
+
+from errorflow.agents.loop import LoopOutcome, ModelCaller, Persona, ToolCaller
+from errorflow.agents.own.context import (
+    AgentContext,
+    AgentReply,
+    ModelHandle,
+    ModelReply,
+    Need,
+    ToolRequest,
+    ToolResult,
+    Upstream,
+)
+from errorflow.core.redact import redact
+from errorflow.core.taxonomy import UNRECOVERABLE, ErrorCode
+from errorflow.faults.crash import InjectedCrash
+from errorflow.models.backend import (
+    AssistantTurn,
+    ModelCallError,
+    ModelRequest,
+    ObservationTurn,
+    TaskTurn,
+    ToolCall,
+    UpstreamTurn,
+)
+from errorflow.policies.budget import Budget
+from errorflow.policies.classify import Failure, classify_exception
+from errorflow.policies.loop_guard import LoopGuard
+from errorflow.protocol.events import Emit, LoopStop
+from errorflow.protocol.stop import StopReason
+from errorflow.scenario.python_agent_ref import AgentCallable
+
+#: Longest text of a callable's exception kept on the failure.
+MAX_RAISED_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Stated:
+    """What the callable said of its own result (it can only lower errorflow's verdict)."""
+
+    status: str | None = None
+    confidence: float | None = None
+
+
+@dataclass
+class OwnLoop:
+    fn: AgentCallable
+    trial: int
+    persona: Persona
+    model: ModelCaller
+    gate: ToolCaller
+    budget: Budget
+    guard: LoopGuard
+    stop_on_unrecoverable: bool
+    emit: Emit
+    stated: Stated = field(default_factory=Stated)
+    _successes: int = 0
+    _calls: int = 0
+
+    async def run(self, task: TaskTurn, upstream: list[UpstreamTurn]) -> LoopOutcome:
+        out = LoopOutcome(task, [task, *upstream])
+        p = self.persona
+        ctx = AgentContext(
+            agent=p.agent,
+            role=p.role,
+            trial=self.trial,
+            task=task.prompt,
+            needs=tuple(Need.of(n) for n in task.needs),
+            upstream=tuple(Upstream.of(t) for t in upstream),
+            tools=tuple(t.name for t in p.tools),
+            model=ModelHandle(lambda note: self._ask(out, note)),
+            _call=lambda name, args: self._call(out, name, args),
+        )
+        try:
+            returned = await self.fn(ctx)
+            reply = _reply(returned)
+        except (InjectedCrash, asyncio.CancelledError):
+            raise
+        except ModelCallError as exc:
+            self._stop(out, Failure(exc.code, "model", redact(str(exc)), http_status=exc.status))
+            out.stopped = StopReason(ErrorCode.MODEL_ERROR)
+        except Exception as exc:  # the user's code failed: the agent's failure, classified
+            failure = classify_exception(p.agent, exc)
+            self._stop(out, replace(failure, raw=redact(failure.raw)[:MAX_RAISED_CHARS]))
+        else:
+            out.final = reply.answer()
+            self.stated = Stated(reply.status, reply.confidence)
+        if out.stopped is not None:
+            self.emit(
+                LoopStop(
+                    agent=p.agent,
+                    code=out.stopped.code_value,
+                    stopped=out.stopped.wire,
+                    steps=self.budget.steps,
+                )
+            )
+        return out
+
+    @staticmethod
+    def _stop(out: LoopOutcome, failure: Failure) -> None:
+        out.failures.append(failure)
+        if out.stopped is None:
+            out.stopped = StopReason(failure.code)
+
+    async def _call(self, out: LoopOutcome, name: str, args: Mapping[str, JsonValue]) -> ToolResult:
+        """One tool call as one step of the loop."""
+        if out.stopped is not None:
+            return ToolResult(name, False, None, out.stopped.code_value, "the agent was stopped")
+        self.budget.start_step()
+        reason = self.budget.exhausted()
+        if reason is not None:
+            self._stop(out, Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
+            return ToolResult(name, False, None, ErrorCode.BUDGET_EXHAUSTED.value, reason)
+        call = ToolCall(f"{self.persona.agent}-py-{self._calls}", name, dict(args))
+        self._calls += 1
+        outcome = await self.gate.call(call)
+        out.turns += [AssistantTurn([call]), ObservationTurn(call.id, name, outcome.observation)]
+        failure = outcome.failure
+        if failure is None:
+            self._successes += 1
+            out.succeeded_tools.add(name)
+        else:
+            out.failures.append(failure)
+            if failure.code is ErrorCode.INFRA_FAULT:
+                out.stopped = StopReason(ErrorCode.INFRA_FAULT)
+            elif failure.code in UNRECOVERABLE and self.stop_on_unrecoverable:
+                out.stopped = StopReason(failure.code, unrecoverable=True)
+        if out.stopped is None:
+            progress = float(self._successes - (failure is not None))
+            verdict = self.guard.end_step(progress)
+            if verdict is not None:
+                out.stopped = StopReason(verdict.code)
+        return ToolResult.of(name, outcome.observation)
+
+    async def _ask(self, out: LoopOutcome, note: str | None) -> ModelReply:
+        p = self.persona
+        turns = list(out.turns)
+        if note:
+            turns[0] = TaskTurn(f"{out.task.prompt}\n{note}", out.task.needs)
+        request = ModelRequest(p.agent, p.role, p.system, turns, p.tools, p.behaviour.name, p.stance)
+        response = await self.model.complete(request)
+        calls = tuple(ToolRequest(c.name, c.arguments) for c in response.calls)
+        final = response.final
+        return ModelReply(calls, AgentReply.of(final) if final is not None else None)
+
+
+def _reply(returned: object) -> AgentReply:
+    """The callable's answer: an `AgentReply`, or a mapping of claims."""
+    if isinstance(returned, Mapping):
+        returned = AgentReply(claims=dict(returned))
+    if not isinstance(returned, AgentReply):
+        raise TypeError(f"returned a {type(returned).__name__}; expected an AgentReply")
+    if not all(isinstance(k, str) for k in returned.claims):
+        raise TypeError("claim keys must be strings (need ids)")
+    json.dumps(dict(returned.claims))  # a claim's value travels as JSON
+    c = returned.confidence
+    if c is not None and not (isinstance(c, int | float) and 0.0 <= c <= 1.0):
+        raise ValueError(f"confidence must be between 0 and 1, got {c!r}")
+    if returned.status not in (None, "ok", "partial_failure", "failed"):
+        raise ValueError(f"status must be ok, partial_failure or failed, got {returned.status!r}")
+    return returned
