@@ -27,9 +27,15 @@ _EXPORTS = {
     "Label": "errorflow.scoring.score",
     "ToolContext": "errorflow.core.tool_context",
     "Outcome": "errorflow.scoring.score",
+    "AgentContext": "errorflow.agents.own.context",
+    "AgentReply": "errorflow.agents.own.context",
+    "ToolResult": "errorflow.agents.own.context",
+    "run_pydantic_ai": "errorflow.agents.own.pydantic_ai_adapter",
 }
 
 __all__ = [
+    "AgentContext",
+    "AgentReply",
     "Envelope",
     "ErrorflowError",
     "Kind",
@@ -41,13 +47,17 @@ __all__ = [
     "ScenarioError",
     "Status",
     "ToolContext",
+    "ToolResult",
     "WireError",
     "__version__",
     "load_scenario",
+    "run_pydantic_ai",
     "run_scenario",
 ]
 
 if TYPE_CHECKING:
+    from errorflow.agents.own.context import AgentContext, AgentReply, ToolResult
+    from errorflow.agents.own.pydantic_ai_adapter import run_pydantic_ai
     from errorflow.core.errors import ErrorflowError
     from errorflow.core.tool_context import ToolContext
     from errorflow.protocol.envelope import (

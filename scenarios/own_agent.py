@@ -9,7 +9,7 @@ propagation there is nothing to see, so it passes on what it received as fact.
 
 from __future__ import annotations
 
-from errorflow.agents.own.context import AgentContext, AgentReply
+from errorflow import AgentContext, AgentReply
 
 
 async def clerk(ctx: AgentContext) -> AgentReply:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from errorflow.agents.kit import AgentKit
-from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.own.python_loop import Stated
+from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.propagation import InputReport, lowered, propagate
 from errorflow.agents.routing import route
 from errorflow.core.costs import Costs

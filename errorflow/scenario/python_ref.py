@@ -278,11 +278,11 @@ def resolve_agent_paths(data: object, base_dir: Path) -> object:
         if isinstance(agent, dict) and isinstance(ref, str) and ":" in ref:
             target, _, attr = ref.strip().rpartition(":")
             is_file = target.endswith(".py") or "/" in target or "\\" in target
-            local = base_dir / (target.replace(".", "/") + ".py")
+            dotted = all(p.isidentifier() for p in target.split("."))
+            local = base_dir / (target.replace(".", "/") + ".py" if dotted else "-")
             if is_file and not Path(target).is_absolute():
                 agent = {**agent, "function": f"{(base_dir / target).resolve()}:{attr}"}
-            elif not is_file and all(p.isidentifier() for p in target.split(".")):
-                if local.is_file():
-                    agent = {**agent, "function": f"{local.resolve()}:{attr}"}
+            elif not is_file and local.is_file():  # a module beside the scenario file
+                agent = {**agent, "function": f"{local.resolve()}:{attr}"}
         agents[name] = agent
     return {**data, "agents": agents}

@@ -19,13 +19,14 @@ applies the propagation mode and scores it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import JsonValue
 
-from errorflow.models.backend import NeedView, UpstreamTurn
+from errorflow.models.backend import NeedView, ToolDef, UpstreamTurn
 from errorflow.protocol.claims import Claim, FinalAnswer
 
 #: A result's status, as the envelope says it.
@@ -93,7 +94,7 @@ class Upstream:
                 tool=str(e.get("tool", "")),
                 message=str(e.get("message", "")),
                 origin=str(e.get("origin", "")),
-                hops=int(e["hops"]) if isinstance(e.get("hops"), int) else 0,
+                hops=_count(e.get("hops")),
                 retryable=bool(e.get("retryable", False)),
             )
             for e in turn.errors
@@ -235,8 +236,9 @@ class AgentContext:
     needs: tuple[Need, ...]
     #: The messages from upstream agents (the runner's task is not one).
     upstream: tuple[Upstream, ...]
-    #: The tools this agent may call.
+    #: The tools this agent may call, and each one's description and input schema.
     tools: tuple[str, ...]
+    tool_defs: tuple[ToolDef, ...]
     model: ModelHandle
     _call: Callable[[str, Mapping[str, JsonValue]], Awaitable[ToolResult]] = field(repr=False)
 
@@ -245,3 +247,32 @@ class AgentContext:
     ) -> ToolResult:
         """Call a tool through the agent's gate; never raises for a tool's failure."""
         return await self._call(name, {**(arguments or {}), **kwargs})
+
+    def prompt(self) -> str:
+        """The inputs as one JSON text, for a framework agent's first message: the task,
+        its needs (with the arguments the task states) and the upstream messages."""
+        return json.dumps(
+            {
+                "task": self.task,
+                "needs": [
+                    {"id": n.id, "tool": n.tool, "wording": n.wording, "arguments": n.arguments}
+                    for n in self.needs
+                ],
+                "upstream": [
+                    {
+                        "sender": u.sender,
+                        "status": u.status,
+                        "confidence": u.confidence,
+                        "errors": [f"{e.origin}: {e.code}" for e in u.errors],
+                        "claims": {c.key: c.value for c in u.claims if c.certain},
+                        "unresolved": list(u.unresolved),
+                    }
+                    for u in self.upstream
+                ],
+            },
+            default=str,
+        )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

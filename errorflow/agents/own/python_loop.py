@@ -91,6 +91,7 @@ class OwnLoop:
             needs=tuple(Need.of(n) for n in task.needs),
             upstream=tuple(Upstream.of(t) for t in upstream),
             tools=tuple(t.name for t in p.tools),
+            tool_defs=tuple(p.tools),
             model=ModelHandle(lambda note: self._ask(out, note)),
             _call=lambda name, args: self._call(out, name, args),
         )
@@ -160,7 +161,9 @@ class OwnLoop:
         turns = list(out.turns)
         if note:
             turns[0] = TaskTurn(f"{out.task.prompt}\n{note}", out.task.needs)
-        request = ModelRequest(p.agent, p.role, p.system, turns, p.tools, p.behaviour.name, p.stance)
+        request = ModelRequest(
+            p.agent, p.role, p.system, turns, p.tools, p.behaviour.name, p.stance
+        )
         response = await self.model.complete(request)
         calls = tuple(ToolRequest(c.name, c.arguments) for c in response.calls)
         final = response.final
