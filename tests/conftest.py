@@ -38,6 +38,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def require_pydantic_ai() -> None:
+    """The pydantic-ai extra (errorflow[pydantic-ai]): .ci/run installs it."""
+    try:
+        import pydantic_ai  # noqa: F401
+    except ImportError:
+        if IN_CI:
+            pytest.fail("CI is set but pydantic-ai is not installed (pip install '.[pydantic-ai]')")
+        pytest.skip("pydantic-ai not installed (pip install 'errorflow[pydantic-ai]')")
+
+
 def mosquitto_binary() -> str | None:
     return shutil.which("mosquitto") or (
         "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None

@@ -195,8 +195,10 @@ class AgentReply:
 
 @dataclass(frozen=True)
 class ToolRequest:
-    """A tool call the model asked for (run it with `ctx.call_tool(r.name, r.arguments)`)."""
+    """A tool call the model asked for (run it with `ctx.run_call(request)`, which keeps
+    the model's id for the call, so the model can match the answer to its request)."""
 
+    id: str
     name: str
     arguments: Mapping[str, JsonValue] | str
 
@@ -240,13 +242,19 @@ class AgentContext:
     tools: tuple[str, ...]
     tool_defs: tuple[ToolDef, ...]
     model: ModelHandle
-    _call: Callable[[str, Mapping[str, JsonValue]], Awaitable[ToolResult]] = field(repr=False)
+    _call: Callable[[str, Mapping[str, JsonValue] | str, str | None], Awaitable[ToolResult]] = (
+        field(repr=False)
+    )
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, JsonValue] | None = None, **kwargs: JsonValue
     ) -> ToolResult:
         """Call a tool through the agent's gate; never raises for a tool's failure."""
-        return await self._call(name, {**(arguments or {}), **kwargs})
+        return await self._call(name, {**(arguments or {}), **kwargs}, None)
+
+    async def run_call(self, request: ToolRequest) -> ToolResult:
+        """Run a tool call the model asked for (`ModelReply.calls`), through the gate."""
+        return await self._call(request.name, request.arguments, request.id)
 
     def prompt(self) -> str:
         """The inputs as one JSON text, for a framework agent's first message: the task,

@@ -49,6 +49,7 @@ from errorflow.models.backend import (
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure, classify_exception
 from errorflow.policies.loop_guard import LoopGuard
+from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.events import Emit, LoopStop
 from errorflow.protocol.stop import StopReason
 from errorflow.scenario.python_agent_ref import AgentCallable
@@ -93,7 +94,7 @@ class OwnLoop:
             tools=tuple(t.name for t in p.tools),
             tool_defs=tuple(p.tools),
             model=ModelHandle(lambda note: self._ask(out, note)),
-            _call=lambda name, args: self._call(out, name, args),
+            _call=lambda name, args, call_id: self._call(out, name, args, call_id),
         )
         try:
             returned = await self.fn(ctx)
@@ -126,8 +127,14 @@ class OwnLoop:
         if out.stopped is None:
             out.stopped = StopReason(failure.code)
 
-    async def _call(self, out: LoopOutcome, name: str, args: Mapping[str, JsonValue]) -> ToolResult:
-        """One tool call as one step of the loop."""
+    async def _call(
+        self,
+        out: LoopOutcome,
+        name: str,
+        args: Mapping[str, JsonValue] | str,
+        call_id: str | None,
+    ) -> ToolResult:
+        """One tool call as one step of the loop (`call_id`: the model's, when it asked)."""
         if out.stopped is not None:
             return ToolResult(name, False, None, out.stopped.code_value, "the agent was stopped")
         self.budget.start_step()
@@ -135,7 +142,8 @@ class OwnLoop:
         if reason is not None:
             self._stop(out, Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
             return ToolResult(name, False, None, ErrorCode.BUDGET_EXHAUSTED.value, reason)
-        call = ToolCall(f"{self.persona.agent}-py-{self._calls}", name, dict(args))
+        arguments = args if isinstance(args, str) else dict(args)
+        call = ToolCall(call_id or f"{self.persona.agent}-py-{self._calls}", name, arguments)
         self._calls += 1
         outcome = await self.gate.call(call)
         out.turns += [AssistantTurn([call]), ObservationTurn(call.id, name, outcome.observation)]
@@ -165,8 +173,10 @@ class OwnLoop:
             p.agent, p.role, p.system, turns, p.tools, p.behaviour.name, p.stance
         )
         response = await self.model.complete(request)
-        calls = tuple(ToolRequest(c.name, c.arguments) for c in response.calls)
+        calls = tuple(ToolRequest(c.id, c.name, c.arguments) for c in response.calls)
         final = response.final
+        if final is None and not calls:  # as the model's own loop reads it
+            final = FinalAnswer(text="(no answer)", flags=["empty model response"])
         return ModelReply(calls, AgentReply.of(final) if final is not None else None)
 
 

@@ -1,0 +1,267 @@
+"""Python agents (`behaviour: python`) run end to end: the user's callable, written to a
+file beside the scenario, calls its tools through the gate and is scored. A relaying
+agent succeeds fault-free; under a tool fault it is contaminated implicitly and
+contained explicitly (as scored, trial by trial); a raising callable is an agent
+failure; tool, agent and crash faults fire on it and are counted; the model handle
+works; the same seed gives the same events."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from errorflow.agents.own.context import AgentReply, Need, ToolResult
+from errorflow.agents.own.python_loop import _reply
+from errorflow.bus.transport import InProcessBus
+from errorflow.protocol.envelope import Envelope, Kind, Status
+from errorflow.protocol.result import ResultPayload
+from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
+from errorflow.scenario.loader import load
+from errorflow.scenario.overrides import with_settings
+from errorflow.scenario.spec.model import Scenario
+from errorflow.scoring.score import Outcome
+from tests.test_runner import events_by_trial, normalised
+
+AGENTS = """
+from errorflow import AgentContext, AgentReply
+
+async def relay(ctx: AgentContext) -> AgentReply:
+    found, missing = {}, []
+    for need in ctx.needs:
+        result = await ctx.call_tool(need.tool, need.arguments)
+        if result.ok:
+            found[need.id] = result.value
+        else:
+            missing.append(need.id)
+    return AgentReply(claims=found, unresolved=missing)
+
+async def boom(ctx: AgentContext) -> AgentReply:
+    await ctx.call_tool(ctx.needs[0].tool, ctx.needs[0].arguments)
+    raise ValueError("could not parse the answer")
+
+async def timeout(ctx: AgentContext) -> AgentReply:
+    raise TimeoutError("the agent's own client timed out")
+
+async def asks_model(ctx: AgentContext) -> AgentReply:
+    reply = await ctx.model.complete()
+    for _ in range(20):
+        if reply.answer is not None:
+            return reply.answer
+        for call in reply.calls:
+            await ctx.run_call(call)
+        reply = await ctx.model.complete()
+    raise RuntimeError("the model never answered")
+
+async def says_less(ctx: AgentContext) -> dict:
+    answer = await relay(ctx)
+    answer.status, answer.confidence = "partial_failure", 0.3
+    return answer
+
+async def upstream_seen(ctx: AgentContext) -> AgentReply:
+    up = ctx.upstream[0]
+    flags = [f"{e.origin}:{e.code}:{e.hops}" for e in up.errors]
+    return AgentReply(
+        claims={c.key: c.value for c in up.claims if c.certain},
+        unresolved=list(up.unresolved),
+        flags=flags,
+        text=f"{up.sender} {up.status} {up.confidence}",
+    )
+"""
+
+
+def scenario_file(
+    tmp_path: Path,
+    function: str = "agents.py:relay",
+    faults: str = "[]",
+    *,
+    agent_faults: str = "[]",
+    policy: str = "{strategy: tell-model, tell_class: true}",
+    trials: int = 20,
+    downstream: str | None = None,
+    profile: str = "small-local",
+) -> Path:
+    (tmp_path / "agents.py").write_text(AGENTS)
+    sends = "\n    sends_to: [last]" if downstream else ""
+    last = (
+        f"\n  last: {{role: last, behaviour: python, function: '{downstream}'}}"
+        if downstream
+        else ""
+    )
+    text = f"""
+name: own
+seed: 5
+trials: {trials}
+world:
+  metrics: {{fin.rev.2024: 1284000000, fin.cost.2024: 873000000}}
+tools:
+  kpi:
+    kind: metric_store
+    faults: {faults}
+agents:
+  clerk:
+    role: clerk
+    behaviour: python
+    function: '{function}'
+    tools: [kpi]
+    model: {{profile: {profile}}}
+    policy: {policy}
+    faults: {agent_faults}{sends}{last}
+task:
+  prompt: What were the 2024 revenue and costs?
+  needs:
+    - {{id: revenue, tool: kpi, arg: name, wording: 2024 revenue, value: fin.rev.2024}}
+    - {{id: costs, tool: kpi, arg: name, wording: 2024 costs, value: fin.cost.2024}}
+"""
+    path = tmp_path / "own.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+async def run(scenario: Scenario, db: Path, propagation: str = "explicit") -> RunResult:
+    options = RunOptions(bus=InProcessBus(), db_path=db)
+    return await run_scenario(with_settings(scenario, propagation=propagation), options)
+
+
+def finals(result: RunResult) -> dict[int, Envelope]:
+    return {
+        t: next(m for m in ms if m.recipient == "runner" and m.kind is Kind.RESULT)
+        for t, ms in result.messages.items()
+    }
+
+
+async def test_a_relaying_agent_succeeds_without_faults(tmp_path: Path) -> None:
+    s = load(scenario_file(tmp_path))
+    result = await run(s, tmp_path / "a.db")
+    assert result.outcomes["success"] == 20
+    final = finals(result)[0]
+    assert final.status is Status.OK and final.confidence == 1.0
+    answer = ResultPayload.from_wire(final.payload).answer
+    assert {c.key: c.value for c in answer.claims} == {
+        "revenue": 1284000000,
+        "costs": 873000000,
+    }
+
+
+async def test_a_tool_fault_contaminates_implicitly_and_is_contained_explicitly(
+    tmp_path: Path,
+) -> None:
+    s = load(scenario_file(tmp_path, faults="[{kind: transient, p: 0.3}]", trials=40))
+    explicit = await run(s, tmp_path / "e.db", "explicit")
+    implicit = await run(s, tmp_path / "i.db", "implicit")
+    e = {sc.trial: sc.outcome for sc in explicit.scores}
+    i = {sc.trial: sc.outcome for sc in implicit.scores}
+    hit = [t for t in e if e[t] is not Outcome.SUCCESS]
+    assert 5 <= len(hit) <= 35, "the fault fired in some trials, not all"
+    # Same seeds, same faults: the trials the fault hit, and only those, differ.
+    assert all(e[t] is Outcome.CONTAINED for t in hit)
+    assert all(i[t] is Outcome.CONTAMINATED for t in hit)
+    assert all(i[t] is Outcome.SUCCESS for t in e if t not in hit)
+    fired = explicit.summary["tool_faults"]
+    assert sum(f["fired"] for f in fired.values()) == len(hit)
+    # The explicit result says what happened; the implicit one says ok.
+    ef, inf = finals(explicit)[hit[0]], finals(implicit)[hit[0]]
+    assert ef.status is Status.PARTIAL_FAILURE and ef.errors[0].code.value == "transient"
+    assert inf.status is Status.OK and not inf.errors
+
+
+async def test_the_gate_policy_applies(tmp_path: Path) -> None:
+    """A retrying policy retries for the agent: the same faults, fewer failures."""
+    faults = "[{kind: transient, p: 0.3}]"
+    bare = await run(load(scenario_file(tmp_path, faults=faults)), tmp_path / "a.db")
+    retried = await run(
+        load(scenario_file(tmp_path, faults=faults, policy="{strategy: classify}")),
+        tmp_path / "b.db",
+    )
+    assert retried.outcomes["success"] > bare.outcomes["success"]
+    assert (
+        retried.summary["metrics"]["per_trial"]["backend_calls"]
+        > bare.summary["metrics"]["per_trial"]["backend_calls"]
+    )
+
+
+async def test_a_raising_callable_is_an_agent_failure(tmp_path: Path) -> None:
+    s = load(scenario_file(tmp_path, "agents.py:boom", trials=4))
+    explicit = await run(s, tmp_path / "e.db")
+    assert explicit.outcomes["contained"] == 4
+    final = finals(explicit)[0]
+    assert final.status is Status.FAILED
+    error = final.errors[0]
+    assert (error.code.value, error.origin, error.tool) == ("internal_error", "clerk", "clerk")
+    assert ResultPayload.from_wire(final.payload).stopped.code_value == "internal_error"
+    # A builtin exception is classified like a tool's.
+    s = load(scenario_file(tmp_path, "agents.py:timeout", trials=2))
+    final = finals(await run(s, tmp_path / "t.db"))[0]
+    assert final.errors[0].code.value == "timeout"
+
+
+async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -> None:
+    corrupt = "[{kind: corrupt, p: 0.5, claims: 1.0}]"
+    s = load(scenario_file(tmp_path, agent_faults=corrupt, trials=20))
+    result = await run(s, tmp_path / "c.db")
+    counted = result.summary["agent_faults"]["clerk.corrupt"]
+    assert 0 < counted["fired"] < 20
+    assert result.outcomes["contaminated"] == counted["fired"]
+    # A crash strikes at a model call the agent makes through its handle.
+    crash = "[{kind: crash, trial: 1}]"
+    path = scenario_file(
+        tmp_path, "agents.py:asks_model", agent_faults=crash, trials=3, profile="frontier"
+    )
+    result = await run(load(path), tmp_path / "k.db")
+    assert result.summary["agent_faults"]["clerk.crash"]["fired"] == 1
+    stops = {t: ResultPayload.from_wire(m.payload).stopped for t, m in finals(result).items()}
+    assert stops[1] is not None and stops[1].code_value == "crashed"
+    assert stops[0] is None and stops[2] is None
+
+
+async def test_the_model_handle_calls_the_agents_model(tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, "agents.py:asks_model", trials=5, profile="frontier")
+    result = await run(load(path), tmp_path / "m.db")
+    assert result.outcomes["success"] >= 4
+    assert result.summary["metrics"]["per_trial"]["model_calls"] >= 2
+
+
+async def test_upstream_messages_and_a_stated_status(tmp_path: Path) -> None:
+    faults = "[{kind: permission, p: 1.0}]"
+    path = scenario_file(tmp_path, faults=faults, trials=2, downstream="agents.py:upstream_seen")
+    final = finals(await run(load(path), tmp_path / "u.db"))[0]
+    answer = ResultPayload.from_wire(final.payload).answer
+    assert answer.flags == ["clerk:permission_denied:0"]
+    assert answer.text == "clerk failed 0.4" and answer.unresolved == ["revenue", "costs"]
+    assert final.errors[0].hops == 1 and final.status is Status.FAILED
+    # An agent can say less than errorflow derived (explicit), never more.
+    final = finals(
+        await run(load(scenario_file(tmp_path, "agents.py:says_less")), tmp_path / "s.db")
+    )[0]
+    assert final.status is Status.PARTIAL_FAILURE and final.confidence == 0.3
+
+
+async def test_same_seed_same_events(tmp_path: Path) -> None:
+    s = load(scenario_file(tmp_path, faults="[{kind: transient, p: 0.3}]", trials=10))
+    first = await run(s, tmp_path / "a.db")
+    second = await run(s, tmp_path / "b.db")
+    assert normalised(first) == normalised(second)
+    ev1 = events_by_trial(tmp_path / "a.db", first.run_id)
+    assert ev1 == events_by_trial(tmp_path / "b.db", second.run_id) and ev1
+
+
+def test_what_the_callable_is_given_and_returns() -> None:
+    from errorflow.models.backend import NeedView
+
+    need = Need.of(NeedView("q", "quote", "sku", "a quote", "SKU-1", fixed={"quantity": 2}))
+    assert need.arguments == {"quantity": 2, "sku": "SKU-1"}
+    hidden = Need.of(NeedView("q", "quote", "sku", "a quote", None))
+    assert hidden.arguments == {} and hidden.identifier is None
+    failed = ToolResult.of(
+        "kpi", {"ok": False, "tool": "kpi", "code": "transient", "retryable": True, "message": "m"}
+    )
+    assert (failed.ok, failed.code, failed.retryable) == (False, "transient", True)
+    raw = ToolResult.of("kpi", {"ok": False, "tool": "kpi", "error": "HTTP 503"})
+    assert (raw.ok, raw.code, raw.message) == (False, None, "HTTP 503")
+    assert ToolResult.of("kpi", {"ok": True, "tool": "kpi", "result": 3}).value == 3
+    assert _reply({"a": 1}).claims == {"a": 1}
+    for bad in ([1], AgentReply(claims={"a": object()}), AgentReply(confidence=2.0)):
+        try:
+            _reply(bad)
+        except (TypeError, ValueError):
+            continue
+        raise AssertionError(f"{bad!r} accepted")
