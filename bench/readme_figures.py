@@ -228,6 +228,8 @@ ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "analytics-pipeline": (["run", "analytics-pipeline", "--propagation", "both"], paired),
     "order-desk": (["run", "order-desk", "--propagation", "both"], paired),
     "order-desk-mcp": (["run", "order-desk-mcp", "--propagation", "both"], paired),
+    "own-agent": (["run", "own-agent", "--propagation", "both"], paired),
+    "framework-agent": (["run", "framework-agent", "--propagation", "both"], paired),
     "outage": (["sweep", "outage"], outage),
     "retry-storm": (["sweep", "retry-storm"], load_sweep),
     "runaway-loop": (["sweep", "runaway-loop"], runaway),

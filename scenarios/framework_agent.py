@@ -49,18 +49,22 @@ def decide(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                 needs = json.loads(part.content)["needs"]
             elif isinstance(part, ToolReturnPart):
-                need, _, attempt = part.tool_call_id.partition("#")
+                # Calls are named `need#attempt`, as errorflow's trace names them.
+                need, _, attempt = part.tool_call_id.rpartition("#")
                 returns[need] = part.content if isinstance(part.content, dict) else {}
-                if attempt:
+                if attempt != "1":
                     retried.add(need)
     if not returns:  # the first step: every need's tool
         return ModelResponse(
-            parts=[ToolCallPart(n["tool"], n["arguments"], tool_call_id=n["id"]) for n in needs]
+            parts=[
+                ToolCallPart(n["tool"], n["arguments"], tool_call_id=f"{n['id']}#1") for n in needs
+            ]
         )
     again = [
         n
         for n in needs
-        if not returns[n["id"]].get("ok") and returns[n["id"]].get("retryable")
+        if not returns[n["id"]].get("ok")
+        and returns[n["id"]].get("retryable")
         and n["id"] not in retried
     ]
     if again:

@@ -27,14 +27,16 @@ def test_each_behaviour_answers_for_its_own_needs() -> None:
     assert [n.id for n in BEHAVIOURS["synthesise"].own_needs(tools, NEEDS)] == ["x", "y", "z"]
     assert [n.id for n in BEHAVIOURS["check"].own_needs(tools, NEEDS)] == ["x", "y", "z"]
     assert BEHAVIOURS["route"].own_needs(tools, NEEDS) == []
+    assert [n.id for n in BEHAVIOURS["python"].own_needs(tools, NEEDS)] == ["x", "y"]
 
 
 def test_the_traits_of_each_behaviour() -> None:
     def having(trait: str) -> set[str]:
         return {name for name, b in BEHAVIOURS.items() if getattr(b, trait)}
 
-    assert having("calls_tools") == {"gather", "synthesise", "check"}
-    assert having("gathers") == {"gather", "synthesise"}
+    # python: the user's code calls the tools and answers for the needs they serve.
+    assert having("calls_tools") == {"gather", "synthesise", "check", "python"}
+    assert having("gathers") == {"gather", "synthesise", "python"}
     assert having("carries") == {"gather", "route"}
     assert having("verifies") == {"synthesise", "check"}
     assert having("delivers") == {"synthesise"}
@@ -46,6 +48,7 @@ def test_the_traits_of_each_behaviour() -> None:
         "synthesise": "write",
         "check": "review",
         "route": "pass",
+        "python": "research",
     }
 
 

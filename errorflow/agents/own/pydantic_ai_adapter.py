@@ -23,12 +23,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from errorflow.agents.own.context import AgentContext, AgentReply, ToolResult
+from errorflow.agents.own.context import AgentContext, AgentReply, ToolRequest, ToolResult
 from errorflow.core.errors import InputError
 from errorflow.models.backend import ToolDef
 
 try:
-    from pydantic_ai import Agent, Tool
+    from pydantic_ai import Agent, RunContext, Tool
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # the optional extra is not installed
     raise InputError(
@@ -45,11 +45,13 @@ def gated_toolset(ctx: AgentContext) -> FunctionToolset[Any]:
 
 
 def _tool(ctx: AgentContext, tool: ToolDef) -> Tool[Any]:
-    async def call(**arguments: Any) -> dict[str, Any]:
-        return observation(await ctx.call_tool(tool.name, arguments))
+    async def call(run: RunContext[Any], **arguments: Any) -> dict[str, Any]:
+        # The framework's call id names the call in errorflow's trace and events.
+        request = ToolRequest(run.tool_call_id or "", tool.name, arguments)
+        return observation(await ctx.run_call(request))
 
     return Tool.from_schema(
-        call, tool.name, tool.description, dict(tool.input_schema), sequential=True
+        call, tool.name, tool.description, dict(tool.input_schema), takes_ctx=True, sequential=True
     )
 
 

@@ -143,7 +143,7 @@ class OwnLoop:
             self._stop(out, Failure(ErrorCode.BUDGET_EXHAUSTED, "budget", reason))
             return ToolResult(name, False, None, ErrorCode.BUDGET_EXHAUSTED.value, reason)
         arguments = args if isinstance(args, str) else dict(args)
-        call = ToolCall(call_id or f"{self.persona.agent}-py-{self._calls}", name, arguments)
+        call = ToolCall(call_id or self._call_id(out, name, arguments), name, arguments)
         self._calls += 1
         outcome = await self.gate.call(call)
         out.turns += [AssistantTurn([call]), ObservationTurn(call.id, name, outcome.observation)]
@@ -163,6 +163,16 @@ class OwnLoop:
             if verdict is not None:
                 out.stopped = StopReason(verdict.code)
         return ToolResult.of(name, outcome.observation)
+
+    def _call_id(self, out: LoopOutcome, name: str, args: Mapping[str, JsonValue] | str) -> str:
+        """A call's id: `need#n` for a call of a need's tool with the need's arguments
+        (as the model's calls are named, so the trace says which need it served and
+        which retries redid it), else `agent-py-n`."""
+        for view in out.task.needs:
+            if view.tool == name and Need.of(view).arguments == args:
+                n = sum(1 for t in out.turns if isinstance(t, ObservationTurn)) + 1
+                return f"{view.id}#{n}"
+        return f"{self.persona.agent}-py-{self._calls}"
 
     async def _ask(self, out: LoopOutcome, note: str | None) -> ModelReply:
         p = self.persona
