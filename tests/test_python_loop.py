@@ -52,6 +52,11 @@ async def asks_model(ctx: AgentContext) -> AgentReply:
         reply = await ctx.model.complete()
     raise RuntimeError("the model never answered")
 
+async def chatty(ctx: AgentContext) -> AgentReply:
+    for _ in range(100):
+        await ctx.model.complete()
+    return AgentReply()
+
 async def says_less(ctx: AgentContext) -> dict:
     answer = await relay(ctx)
     answer.status, answer.confidence = "partial_failure", 0.3
@@ -211,6 +216,17 @@ async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -
     stops = {t: ResultPayload.from_wire(m.payload).stopped for t, m in finals(result).items()}
     assert stops[1] is not None and stops[1].code_value == "crashed"
     assert stops[0] is None and stops[2] is None
+
+
+async def test_the_budget_bounds_its_model_calls(tmp_path: Path) -> None:
+    policy = "{strategy: tell-model, budget: {max_model_calls_per_task: 3}}"
+    path = scenario_file(tmp_path, "agents.py:chatty", policy=policy, trials=2)
+    result = await run(load(path), tmp_path / "b.db")
+    assert result.summary["metrics"]["per_trial"]["model_calls"] == 3
+    final = finals(result)[0]
+    assert final.errors[0].code.value == "budget_exhausted"
+    stopped = ResultPayload.from_wire(final.payload).stopped
+    assert stopped is not None and stopped.code_value == "budget_exhausted"
 
 
 async def test_the_model_handle_calls_the_agents_model(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ opens it, the tool gate runs it (faults, retries, breakers, limiters), the loop 
 closes it; once the loop is stopped (budget, guard, an unrecoverable failure when the
 policy stops on one, a tool server gone), further calls are refused without running.
 
+The budget is checked before every model call the callable makes, too.
 A callable that raises is the agent's failure, classified like a tool's exception
 (`internal_error` when nothing more is known); one that returns something that is not
 an answer is `internal_error` too. A model call that failed for good and was not
@@ -102,8 +103,10 @@ class OwnLoop:
         except (InjectedCrash, asyncio.CancelledError):
             raise
         except ModelCallError as exc:
-            self._stop(out, Failure(exc.code, "model", redact(str(exc)), http_status=exc.status))
-            out.stopped = StopReason(ErrorCode.MODEL_ERROR)
+            tool = "budget" if exc.code is ErrorCode.BUDGET_EXHAUSTED else "model"
+            self._stop(out, Failure(exc.code, tool, redact(str(exc)), http_status=exc.status))
+            if tool == "model":
+                out.stopped = StopReason(ErrorCode.MODEL_ERROR)
         except Exception as exc:  # the user's code failed: the agent's failure, classified
             failure = classify_exception(p.agent, exc)
             self._stop(out, replace(failure, raw=redact(failure.raw)[:MAX_RAISED_CHARS]))
@@ -175,6 +178,10 @@ class OwnLoop:
         return f"{self.persona.agent}-py-{self._calls}"
 
     async def _ask(self, out: LoopOutcome, note: str | None) -> ModelReply:
+        # The budget bounds a python agent's model calls too (its steps are tool calls).
+        reason = self.budget.exhausted()
+        if reason is not None:
+            raise ModelCallError(ErrorCode.BUDGET_EXHAUSTED, f"budget exhausted: {reason}")
         p = self.persona
         turns = list(out.turns)
         if note:
