@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from errorflow.agents.propagation import (
+    Verdict,
     confidence,
     dedupe,
     fallback_answer,
+    lowered,
     open_tools,
     own_errors,
     propagate,
@@ -252,3 +254,13 @@ def test_a_stopped_implicit_agent_reports_nothing_found_as_certain() -> None:
     assert answer.text == "stopped: step_limit"
     assert answer.claims == [Claim("x", None, True), Claim("y", None, True)]
     assert answer.unresolved == []
+
+
+def test_a_stated_status_and_confidence_only_lower_the_verdict() -> None:
+    base = Verdict(Status.PARTIAL_FAILURE, 0.4, [])
+    assert lowered(base, "ok", 0.9) == base  # never more than errorflow derived
+    assert lowered(base, "failed", None) == Verdict(Status.FAILED, 0.4, [])
+    assert lowered(base, None, 0.25) == Verdict(Status.PARTIAL_FAILURE, 0.25, [])
+    assert lowered(Verdict(Status.OK, 1.0, []), "partial_failure", 0.5) == Verdict(
+        Status.PARTIAL_FAILURE, 0.5, []
+    )
