@@ -3,6 +3,7 @@ chains of tool-using agents and dependent needs, run end to end in-process."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from errorflow import api
+from errorflow.core.errors import InputError
 from errorflow.scenario.loader import ScenarioError
 from errorflow.store.trial_store import load_trace
 
@@ -144,3 +146,56 @@ def test_a_trace_loads_from_a_str_path(tmp_path: Path) -> None:
     result = api.run(api.load("contamination"), trials=2, db=db)
     trace = load_trace(db, result.run_id, 0)
     assert trace is not None
+
+
+def test_records_name_the_origin_the_edges_and_the_faults_that_fired() -> None:
+    rows = api.run(api.load("contamination"), propagation="implicit", trials=4).records()
+    for row in rows:
+        assert row["origin"] == {
+            "agent": "researcher", "kind": "tool", "tool": "search_papers",
+            "code": "permission_denied",
+        }  # fmt: skip
+        assert row["fired_faults"] == {"tools.search_papers.faults[0]": 1}
+    assert any("writer->runner" in row["edges"] for row in rows)  # type: ignore[operator]
+
+
+def test_a_fault_free_trial_has_no_origin_and_no_fired_fault() -> None:
+    result = api.baseline(api.load("contamination"), trials=3)
+    assert result.outcomes["success"] == 3
+    assert all(r["origin"] is None and r["fired_faults"] == {} for r in result.records())
+
+
+def test_traces_stay_readable_while_the_result_lives_and_go_with_it() -> None:
+    result = api.run(api.load("contamination"), propagation="implicit", trials=3)
+    trace = result.trace()
+    assert trace.outcome == "contaminated" and trace.root_cause is not None
+    assert result.trace(2).trial == 2
+    with pytest.raises(api.NoSuchTrial):
+        result.trace(7)
+    db = result.db
+    assert db.is_file()
+    del result, trace
+    gc.collect()
+    assert not db.exists()
+
+
+def test_a_sweep_gives_a_result_per_cell_paired_on_the_same_seeds() -> None:
+    cells = api.sweep(
+        api.load("contamination"), {"propagation": ["explicit", "implicit"]}, trials=6
+    )
+    assert list(cells.cells) == ["explicit", "implicit"]
+    assert cells.cells["implicit"].outcomes["contaminated"] == 6
+    assert cells.baselines["explicit"] is not None and cells.baselines["explicit"]["success"] == 6
+    d = cells.paired("explicit", "implicit")["contaminated"]
+    assert d["only_b"] == 6 - cells.cells["explicit"].outcomes["contaminated"] and d["diff"] < 0
+    frame = cells.to_pandas()
+    assert len(frame) == 12 and set(frame["cell"]) == {"explicit", "implicit"}
+    assert cells.to_json()["cells"]["implicit"]["trials"] == 6
+    with pytest.raises(InputError):
+        api.sweep(api.load("contamination"), {"propagation": "explicit"})
+
+
+def test_a_path_is_a_str_or_a_path_for_run_and_trace(tmp_path: Path) -> None:
+    for db in (str(tmp_path / "a.db"), tmp_path / "b.db"):
+        result = api.run(api.load("contamination"), trials=1, db=db)
+        assert result.db == Path(db) and result.trace(0).trial == 0
