@@ -1,5 +1,6 @@
 """Screenshots of the HTML report's charts in a real browser (Debian's chromium,
-headless) for docs/: a paired run and a sweep.
+headless) for docs/: a paired run, a sweep, and the trace page of the paired run's
+implicit arm (its propagation graph) that the report links.
 
     python bench/report_screenshots.py   # needs `apt-get install chromium` and Pillow
 """
@@ -46,14 +47,20 @@ def main() -> None:
         sweep = json.loads(errorflow("sweep", "resilience-topologies", "--trials", "20",
                                      "--json", "-q", "--db", db))  # fmt: skip
         for ident, out, height in (
-            (both["group_id"], "report-paired.png", 2600),
+            (both["group_id"], "report-paired.png", 2800),
             (sweep["group_id"], "report-sweep.png", 900),
         ):
             page = tmp / f"{ident}.html"
             errorflow("report", ident, "--format", "html", "--db", db, "-o", str(page))
-            shoot(page, tmp / out, height, tmp)
-            Image.open(tmp / out).convert("RGB").save(DOCS / out, optimize=True)
-            print(f"docs/{out}")
+            save(page, out, height, tmp)
+        trace = next(tmp.glob(f"trace-{both['group_id']}-implicit-t*.html"))
+        save(trace, "trace-page.png", 1500, tmp)
+
+
+def save(page: Path, out: str, height: int, tmp: Path) -> None:
+    shoot(page, tmp / out, height, tmp)
+    Image.open(tmp / out).convert("RGB").save(DOCS / out, optimize=True)
+    print(f"docs/{out}")
 
 
 if __name__ == "__main__":

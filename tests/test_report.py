@@ -301,8 +301,9 @@ def test_a_run_without_services_or_breaker_moves_has_no_timeline(
     cli(capsys, "report", run_id, "--db", db, "--format", "html", "-o", str(page_file))
     page = page_file.read_text()
     assert page.count("No timeline:") == 1 and "timeline of" not in page
-    # outcome bars, rates with intervals, contamination by agent; no timeline chart
-    assert page.count("<svg") == 3
+    # outcome bars, rates with intervals, contamination by agent, the propagation graph;
+    # no timeline chart
+    assert page.count("<svg") == 4
 
 
 def test_timeline_of_a_retry_storm_counts_timeouts_as_failures(

@@ -57,4 +57,12 @@ class Figure:
     svg: str
 
 
-Block = Heading | Para | TableBlock | Items | OutcomeChart | TimelineChart | Figure
+@dataclass(frozen=True)
+class TraceLinks:
+    """Per run, the trial worth reading whole: `(label, run id, trial)`; HTML links each to
+    its page when one was written beside the report, else names the command."""
+
+    trials: list[tuple[str, str, int]]
+
+
+Block = Heading | Para | TableBlock | Items | OutcomeChart | TimelineChart | Figure | TraceLinks

@@ -11,9 +11,10 @@ own column, count only, when a run has any; rates are over the other trials.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -32,9 +33,11 @@ from errorflow.reports.blocks import (
     Strong,
     TableBlock,
     TimelineChart,
+    TraceLinks,
 )
 from errorflow.reports.policy_table import policy_rows
 from errorflow.reports.profile_lines import ProfileJson, profile_blocks, stored_profiles
+from errorflow.reports.root_cause_blocks import root_cause_blocks, trace_command
 from errorflow.reports.service_table import service_rows
 from errorflow.reports.sweep_report import SweepReportJson, stored_sweep, sweep_table
 from errorflow.reports.timeline import TimelineJson, timeline
@@ -42,7 +45,7 @@ from errorflow.reports.timeline_source import run_events
 from errorflow.reports.timeline_svg import lane_peak, timeline_svg
 from errorflow.reports.timeline_table import HEAD as TIMELINE_HEAD
 from errorflow.reports.timeline_table import timeline_rows
-from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes, summary_rows
+from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import p_value_text
@@ -67,6 +70,7 @@ from errorflow.store.readers import (
     load_scores,
     trial_rows,
 )
+from errorflow.store.trial_store import telling_trial
 
 #: Outcomes with a rate: a column each (count, rate, interval) in every report.
 OUTCOMES = [o.value for o in RATED]
@@ -105,6 +109,8 @@ class ReportArm(TypedDict):
     #: Where the failed trials' failures started, who dropped them, which edges carried
     #: contamination (errorflow.scoring.root_cause_summary).
     root_causes: NotRequired[RootCauseSummary]
+    #: The trial `errorflow trace` shows first (the first contaminated, else failed one).
+    telling_trial: NotRequired[int]
     services: NotRequired[dict[str, ServiceJson]]  # load on each service (when any)
     #: Load on each service and breaker states over run time (errorflow.reports.timeline;
     #: when the run has a service or a breaker moved).
@@ -179,6 +185,8 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
     profiles = stored_profiles(run["scenario_json"])
     if profiles:
         arm["profiles"] = profiles
+    if arm["root_causes"]["failed"] and (n := telling_trial(db, run["run_id"])) is not None:
+        arm["telling_trial"] = n
     return arm
 
 
@@ -395,35 +403,6 @@ def _policy_blocks(arms: list[ReportArm]) -> list[Block]:
     ]  # fmt: skip
 
 
-def _root_cause_blocks(arms: list[ReportArm]) -> list[Block]:
-    """Root causes of the failed trials, per run (when any failed)."""
-    cells = [
-        [a["label"], what, where, str(n)]
-        for a in arms
-        if "root_causes" in a
-        for what, where, n in summary_rows(a["root_causes"])
-    ]
-    if not cells:
-        return []
-    by_agent = [
-        Figure(f"<h3>{html_text(a['label'])}</h3>" * (len(arms) > 1)
-               + charts.contamination_by_agent(a["root_causes"], COLOURS["contaminated"]))
-        for a in arms
-        if "root_causes" in a and a["root_causes"]["contaminated"]
-    ]  # fmt: skip
-    return [
-        Heading(2, "Root causes"),
-        *by_agent,
-        TableBlock(["run", "what", "where", "trials"], cells),
-        Para(("Of the failed trials: where the failure started (the agent, tool and error "
-              "class of the first failure nothing upstream caused), who dropped it (swallowed "
-              "it, passed it on silently, or stated a false claim as certain), where "
-              "contamination started and was stopped, the messages that carried it, where it "
-              "was first contained, and the contamination depths. One trial whole: errorflow "
-              "trace RUN_ID --trial N.",)),
-    ]  # fmt: skip
-
-
 def _sweep_blocks(data: ReportJson) -> list[Block]:
     """A sweep's heatmap and measures, first: the cells are what a sweep is about."""
     if "sweep" not in data:
@@ -455,7 +434,7 @@ def document(data: ReportJson) -> list[Block]:
         *_policy_blocks(arms),
         *_service_blocks(arms),
         *_timeline_blocks(arms),
-        *_root_cause_blocks(arms),
+        *root_cause_blocks(arms, COLOURS["contaminated"]),
         *profile_blocks(arms[0].get("profiles") or {}),
     ]  # fmt: skip
     if "paired" in data:
@@ -491,6 +470,11 @@ def _md_block(block: Block) -> str | None:
             return "\n".join(lines + [_md_row(r) for r in rows])
         case Items(items=items):
             return "\n".join(f"- {md_text(item)}" for item in items)
+        case TraceLinks(trials=trials):
+            return "\n".join(
+                f"- {md_text(label)}: `{md_text(trace_command(run_id, n))}`"
+                for label, run_id, n in trials
+            )
     return None  # the chart: HTML only
 
 
@@ -503,7 +487,9 @@ def to_markdown(data: ReportJson) -> str:
     return "\n\n".join(s for s in shown if s is not None) + "\n"
 
 
-def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
+def _html_block(
+    block: Block, arms: list[ReportArm], links: Mapping[str, str] | None = None
+) -> list[str]:
     match block:
         case Heading(level=level, text=text):
             return [f"<h{level}>{html_text(text)}</h{level}>"]
@@ -524,6 +510,9 @@ def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
             return [charts.outcome_bars(bars, shown, COLOURS)]
         case Figure(svg=svg):
             return [svg]
+        case TraceLinks(trials=trials):
+            return [_trace_link(label, run_id, n, (links or {}).get(run_id))
+                    for label, run_id, n in trials]  # fmt: skip
         case TimelineChart(timeline=None):
             return [
                 "<p>No timeline: no run here has a service or a breaker that changed state.</p>"
@@ -532,6 +521,13 @@ def _html_block(block: Block, arms: list[ReportArm]) -> list[str]:
             caption = f"<h3>{html_text(label)}</h3>" if len(arms) > 1 else ""
             return [caption + timeline_svg(tl, f"timeline of {label}", _peaks(arms))]
     return []
+
+
+def _trace_link(label: str, run_id: str, trial: int, href: str | None) -> str:
+    what = f"{label}: trial {trial} traced whole"
+    if href is not None:
+        return f'<li><a href="{html.escape(href)}">{html_text(what)}</a></li>'
+    return f"<li>{html_text(what)}: <code>{html_text(trace_command(run_id, trial))}</code></li>"
 
 
 def _peaks(arms: list[ReportArm]) -> dict[str, int]:
@@ -547,8 +543,10 @@ def _html_row(tag: str, cells: list[str]) -> str:
     return "<tr>" + "".join(f"<{tag}>{html_text(c)}</{tag}>" for c in cells) + "</tr>"
 
 
-def to_html(data: ReportJson) -> str:
-    out = [piece for b in document(data) for piece in _html_block(b, data["arms"])]
+def to_html(data: ReportJson, links: Mapping[str, str] | None = None) -> str:
+    """The HTML report; `links`: by run id, the page of its telling trial (written beside
+    the report; errorflow.reports.propagation.trace_page), else the command that writes it."""
+    out = [piece for b in document(data) for piece in _html_block(b, data["arms"], links)]
     style = (
         "body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
@@ -570,5 +568,7 @@ RENDERERS: dict[str, Callable[[ReportJson], str]] = {
 }
 
 
-def render(db: Path, ident: str, fmt: str) -> str:
+def render(db: Path, ident: str, fmt: str, links: Mapping[str, str] | None = None) -> str:
+    if fmt == "html":
+        return to_html(build(db, ident), links)
     return RENDERERS[fmt](build(db, ident))

@@ -28,6 +28,7 @@ from errorflow.cli.errors import (
 from errorflow.cli.paths import path_arg, write_output
 from errorflow.cli.resume import resume_command
 from errorflow.core.display import for_terminal
+from errorflow.reports.propagation.trace_page import trace_file_name, trace_html
 from errorflow.reports.report import ReportError, render
 from errorflow.reports.root_cause_view import summary_lines
 from errorflow.reports.tables import print_run
@@ -42,6 +43,7 @@ from errorflow.store.readers import (
     list_runs,
 )
 from errorflow.store.run_ids import IdLookupError, StoredId, resolve_id
+from errorflow.store.trial_store import load_trace, telling_trial
 
 
 def stored_id(db: str, ident: str, *, groups: bool = True) -> StoredId:
@@ -58,8 +60,9 @@ def stored_id(db: str, ident: str, *, groups: bool = True) -> StoredId:
 
 def cmd_report(args: argparse.Namespace) -> int:
     found = stored_id(args.db, args.id)
+    links = _write_traces(args) if args.format == "html" and args.output else None
     try:
-        text = render(Path(args.db), found.id, args.format)
+        text = render(Path(args.db), found.id, args.format, links)
     except ReportError as exc:
         raise UsageError(str(exc), where=args.id) from None
     if args.output:
@@ -68,6 +71,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _write_traces(args: argparse.Namespace) -> dict[str, str]:
+    """Beside an HTML report written to a file, each run's telling trial as its own page
+    (errorflow.reports.propagation.trace_page); by run id, the page's name for the report's link."""
+    found = stored_id(args.db, args.id)
+    db, links = Path(args.db), {}
+    run_ids = [r["run_id"] for r in group_runs(db, found.id)] or [found.id]
+    for run_id in run_ids:
+        trial = telling_trial(db, run_id)
+        trace = load_trace(db, run_id, trial) if trial is not None else None
+        if trace is None or trace.outcome not in ("contaminated", "contained"):
+            continue
+        name = trace_file_name(run_id, trace.trial)
+        write_output(str(Path(args.output).parent / name), trace_html(trace), "-o")
+        links[run_id] = name
+    return links
 
 
 # -- runs ---------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""How contamination travelled, drawn: the propagation graph and the one-trial page."""
