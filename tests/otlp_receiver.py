@@ -37,6 +37,7 @@ class ProtoReceiver:
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
         self.requests = 0
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -45,6 +46,7 @@ class ProtoReceiver:
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 ok = self.path == "/v1/traces"
+                receiver.authorizations.append(self.headers.get("Authorization"))
                 if ok:
                     receiver._take(ExportTraceServiceRequest.FromString(body))
                 reply = ExportTraceServiceResponse().SerializeToString()

@@ -170,3 +170,68 @@ def test_phoenix_receives_the_traces(stored: tuple[Path, str], tmp_path: Path) -
     for w in writers:
         (parent,) = w["attributes"]["errorflow.derived_from"]
         assert got[parent]["name"] == "invoke_agent researcher"
+
+
+@pytest.fixture(scope="module")
+def retried(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
+    """A stored run whose triage retries get_ticket after 30 s timeouts; the trial with
+    the most attempts."""
+    from errorflow import api
+
+    db = tmp_path_factory.mktemp("otlp-retry") / "r.db"
+    scenario = api.override(
+        api.load("support-pipeline"), {"agents.triage.policy.strategy": "resilient"}
+    )
+    result = api.run(scenario, trials=8, db=db)
+    retries = {
+        n: sum(d.kind == "retry" for d in result.trace(n).genealogy.timeline) for n in range(8)
+    }
+    trial = max(retries, key=lambda n: retries[n])
+    assert retries[trial] >= 1
+    return db, result.run_id, trial
+
+
+def attempt_spans(db: Path, run_id: str, trial: int, out: Path, clock: str) -> list[Any]:
+    args = ["export", run_id, "--format", "otlp-json", "--span-time", clock, "-o", str(out),
+            "--db", str(db)]  # fmt: skip
+    assert main(args) == 0
+    request = json.loads(out.read_text().splitlines()[trial])
+    return spans_of(request)
+
+
+def seconds(span: dict[str, Any]) -> float:
+    return (int(span["endTimeUnixNano"]) - int(span["startTimeUnixNano"])) / 1e9
+
+
+def test_a_retried_call_has_a_span_per_attempt_on_the_simulated_clock(
+    retried: tuple[Path, str, int], tmp_path: Path
+) -> None:
+    db, run_id, trial = retried
+    trace = load_trace(db, run_id, trial)
+    assert trace is not None
+    retries = [d for d in trace.genealogy.timeline if d.kind == "retry"]
+    spans = attempt_spans(db, run_id, trial, tmp_path / "sim.jsonl", "sim")
+    by_id = {s["spanId"]: s for s in spans}
+    attempts = [s for s in spans if s["name"].startswith("attempt ")]
+    calls = {by_id[s["parentSpanId"]]["name"] for s in attempts}
+    assert calls == {"execute_tool get_ticket"}
+    assert len(attempts) == len(retries) + 1
+    failed = [s for s in attempts if attrs(s).get("error.type") == "timeout"]
+    assert len(failed) == len(retries) and all(s["status"].get("code") for s in failed)
+    # a timeout took 30 simulated seconds; on the wall clock the whole call is instant
+    assert all(seconds(s) == pytest.approx(30.0, abs=1.0) for s in failed)
+    gap = int(attempts[1]["startTimeUnixNano"]) - int(attempts[0]["endTimeUnixNano"])
+    assert gap / 1e9 == pytest.approx(retries[0].delay_s, abs=1e-6)
+    wall = attempt_spans(db, run_id, trial, tmp_path / "wall.jsonl", "wall")
+    tool = next(s for s in wall if s["name"] == "execute_tool get_ticket")
+    assert seconds(tool) < 5 and seconds(by_id[tool["spanId"]]) >= 30
+
+
+def test_headers_come_from_otel_exporter_otlp_headers_as_langfuse_wants_them(
+    stored: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, run_id = stored
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic cGs6c2s=")
+    with ProtoReceiver() as receiver:
+        assert main(["export", run_id, "--otlp", receiver.url, "--db", str(db)]) == 0
+    assert receiver.authorizations and set(receiver.authorizations) == {"Basic cGs6c2s="}

@@ -125,27 +125,30 @@ def _otlp() -> ModuleType:
         raise UsageError(OTEL_MISSING, where="--otlp / --format otlp-json") from None
 
 
-def _spans(db: Path, runs: Sequence[StoredRun], counted: list[int]) -> Iterator[list[Any]]:
-    """Each trial's spans, run by run (`counted` gets one entry per trial)."""
+def _spans(
+    db: Path, runs: Sequence[StoredRun], counted: list[int], clock: str = "wall"
+) -> Iterator[list[Any]]:
+    """Each trial's spans, run by run (`counted` gets one entry per trial); `clock`: span
+    times from the wall clock or the simulated one (errorflow.reports.otlp)."""
     otlp = _otlp()
     for run in runs:
         models = otlp.agent_models(run["scenario_json"])
         resource = otlp.run_resource(run["run_id"], run["scenario"])
         for t in traces(db, run):
             counted.append(t.trial)
-            yield otlp.trial_spans(t, models, resource)
+            yield otlp.trial_spans(t, models, resource, clock)
 
 
-def otlp_json_lines(db: Path, runs: Sequence[StoredRun]) -> str:
+def otlp_json_lines(db: Path, runs: Sequence[StoredRun], clock: str = "wall") -> str:
     otlp = _otlp()
     return "".join(
         json.dumps(otlp.otlp_json(spans), ensure_ascii=False) + "\n"
-        for spans in _spans(db, runs, [])
+        for spans in _spans(db, runs, [], clock)
     )
 
 
-def send_otlp(db: Path, runs: Sequence[StoredRun], endpoint: str) -> str:
+def send_otlp(db: Path, runs: Sequence[StoredRun], endpoint: str, clock: str = "wall") -> str:
     otlp = _otlp()
     trials: list[int] = []
-    sent = otlp.send(chain.from_iterable(_spans(db, runs, trials)), endpoint)
+    sent = otlp.send(chain.from_iterable(_spans(db, runs, trials, clock)), endpoint)
     return f"sent {sent} spans of {len(trials)} trial(s) to {endpoint}"

@@ -16,11 +16,16 @@ span kinds, so a run opens in Jaeger, Phoenix or Langfuse:
   `gen_ai.usage.*`; LLM), a failed attempt with `error.type`;
 - each tool call: `execute_tool TOOL` (`gen_ai.tool.name`, `gen_ai.tool.call.id`;
   TOOL), with `error.type` = the taxonomy code when it failed; its retries, breaker
-  transitions and guard blocks as span events.
+  transitions and guard blocks as span events; a call that was retried has a child
+  span per attempt (`attempt K`, a failed one with its `error.type`), split at its
+  retry events.
 
 Ids are derived from the run id and the trial (SHA-256), so exporting a run twice gives
-the same trace and span ids. Times are the senders' wall clocks as stored (events carry
-no simulated timestamp); simulated seconds are attributes.
+the same trace and span ids. Span times are the senders' wall clocks as stored
+(`clock="wall"`, the default: a simulated backoff takes microseconds there), or, with
+`clock="sim"`, the trial's first wall stamp plus each event's simulated time (`at`):
+a call retried after 30 s timeouts then spans its 30 s. Simulated seconds are
+attributes either way.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -45,7 +50,6 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from errorflow import __version__
 from errorflow.scoring.genealogy_types import (
     Decision,
-    Genealogy,
     Invocation,
     ToolCallView,
 )
@@ -53,6 +57,8 @@ from errorflow.scoring.trial_trace import TrialTrace
 
 SCOPE = InstrumentationScope("errorflow", __version__)
 #: Decisions that become events on the span of the call they belong to.
+#: The clock span times are read from: the senders' wall clocks, or the simulated one.
+Clock = Literal["wall", "sim"]
 POLICY_KINDS = frozenset({"retry", "retries_exhausted", "breaker", "guard"})
 #: Spans per request when sending (well under any receiver's limit).
 BATCH = 512
@@ -99,10 +105,22 @@ def _ns(seconds: float) -> int:
 class _Builder:
     """The spans of one trial."""
 
-    def __init__(self, t: TrialTrace, models: Mapping[str, AgentModel], resource: Resource):
+    def __init__(
+        self,
+        t: TrialTrace,
+        models: Mapping[str, AgentModel],
+        resource: Resource,
+        clock: Clock = "wall",
+    ):
         self.t, self.models, self.resource = t, models, resource
         self.trace_id = trace_id(t.run_id, t.trial)
         self.spans: list[ReadableSpan] = []
+        self.sim = clock == "sim"
+        self.base = min([m.ts for m in t.genealogy.messages] or [0.0])
+
+    def when(self, d: Decision) -> float:
+        """A decision's time on the spans' clock (sim: the base plus its `at`, when known)."""
+        return self.base + d.at if self.sim and d.at is not None else d.ts
 
     def context(self, key: str) -> SpanContext:
         sid = span_id(self.t.run_id, self.t.trial, key)
@@ -224,7 +242,7 @@ def _policy_event(d: Decision) -> Event:
 
 
 def _tool_span(b: _Builder, inv: Invocation, parent: SpanContext, call: ToolCallView,
-               start: float, events: list[Event]) -> None:  # fmt: skip
+               start: float, end: float, events: list[Event]) -> None:  # fmt: skip
     attrs = {
         "openinference.span.kind": "TOOL",
         "gen_ai.operation.name": "execute_tool",
@@ -245,8 +263,31 @@ def _tool_span(b: _Builder, inv: Invocation, parent: SpanContext, call: ToolCall
     }
     failed = not call.ok
     status = Status(StatusCode.ERROR, call.error or call.code or "") if failed else None
-    b.add(f"execute_tool {call.tool}", f"inv{inv.index}/seq{call.seq}", parent, start, call.ts,
+    b.add(f"execute_tool {call.tool}", f"inv{inv.index}/seq{call.seq}", parent, start, end,
           attrs, status=status, events=events)  # fmt: skip
+
+
+def _attempt_spans(b: _Builder, inv: Invocation, call: ToolCallView, start: float,
+                   end: float, retries: Sequence[Decision]) -> None:  # fmt: skip
+    """A retried call's attempts as child spans of its tool span: attempt k ends at the
+    k-th retry event (failed, with its class) and the next starts after its backoff; the
+    last ends with the call."""
+    if call.attempts < 2 or not retries:
+        return
+    key = f"inv{inv.index}/seq{call.seq}"
+    parent = b.context(key)
+    for k, retry in enumerate(retries, 1):
+        stop = b.when(retry)
+        attrs = {"errorflow.attempt": k, "error.type": retry.code, "gen_ai.tool.name": call.tool,
+                 "errorflow.delay_s": retry.delay_s, "errorflow.at": retry.at}  # fmt: skip
+        b.add(f"attempt {k}", f"{key}/a{k}", parent, start, stop, attrs,
+              status=Status(StatusCode.ERROR, retry.code or "failed"))  # fmt: skip
+        start = stop + (retry.delay_s or 0.0) * b.sim
+    last = len(retries) + 1
+    status = Status(StatusCode.ERROR, call.code or "") if not call.ok else None
+    attrs = {"errorflow.attempt": last, "gen_ai.tool.name": call.tool, "error.type": call.code}
+    b.add(f"attempt {last}", f"{key}/a{last}", parent, min(start, end), end, attrs,
+          status=status)  # fmt: skip
 
 
 def _chat_span(b: _Builder, inv: Invocation, parent: SpanContext, d: Decision, start: float,
@@ -266,7 +307,7 @@ def _chat_span(b: _Builder, inv: Invocation, parent: SpanContext, d: Decision, s
     if d.kind == "model_error":
         attrs["error.type"] = d.code
         status = Status(StatusCode.ERROR, d.text)
-    b.add(f"chat {name}", f"inv{inv.index}/seq{d.seq}", parent, start, d.ts, attrs,
+    b.add(f"chat {name}", f"inv{inv.index}/seq{d.seq}", parent, start, b.when(d), attrs,
           kind=SpanKind.CLIENT, status=status, events=events)  # fmt: skip
 
 
@@ -293,6 +334,7 @@ def _children(b: _Builder, inv: Invocation, parent: SpanContext, start: float) -
     calls = {c.seq: c for c in inv.tool_calls}
     model = b.models.get(inv.agent)
     pending: list[Event] = []
+    retries: list[Decision] = []
     left: list[Event] = []
     prev = start
     for d in b.t.genealogy.timeline:
@@ -300,14 +342,16 @@ def _children(b: _Builder, inv: Invocation, parent: SpanContext, start: float) -
             continue
         if d.kind in POLICY_KINDS:
             pending.append(_policy_event(d))
+            retries += [d] if d.kind == "retry" else []
         elif d.kind == "tool_call" and d.seq in calls:
-            _tool_span(b, inv, parent, calls[d.seq], prev, pending)
-            pending, prev = [], d.ts
+            _tool_span(b, inv, parent, calls[d.seq], prev, b.when(d), pending)
+            _attempt_spans(b, inv, calls[d.seq], prev, b.when(d), retries)
+            pending, retries, prev = [], [], b.when(d)
         elif d.kind in ("model_call", "model_error"):
             usage = {} if d.kind == "model_error" else _usage(d)
             _chat_span(b, inv, parent, d, prev, model, pending)
             b.spans[-1] = _with(b.spans[-1], usage)
-            pending, prev = [], d.ts
+            pending, retries, prev = [], [], b.when(d)
         else:
             left.append(_policy_event(d))
     return pending + left
@@ -323,7 +367,12 @@ def _with(span: ReadableSpan, extra: Mapping[str, Any]) -> ReadableSpan:
     )  # fmt: skip
 
 
-def _times(g: Genealogy, inv: Invocation) -> tuple[float, float]:
+def _times(b: _Builder, inv: Invocation) -> tuple[float, float]:
+    if b.sim:  # from its first to its last decision, on the simulated clock
+        stamps = [b.when(d) for d in b.t.genealogy.timeline if d.invocation == inv.index]
+        if stamps:
+            return min(stamps), max(stamps)
+    g = b.t.genealogy
     nodes = g.by_id()
     ins = [nodes[d].ts for d in inv.inputs if d in nodes]
     outs = [nodes[d].ts for d in inv.outputs if d in nodes]
@@ -332,19 +381,22 @@ def _times(g: Genealogy, inv: Invocation) -> tuple[float, float]:
 
 
 def trial_spans(
-    t: TrialTrace, models: Mapping[str, AgentModel], resource: Resource
+    t: TrialTrace, models: Mapping[str, AgentModel], resource: Resource, clock: Clock = "wall"
 ) -> list[ReadableSpan]:
-    """Every span of one trial: the trial, its invocations and their calls."""
-    b = _Builder(t, models, resource)
+    """Every span of one trial: the trial, its invocations and their calls (and their
+    attempts); `clock`: the span times, wall as stored or simulated (the module's doc)."""
+    b = _Builder(t, models, resource, clock)
     g = t.genealogy
     stamps = [m.ts for m in g.messages] or [0.0]
+    if b.sim:
+        stamps = [b.base, *(b.when(d) for d in g.timeline)]
     failed = t.root_cause is not None
     status = Status(StatusCode.ERROR, t.outcome or "") if failed else Status(StatusCode.OK)
     root = b.add(f"trial {t.trial}", "trial", None, min(stamps), max(stamps),
                  _root_attributes(t), status=status)  # fmt: skip
     made_by = {mid: inv.index for inv in g.invocations for mid in inv.outputs}
     for inv in g.invocations:
-        start, end = _times(g, inv)
+        start, end = _times(b, inv)
         context = b.context(f"inv{inv.index}")
         leftover = _children(b, inv, context, start)
         nodes = g.by_id()

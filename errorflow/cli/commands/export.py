@@ -119,7 +119,15 @@ def _otlp_options(sp: argparse.ArgumentParser) -> None:
         type=_otlp_url,
         metavar="URL",
         help="send every trial as an OpenTelemetry trace to this OTLP/HTTP receiver "
-        "(http://HOST:4318); no --format needed",
+        "(http://HOST:4318); no --format needed. Headers (a Langfuse key) come from "
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    )
+    sp.add_argument(
+        "--span-time",
+        choices=["wall", "sim"],
+        default="wall",
+        help="span times from the agents' wall clocks (default) or the simulated clock: "
+        "a retried call's backoff and a 30 s timeout then show as they were simulated",
     )
 
 
@@ -136,7 +144,7 @@ FORMATS: dict[str, ExportFormat] = {
         "and step (-o DIR: one TRIAL.json each; stdout: JSON Lines)",
     ),
     "otlp-json": ExportFormat(
-        lambda s: trace_exports.otlp_json_lines(s.db, s.runs),
+        lambda s: trace_exports.otlp_json_lines(s.db, s.runs, s.args.span_time),
         "each trial as an OpenTelemetry trace, OTLP/JSON, a line each (needs the otel extra)",
         _otlp_options,
     ),
@@ -155,7 +163,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         run = get_run(db, found.id)
         runs = [run] if run is not None else []
     if getattr(args, "otlp", None):  # a receiver, not a file
-        say(trace_exports.send_otlp(db, runs, args.otlp))
+        say(trace_exports.send_otlp(db, runs, args.otlp, args.span_time))
         return EXIT_OK
     if args.format is None:
         raise UsageError("say what to write: --format FORMAT, or --otlp URL", where="export")
