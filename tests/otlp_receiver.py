@@ -38,6 +38,7 @@ class ProtoReceiver:
         self.spans: list[dict[str, Any]] = []
         self.requests = 0
         self.authorizations: list[str | None] = []  # each request's Authorization header
+        self.times: list[float] = []  # each request's arrival (time.monotonic)
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,6 +48,7 @@ class ProtoReceiver:
                     body = gzip.decompress(body)
                 ok = self.path == "/v1/traces"
                 receiver.authorizations.append(self.headers.get("Authorization"))
+                receiver.times.append(time.monotonic())
                 if ok:
                     receiver._take(ExportTraceServiceRequest.FromString(body))
                 reply = ExportTraceServiceResponse().SerializeToString()

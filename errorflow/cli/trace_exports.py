@@ -117,7 +117,7 @@ def save_who_when(db: Path, runs: Sequence[StoredRun], out: Path) -> str:
     return f"wrote {written} failed trial(s) in the Who&When layout to {out}"
 
 
-def _otlp() -> ModuleType:
+def otlp_module() -> ModuleType:
     """errorflow.reports.otlp, whose imports are the `otel` extra's."""
     try:
         return importlib.import_module("errorflow.reports.otlp")
@@ -130,7 +130,7 @@ def _spans(
 ) -> Iterator[list[Any]]:
     """Each trial's spans, run by run (`counted` gets one entry per trial); `clock`: span
     times from the wall clock or the simulated one (errorflow.reports.otlp)."""
-    otlp = _otlp()
+    otlp = otlp_module()
     for run in runs:
         models = otlp.agent_models(run["scenario_json"])
         resource = otlp.run_resource(run["run_id"], run["scenario"])
@@ -140,7 +140,7 @@ def _spans(
 
 
 def otlp_json_lines(db: Path, runs: Sequence[StoredRun], clock: str = "wall") -> str:
-    otlp = _otlp()
+    otlp = otlp_module()
     return "".join(
         json.dumps(otlp.otlp_json(spans), ensure_ascii=False) + "\n"
         for spans in _spans(db, runs, [], clock)
@@ -148,7 +148,7 @@ def otlp_json_lines(db: Path, runs: Sequence[StoredRun], clock: str = "wall") ->
 
 
 def send_otlp(db: Path, runs: Sequence[StoredRun], endpoint: str, clock: str = "wall") -> str:
-    otlp = _otlp()
+    otlp = otlp_module()
     trials: list[int] = []
     sent = otlp.send(chain.from_iterable(_spans(db, runs, trials, clock)), endpoint)
     return f"sent {sent} spans of {len(trials)} trial(s) to {endpoint}"

@@ -104,7 +104,7 @@ def _cassette_options(sp: argparse.ArgumentParser) -> None:
     )
 
 
-def _otlp_url(text: str) -> str:
+def otlp_url(text: str) -> str:
     """An argparse type: an OTLP/HTTP receiver's URL, checked before any trace is built."""
     try:
         check_http_url(text)
@@ -116,12 +116,16 @@ def _otlp_url(text: str) -> str:
 def _otlp_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--otlp",
-        type=_otlp_url,
+        type=otlp_url,
         metavar="URL",
         help="send every trial as an OpenTelemetry trace to this OTLP/HTTP receiver "
         "(http://HOST:4318); no --format needed. Headers (a Langfuse key) come from "
         "OTEL_EXPORTER_OTLP_HEADERS",
     )
+    span_time_option(sp)
+
+
+def span_time_option(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--span-time",
         choices=["wall", "sim"],

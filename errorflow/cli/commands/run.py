@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import pathlib
 import re
 import time
 import uuid
@@ -26,6 +27,7 @@ from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import run_id_arg, wait_seconds
 from errorflow.cli.command_table import summary
 from errorflow.cli.commands.compare_real import run_compare
+from errorflow.cli.commands.export import otlp_url, span_time_option
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import (
     EXIT_OK,
@@ -33,6 +35,7 @@ from errorflow.cli.errors import (
     RunFailure,
     UsageError,
 )
+from errorflow.cli.live_otlp import LiveOtlp
 from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
@@ -141,7 +144,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               broker or "embedded")  # fmt: skip  # BrokerURL: its password shows as ***
     ours = [run_id] if run_id else []
     source = Source.of(args)
-    with progress_bars(args) as progress, resume_on_failure(args.db, ours, group_id, source):
+    live = _live_export(args, run_id or group_id)
+    with (
+        live or contextlib.nullcontext(),
+        progress_bars(args) as progress,
+        resume_on_failure(args.db, ours, group_id, source),
+    ):
         bars = Bars(progress, steps, unit="arm", log=wanted(args))
         options = run_options(
             args,
@@ -175,6 +183,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
             )
         wall = time.perf_counter() - started
+    if live is not None:
+        say(live.said())
     if both:
         _print_paired(args, scenario, result, wall)
         once = Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
@@ -188,6 +198,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_traffic(args)
     refuse_infra_faults(once.infra_faults, once.infra_reasons)
     return EXIT_OK
+
+
+def _live_export(args: argparse.Namespace, ident: str | None) -> LiveOtlp | None:
+    """With `--otlp URL`: the trials sent as the run stores them (errorflow.cli.live_otlp)."""
+    if not args.otlp or ident is None:
+        return None
+    return LiveOtlp(pathlib.Path(args.db), ident, args.otlp, args.span_time)
 
 
 @dataclass(frozen=True)
@@ -351,6 +368,14 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "scenario", nargs="?", type=path_arg, help="scenario file or bundled scenario name"
     )
     scenario_options(r, ["explicit", "implicit", "both"], "to run")
+    r.add_argument(
+        "--otlp",
+        type=otlp_url,
+        metavar="URL",
+        help="send each trial as an OpenTelemetry trace to this OTLP/HTTP receiver while "
+        "the run goes on (the otel extra; headers from OTEL_EXPORTER_OTLP_HEADERS)",
+    )
+    span_time_option(r)
     r.add_argument(
         "--baseline",
         action="store_true",
