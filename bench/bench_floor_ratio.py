@@ -1,0 +1,192 @@
+"""errorflow against the lean floor (bench/lean_floor.py), in the same run, on two paths.
+
+Each configuration runs in its own child process, one after the other, in rounds (the
+order alternates each round, so a slow spell on the shared machine hits both sides):
+
+- in one process: the floor's in-process bus, and errorflow's `run_scenario` with an
+  `InProcessBus`, the recorder storing everything (`keep_messages=False`, as the CLI);
+- Mosquitto (a subprocess on a free loopback port) with gmqtt: the floor's gmqtt
+  connections, and errorflow with `?client=gmqtt`.
+
+Printed: envelopes per second (every envelope stored, counted in the store), the ratio
+errorflow ÷ floor (best round of each), and MQTT's own cost per envelope (the time per
+envelope on Mosquitto minus the time in one process). `--default-path` also times the
+command a user types, `errorflow run contamination --trials N`, for N just under and at
+the worker threshold, against the fastest path with the same outcomes.
+Goals (issue "half of what one lean Python process can do"): ratio >= 0.5 on both paths;
+MQTT's cost per envelope <= 1.5x the floor's.
+
+    python bench/bench_floor_ratio.py [--quick] [--trials N] [--rounds R] [--default-path]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _util import count_recorded, mosquitto, parse_args, run, scenario, temp_db
+
+CONFIGS = ("floor/in-process", "errorflow/in-process", "floor/mosquitto", "errorflow/mosquitto")
+
+
+async def child(config: str, trials: int) -> dict[str, Any]:
+    import resource
+
+    side, path = config.split("/")
+    with temp_db() as db:
+        if side == "floor":
+            import lean_floor
+
+            if path == "in-process":
+                r = await lean_floor.run_in_process(trials, 3, str(db))
+            else:
+                with mosquitto() as url:
+                    r = await lean_floor.run_mosquitto(trials, 3, str(db), url.host, url.port)
+            wall, outcomes = r.wall, r.outcomes
+            stored = count_recorded(db)
+        else:
+            from errorflow.bus.transport import InProcessBus
+            from errorflow.bus.url import BrokerURL
+            from errorflow.runtime.runner import RunOptions, run_scenario
+
+            s = scenario("contamination", trials=trials)
+            if path == "in-process":
+                options = RunOptions(bus=InProcessBus(), db_path=db, keep_messages=False)
+                t0 = time.perf_counter()
+                result = await run_scenario(s, options)
+            else:
+                with mosquitto() as url:
+                    gm = BrokerURL(url.host, url.port, client="gmqtt")
+                    options = RunOptions(broker=gm, db_path=db, keep_messages=False)
+                    t0 = time.perf_counter()
+                    result = await run_scenario(s, options)
+            wall, outcomes = time.perf_counter() - t0, result.outcomes
+            stored = count_recorded(db)
+    envelopes = stored["messages"] + stored["events"]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "config": config,
+        "trials": trials,
+        "wall": wall,
+        "envelopes": envelopes,
+        "outcomes": outcomes,
+        "peak_mb": peak,
+    }
+
+
+def spawn(args: list[str], timeout: float = 1200) -> dict[str, Any] | None:
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        print(f"{args}: child failed\n{proc.stderr[-3000:]}")
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def ratios(trials: int, rounds: int) -> None:
+    best: dict[str, dict[str, Any]] = {}
+    all_rates: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    for r in range(rounds):
+        order = CONFIGS if r % 2 == 0 else CONFIGS[::-1]
+        for config in order:
+            res = spawn(["--child", config, "--trials", str(trials)])
+            if res is None:
+                continue
+            rate = res["envelopes"] / res["wall"]
+            all_rates[config].append(rate)
+            if config not in best or rate > best[config]["envelopes"] / best[config]["wall"]:
+                best[config] = res
+    print(f"contamination, {trials} trials, {rounds} round(s); best round of each side")
+    print(f"  {'configuration':<24}{'env/s':>9}{'envelopes':>11}{'peak MB':>9}  all rounds env/s")
+    for c in CONFIGS:
+        if c in best:
+            b = best[c]
+            every = ", ".join(f"{x:.0f}" for x in all_rates[c])
+            print(
+                f"  {c:<24}{b['envelopes'] / b['wall']:9.0f}{b['envelopes']:11d}"
+                f"{b['peak_mb']:9.0f}  {every}; outcomes {b['outcomes']}"
+            )
+    print()
+    rate = {c: best[c]["envelopes"] / best[c]["wall"] for c in best}
+    for path in ("in-process", "mosquitto"):
+        f, e = rate.get(f"floor/{path}"), rate.get(f"errorflow/{path}")
+        if f and e:
+            print(f"  {path:<12} errorflow / floor = {e / f:.2f}  (goal >= 0.50)")
+    if all(c in rate for c in CONFIGS):
+        cost = {
+            side: 1e6 / rate[f"{side}/mosquitto"] - 1e6 / rate[f"{side}/in-process"]
+            for side in ("floor", "errorflow")
+        }
+        print(
+            f"  MQTT's cost per envelope: floor {cost['floor']:.0f} us, errorflow "
+            f"{cost['errorflow']:.0f} us = {cost['errorflow'] / cost['floor']:.2f}x "
+            "(goal <= 1.5x)"
+        )
+
+
+def default_path(trials: list[int], rounds: int) -> None:
+    """`errorflow run contamination --trials N` as typed, against the in-process path
+    (`--workers 0`... whichever the CLI offers is timed by its wall clock here)."""
+    print("the command a user types: errorflow run contamination --trials N -q --json")
+    for n in trials:
+        walls = []
+        for _ in range(rounds):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                proc = subprocess.run(
+                    [
+                        "errorflow",
+                        "run",
+                        "contamination",
+                        "--trials",
+                        str(n),
+                        "-q",
+                        "--json",
+                        "--db",
+                        f"{tmp}/db.sqlite",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                walls.append(time.perf_counter() - t0)
+                outcomes = json.loads(proc.stdout)["outcomes"] if proc.returncode == 0 else None
+        print(
+            f"  --trials {n:<6} best {min(walls):6.2f} s  ({n / min(walls):7.1f} trials/s)"
+            f"  outcomes {outcomes}"
+        )
+
+
+def main() -> None:
+    args = parse_args(
+        __doc__,
+        [
+            ("--child", {"help": "internal: run one configuration"}),
+            ("--trials", {"type": int, "help": "trials per configuration (default 3,000)"}),
+            ("--rounds", {"type": int, "help": "rounds (default 3; quick: 1)"}),
+            ("--default-path", {"action": "store_true", "help": "also time the CLI default"}),
+        ],
+    )
+    trials = args.trials or (1000 if args.quick else 3000)
+    if args.child:
+        print(json.dumps(run(child(args.child, trials))))
+        return
+    rounds = args.rounds or (1 if args.quick else 3)
+    ratios(trials, rounds)
+    if args.default_path:
+        print()
+        default_path([1999, 2000], rounds)
+
+
+if __name__ == "__main__":
+    main()
