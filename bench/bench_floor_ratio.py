@@ -16,7 +16,8 @@ the worker threshold, against the fastest path with the same outcomes.
 Goals (issue "half of what one lean Python process can do"): ratio >= 0.5 on both paths;
 MQTT's cost per envelope <= 1.5x the floor's.
 
-    python bench/bench_floor_ratio.py [--quick] [--trials N] [--rounds R] [--default-path]
+    python bench/bench_floor_ratio.py [--quick] [--trials N] [--rounds R] [--only PATH]
+                                      [--default-path]
 """
 
 from __future__ import annotations
@@ -93,11 +94,12 @@ def spawn(args: list[str], timeout: float = 1200) -> dict[str, Any] | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def ratios(trials: int, rounds: int) -> None:
+def ratios(trials: int, rounds: int, only: str | None) -> None:
+    configs = tuple(c for c in CONFIGS if only is None or c.endswith(only))
     best: dict[str, dict[str, Any]] = {}
     all_rates: dict[str, list[float]] = {c: [] for c in CONFIGS}
     for r in range(rounds):
-        order = CONFIGS if r % 2 == 0 else CONFIGS[::-1]
+        order = configs if r % 2 == 0 else configs[::-1]
         for config in order:
             res = spawn(["--child", config, "--trials", str(trials)])
             if res is None:
@@ -175,6 +177,7 @@ def main() -> None:
             ("--trials", {"type": int, "help": "trials per configuration (default 3,000)"}),
             ("--rounds", {"type": int, "help": "rounds (default 3; quick: 1)"}),
             ("--default-path", {"action": "store_true", "help": "also time the CLI default"}),
+            ("--only", {"choices": ["in-process", "mosquitto"], "help": "one path only"}),
         ],
     )
     trials = args.trials or (1000 if args.quick else 3000)
@@ -182,7 +185,7 @@ def main() -> None:
         print(json.dumps(run(child(args.child, trials))))
         return
     rounds = args.rounds or (1 if args.quick else 3)
-    ratios(trials, rounds)
+    ratios(trials, rounds, args.only)
     if args.default_path:
         print()
         default_path([1999, 2000], rounds)

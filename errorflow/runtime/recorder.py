@@ -38,6 +38,8 @@ from errorflow.protocol.envelope import (
     RejectedMessage,
     decode,
 )
+from errorflow.protocol.events import event_type
+from errorflow.store import root_causes
 from errorflow.store.failures import (
     StoreFailed,
     StoreFile,
@@ -52,11 +54,19 @@ from errorflow.store.rows import (
     TrialRow,
     insert_rows,
 )
+from errorflow.store.trial_causes import TrialCauses
 
 log = logging.getLogger(__name__)
 
 #: One flush's rows, table by table, in `insert_rows` order.
-_Batch = tuple[list[MessageRow], list[EventRow], list[RejectRow], list[TrialRow], list[LabelRow]]
+_Batch = tuple[
+    list[MessageRow],
+    list[EventRow],
+    list[RejectRow],
+    list[TrialRow],
+    list[LabelRow],
+    list[tuple[object, ...]],  # root causes (store.root_causes.row_of)
+]
 
 BATCH = 2000
 FLUSH_S = 0.2
@@ -73,8 +83,11 @@ class Recorder:
         members: set[str],
         agents: set[str] | None = None,
         key: bytes | None = None,
+        causes: TrialCauses | None = None,
     ) -> None:
         self.db, self.conn, self.run_id, self.members = db, conn, run_id, members
+        # Root causes as trials end (None: left to `root_causes.record` at the run's end).
+        self.causes = causes
         self.key = key  # the run key: unsigned or forged messages are rejects, not rows
         self.seen = CompactSeenSet()  # flat in memory over any number of trials
         self.rejects: Counter[str] = Counter()
@@ -97,6 +110,8 @@ class Recorder:
 
     async def start(self) -> None:
         self._file = await store_file(self.db)
+        if self.causes is not None:
+            await root_causes.create(self.db)
         await self.conn.subscribe(topics.run_filter(self.run_id))
         self._task = asyncio.create_task(self._run(), name="recorder")
 
@@ -153,6 +168,8 @@ class Recorder:
             return
         self.counts[env.kind.value] += 1
         text = raw.decode()
+        if self.causes is not None:
+            self._trace(env, self.causes)
         if env.kind is Kind.EVENT:
             self._events.append(EventRow.from_envelope(env, now, text))
             return
@@ -161,6 +178,16 @@ class Recorder:
         # skipped before parsing (as Endpoint.receive does).
         if env.kind is Kind.CONTROL and not is_ack(env.payload):
             self._control(env)
+
+    @staticmethod
+    def _trace(env: Envelope, causes: TrialCauses) -> None:
+        causes.filed(env)
+        if (
+            env.kind is Kind.EVENT
+            and env.sender == topics.RUNNER
+            and event_type(env.payload) == "trial_outcome"
+        ):
+            causes.ended(env.trial)
 
     def _control(self, env: Envelope) -> None:
         action = parse_control(env.payload)
@@ -187,16 +214,29 @@ class Recorder:
         recorder so the database has exactly one writer)."""
         self._trials.append(row)
         self._labels.extend(labels)
+        if self.causes is not None:
+            self.causes.scored(row, labels)
 
-    def add_messages(self, rows: list[MessageRow]) -> None:
-        """Messages the runner holds; stored unless already there (INSERT OR IGNORE)."""
+    def add_messages(self, rows: list[MessageRow], envelopes: list[Envelope]) -> None:
+        """Messages the runner holds (`rows` of `envelopes`); stored unless already
+        there (INSERT OR IGNORE)."""
         self._messages.extend(rows)
+        if self.causes is not None:
+            self.causes.backfilled(envelopes)
 
     async def flush(self) -> None:
         async with self._lock:
-            if not (self._messages or self._events or self._rejects or self._trials):
+            causes = self.causes.take() if self.causes is not None else []
+            if not (self._messages or self._events or self._rejects or self._trials or causes):
                 return
-            batch = (self._messages, self._events, self._rejects, self._trials, self._labels)
+            batch = (
+                self._messages,
+                self._events,
+                self._rejects,
+                self._trials,
+                self._labels,
+                causes,
+            )
             self._messages, self._events, self._rejects = [], [], []
             self._trials, self._labels = [], []
             # Once taken from the lists, a batch belongs to a write task at once (no await
@@ -237,8 +277,11 @@ class Recorder:
         rejects: list[RejectRow],
         trials: list[TrialRow],
         labels: list[LabelRow],
+        causes: list[tuple[object, ...]],
     ) -> None:
         await insert_rows(self.db, messages, events, rejects, trials, labels)
+        if causes:
+            await root_causes.insert(self.db, causes)
 
     async def _flush_periodically(self) -> None:
         while True:

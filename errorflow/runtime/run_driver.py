@@ -60,6 +60,8 @@ from errorflow.scoring.service_load import service_load
 from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store.failures import StoreFailed
 from errorflow.store.rows import LabelRow, MessageRow, TrialRow
+from errorflow.store.trial_causes import TrialCauses
+from errorflow.store.trial_store import RunMeta
 from errorflow.world.services import ServiceRegistry
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,7 @@ class RunDriver:
             self.members,
             agents=set(s.agents),
             key=self.key,
+            causes=TrialCauses(RunMeta(self.run_id, s.name, str(s.propagation), s.trials)),
         )
         await self.recorder.start()
         ep, presence = await runner_endpoint(  # with its last will: agents leave if it dies
@@ -388,12 +391,18 @@ class RunDriver:
                     m, topics.for_message(self.run_id, m.kind, m.sender, m.recipient), now
                 )
                 for m in messages
-            ]
+            ],
+            messages,
         )
 
     async def drain(self) -> None:
         if self.recorder is not None:
             await self.recorder.drain()
+
+    def stale_causes(self) -> set[int]:
+        """Trials whose root cause was computed before all their messages were in."""
+        recorder = self.recorder
+        return recorder.causes.stale if recorder is not None and recorder.causes else set()
 
     def store_failure(self) -> StoreFailed | None:
         return self.recorder.failure if self.recorder is not None else None

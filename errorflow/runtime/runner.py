@@ -103,6 +103,8 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
             failed = runner.store_failure()
             if failed is not None:
                 status = "interrupted"  # `--resume` runs what was not stored
+            with contextlib.suppress(Exception) if failed else contextlib.nullcontext():
+                await root_causes.forget(db, run_id, runner.stale_causes())
             await root_causes.record(db, run_id, finished=status == "finished")
             # A store that failed may take this last word or not: it was said once.
             with contextlib.suppress(StoreFailed) if failed else contextlib.nullcontext():

@@ -1,10 +1,12 @@
 """Root causes stored with the trials: one row per failed trial of a run.
 
-Written when a run ends (the runner calls `record` once the recorder has written
-everything, so every event is in), from the stored rows alone: the same rows give the
-same root cause, whoever computes it. A run that never got there (killed) has none
-stored; `load` computes what is missing on the fly, read-only, so `show`, `report` and
-`trace` agree either way.
+Written as each trial ends, by the recorder, from the envelopes it has already decoded
+(errorflow/store/trial_causes.py), which are the rows it stores; `record`, called
+when a run ends and the recorder has written everything, computes from the stored rows
+whatever that left out: the same rows give the same root cause, whoever computes it. A
+run that never got there (killed) has only those of the trials that ended; `load`
+computes what is missing on the fly, read-only, so `show`, `report` and `trace` agree
+either way.
 
 The table is this module's own (created here, on the store's connection, if missing):
 the primary origin's columns to query by, and the whole root cause as JSON.
@@ -122,6 +124,28 @@ async def _record(db: aiosqlite.Connection, run_id: str) -> int:
         await db.commit()
         stored += len(rows)
     return stored
+
+
+async def create(db: aiosqlite.Connection) -> None:
+    """The table, if missing (before a run stores causes as its trials end)."""
+    await db.executescript(SCHEMA)
+
+
+async def insert(db: aiosqlite.Connection, rows: list[tuple[object, ...]]) -> None:
+    """Causes computed as their trials ended (`row_of` rows), in one transaction."""
+    await db.executemany("INSERT OR REPLACE INTO root_causes VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+    await db.commit()
+
+
+async def forget(db: aiosqlite.Connection, run_id: str, trials: set[int]) -> None:
+    """Drop causes computed too early (a trial's message came after): `record` computes
+    them again from the store."""
+    if trials:
+        await db.executemany(
+            "DELETE FROM root_causes WHERE run_id = ? AND trial = ?",
+            [(run_id, t) for t in sorted(trials)],
+        )
+        await db.commit()
 
 
 async def copy_attached(db: aiosqlite.Connection, schema: str) -> None:
