@@ -105,10 +105,12 @@ async def test_a_client_without_the_credential_cannot_knock_a_participant_off(
 async def test_a_run_on_the_embedded_broker_still_works(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     s = scenario("contamination", trials=4)
-    result = await run_scenario(s, RunOptions(db_path=db))  # starts its own broker
+    options = RunOptions(db_path=db, embedded_broker=True)  # starts its own broker
+    result = await run_scenario(s, options)
     assert len(result.scores) == 4
     assert result.broker.startswith("embedded amqtt at mqtt://errorflow:***@127.0.0.1:")
     again = await run_scenario(s, RunOptions(db_path=tmp_path / "again.db"))
+    assert again.broker == "in-process"  # no broker given, nobody outside: none started
     assert [x.outcome for x in result.scores] == [x.outcome for x in again.scores]
 
 

@@ -142,7 +142,7 @@ def scenario_options(sp: argparse.ArgumentParser, propagation: list[str], what: 
         "--broker",
         metavar="URL",
         help="external broker, mqtt://[user:pass@]HOST:PORT or mqtts://...?ca=FILE "
-        "(default: an embedded amqtt broker on 127.0.0.1)",
+        "(default: none; the run is held in this process, on an in-process bus)",
     )
     sp.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -198,7 +198,7 @@ async def run_arms(
         # The embedded broker only if some run is not split (split ones need none).
         one_process = any(pool.count_for(a.plan, options) <= 1 for a in arms)
         embedded = None
-        if options.bus is None and options.broker is None and one_process:
+        if options.bus is None and options.broker is None and options.needs_broker and one_process:
             broker = EmbeddedBroker()
             embedded = await broker.start()
             stack.push_async_callback(broker.stop)

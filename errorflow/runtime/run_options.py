@@ -20,7 +20,9 @@ class RunOptions:
     """How a run is run: where, into which store, watched how. What is run (trials,
     seed, propagation) is the plan's (errorflow.scenario.run_plan)."""
 
-    broker: BrokerURL | None = None  # None: start the embedded broker
+    # None: the run is held in this process (an in-process bus, nothing to connect to),
+    # unless something outside it must join: then the embedded broker (`needs_broker`).
+    broker: BrokerURL | None = None
     bus: Bus | None = None  # a ready bus (tests, in-process sweeps); overrides broker
     db_path: Path = DEFAULT_DB
     run_id: str | None = None
@@ -42,3 +44,13 @@ class RunOptions:
     run_key: bytes | None = None
     # A shard of the run (errorflow.runtime.workers): only these trial numbers run here.
     only_trials: tuple[int, ...] | None = None
+    # Start the embedded broker with no `broker` given, though no participant is outside
+    # this process: to watch the run's bus, or to measure the broker path.
+    embedded_broker: bool = False
+
+    @property
+    def needs_broker(self) -> bool:
+        """Whether a run with no broker given starts the embedded one: external agents
+        join through it; everything else runs on an in-process bus, with the same
+        outcomes (every draw comes from the seed, never from the transport)."""
+        return self.external_agents or self.embedded_broker

@@ -32,7 +32,7 @@ import aiosqlite
 
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
-from errorflow.bus.transport import Bus
+from errorflow.bus.transport import Bus, InProcessBus
 from errorflow.models.backends import check_backends, check_servers
 from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.run_driver import RunDriver
@@ -115,9 +115,12 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
 
 
 async def _start_bus(stack: contextlib.AsyncExitStack, options: RunOptions) -> Bus:
-    """An MQTT bus on the broker the options name, or on an embedded one started here."""
+    """An MQTT bus on the broker the options name; without one, an in-process bus, or
+    an embedded broker started here when the run needs one (`RunOptions.needs_broker`)."""
     url = options.broker
     description = str(url) if url else ""
+    if url is None and not options.needs_broker:
+        return InProcessBus()
     if url is None:
         broker = EmbeddedBroker()
         url = await broker.start()

@@ -60,9 +60,11 @@ from errorflow.store.opening import open_db
 from errorflow.store.readers import load_scores
 from errorflow.store.runs import finish_run, resume_run
 
-#: `--workers auto`: one process per core for runs of at least this many trials (a worker
-#: costs about half a second to start), one process below.
-LARGE_RUN = 2000
+#: `--workers auto`: one process per core for runs of at least this many trials, one
+#: process below. Starting the workers and merging their stores costs a second or more:
+#: below this size one process is at most 1.3x the time of the workers, above it the
+#: workers win (bench/RESULTS.md, "default path").
+LARGE_RUN = 800
 AUTO: Literal["auto"] = "auto"
 WorkerCount = int | Literal["auto"]
 #: How often the parent looks at its workers while waiting for their results.

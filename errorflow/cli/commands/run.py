@@ -361,8 +361,9 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = sub.add_parser(
         "run",
         help=summary("run"),
-        description="Run a scenario: start the embedded MQTT broker (or use --broker), the "
-        "recorder and the agents, run the trials, print outcomes with 95% intervals.",
+        description="Run a scenario: start the recorder and the agents (in this process, on "
+        "an in-process bus, or on --broker), run the trials, print outcomes with 95% "
+        "intervals.",
     )
     r.add_argument(
         "scenario", nargs="?", type=path_arg, help="scenario file or bundled scenario name"
