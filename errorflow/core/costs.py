@@ -13,11 +13,11 @@ payloads, summaries and reports are what they were before they existed.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Self
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Costs:
     backend_calls: float = 0.0
     model_calls: float = 0.0
@@ -28,23 +28,45 @@ class Costs:
     cache_read_tokens: float = 0.0
     cache_write_tokens: float = 0.0
 
+    # Plain attribute reads, not `dataclasses.asdict` or a comprehension over the field
+    # names: costs are built, summed and sent several times per trial.
     def to_wire(self) -> dict[str, float]:
-        return {k: v for k, v in asdict(self).items() if v or k not in OPTIONAL_KEYS}
+        out = {
+            "backend_calls": self.backend_calls,
+            "model_calls": self.model_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "retries": self.retries,
+            "sim_seconds": self.sim_seconds,
+        }
+        if self.cache_read_tokens:
+            out["cache_read_tokens"] = self.cache_read_tokens
+        if self.cache_write_tokens:
+            out["cache_write_tokens"] = self.cache_write_tokens
+        return out
 
     @classmethod
     def from_wire(cls, raw: object) -> Self:
         """Lenient on input from the bus: unknown keys and non-numbers are ignored."""
         if not isinstance(raw, dict):
             return cls()
-        known = {
-            k: float(v)
-            for k, v in raw.items()
-            if k in ALL_COST_KEYS and isinstance(v, int | float) and not isinstance(v, bool)
-        }
+        known = {}
+        for k, v in raw.items():
+            if k in _KEY_SET and isinstance(v, int | float) and not isinstance(v, bool):
+                known[k] = float(v)
         return cls(**known)
 
     def __add__(self, other: Costs) -> Costs:
-        return Costs(**{k: getattr(self, k) + getattr(other, k) for k in ALL_COST_KEYS})
+        return Costs(
+            self.backend_calls + other.backend_calls,
+            self.model_calls + other.model_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.retries + other.retries,
+            self.sim_seconds + other.sim_seconds,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
 
     @classmethod
     def total(cls, items: Iterable[Costs]) -> Costs:
@@ -64,6 +86,7 @@ class Costs:
 
 #: Every cost field.
 ALL_COST_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Costs))
+_KEY_SET: frozenset[str] = frozenset(ALL_COST_KEYS)
 #: The fields on the wire only when not zero (added after the wire format was fixed).
 OPTIONAL_KEYS: frozenset[str] = frozenset({"cache_read_tokens", "cache_write_tokens"})
 #: The cost fields every payload and summary has, in the order reports print them.
