@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from errorflow.scoring.bootstrap import BOOTSTRAP_MAX_N, mean_interval
+from errorflow.scoring.bootstrap import BOOTSTRAP_MAX_N, mean_interval, mean_intervals
 
 
 def _scipy(values: list[float]) -> tuple[float, float]:
@@ -53,3 +53,14 @@ def test_no_spread_no_width_and_the_same_trials_the_same_interval() -> None:
     assert mean_interval([]) == (0.0, 0.0)
     values = _cases()["200 trials, skewed tokens"]
     assert mean_interval(values) == mean_interval(list(values))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 20, 257])
+def test_intervals_drawn_once_for_all_columns_are_each_columns_own(n: int) -> None:
+    rnd = random.Random(n)
+    columns = {
+        k: [rnd.choice([0.0, 1.0, 2.5, rnd.random() * 100]) for _ in range(n)] for k in "abc"
+    }
+    assert mean_intervals(columns) == {k: mean_interval(v) for k, v in columns.items()}
+    uneven = {"a": columns["a"], "b": columns["b"][:-1]}  # not one trial per value: each alone
+    assert mean_intervals(uneven) == {k: mean_interval(v) for k, v in uneven.items()}

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 from errorflow.scoring.stats import Z95
 
@@ -32,6 +33,37 @@ def mean_interval(
     rng = random.Random(n)
     means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
     return (_quantile(means, 0.025), _quantile(means, 0.975))
+
+
+def mean_intervals(
+    columns: Mapping[str, Sequence[float]],
+    resamples: int = RESAMPLES,
+    max_n: int = BOOTSTRAP_MAX_N,
+) -> dict[str, tuple[float, float]]:
+    """`mean_interval` of each column (one value per trial, every column as long): the
+    same intervals, drawn once for all of them. The resamples are seeded by the trial
+    count alone, so every column picks the same trials; they are drawn once (as indices:
+    `choices(range(n))` makes exactly the draws `choices(values)` makes) and each column
+    summed over them in the same order, so each interval is the one `mean_interval` gives."""
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) != 1:
+        return {k: mean_interval(v, resamples, max_n) for k, v in columns.items()}
+    (n,) = lengths
+    if n == 0 or n > max_n:
+        return {k: mean_interval(v, resamples, max_n) for k, v in columns.items()}
+    rng = random.Random(n)
+    trials = range(n)
+    means: dict[str, list[float]] = {k: [] for k in columns}
+    for _ in range(resamples):
+        pick = itemgetter(*rng.choices(trials, k=n))
+        for k, values in columns.items():
+            picked = pick(values)
+            means[k].append(sum(picked if n > 1 else (picked,)) / n)
+    out = {}
+    for k, drawn in means.items():
+        drawn.sort()
+        out[k] = (_quantile(drawn, 0.025), _quantile(drawn, 0.975))
+    return out
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:

@@ -18,7 +18,7 @@ from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.faults.tally import FaultCount, ToolFaultCount
-from errorflow.scoring.bootstrap import mean_interval
+from errorflow.scoring.bootstrap import mean_intervals
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import (
@@ -163,7 +163,7 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     }
     if costed:
         metrics["per_trial_ci95"] = {
-            k: [round(x, 4) for x in mean_interval(v)] for k, v in spread.items()
+            k: [round(x, 4) for x in interval] for k, interval in mean_intervals(spread).items()
         }
     totals = rounded_policy(policy)
     if totals:
