@@ -105,6 +105,7 @@ class RunDriver:
         # Without kept messages the labels are in the store only, and the scores are
         # kept by column (a few bytes a trial: memory stays flat over long runs).
         self.scores = score_map(options.keep_messages, scenario.trials)
+        self._summary: tuple[int, RunSummary] | None = None  # (scores summarized, summary)
         self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
         #: Scores of the trials an agent process's injected crash took (until `_trial`
         #: stores them), and how many it took in all.
@@ -411,6 +412,15 @@ class RunDriver:
         return in_trial_order(self.scores)
 
     def summary(self) -> RunSummary:
+        """The run's summary; made once per set of scores (the run's result and its
+        stored row both ask for it at the end, and its cost intervals are not cheap)."""
+        if self._summary is not None and self._summary[0] == len(self.scores):
+            return self._summary[1]
+        summary = self._summarize()
+        self._summary = (len(self.scores), summary)
+        return summary
+
+    def _summarize(self) -> RunSummary:
         scores = self.ordered_scores()
         summary = summarize(scores)
         bus_faults = self.bus_faults.counts()
