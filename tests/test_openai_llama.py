@@ -56,25 +56,15 @@ async def test_a_real_model_runs_a_paired_experiment(
             done = await run_arms(propagation_arms(s), options, baseline=False)
     arms = {arm.label: arm.result for arm in done.arms}
     assert list(arms) == ["explicit", "implicit"]
-    explicit, implicit = arms["explicit"], arms["implicit"]
-    outcomes = [t.outcome for t in explicit.scores]
-    assert len(outcomes) == TRIALS and set(outcomes) <= SCORED, server.tail()
-    assert explicit.infra_faults == 0 and explicit.infra_reasons == []
-    # Known, open: in the implicit arm the writer's request (the researcher's failure
-    # swallowed) gets no answer from this server within the 100 s a reply may take, on
-    # every trial, loaded or idle. Until that is understood the arm is held to what is
-    # true of it: every trial accounted for, scored or an infra fault naming the server.
-    assert len(implicit.scores) == TRIALS
-    for t in implicit.scores:
-        assert t.outcome in SCORED or (
-            t.outcome is Outcome.INFRA_FAULT and "127.0.0.1" in t.reason
-        ), (t, server.tail())
+    for arm in arms.values():  # both arms scored, not one infrastructure fault
+        outcomes = [t.outcome for t in arm.scores]
+        assert len(outcomes) == TRIALS and set(outcomes) <= SCORED, (arm.scores, server.tail())
+        assert arm.infra_faults == 0 and arm.infra_reasons == []
 
     label = f"smollm2 @ 127.0.0.1:{server.port}"
     [(name, traffic)] = traffic_json(served, {"smollm2": Price(0.1, 0.4)}).items()
     assert name == label
-    unanswered = sum(t.outcome is Outcome.INFRA_FAULT for t in implicit.scores)
-    assert traffic["requests"] - traffic["replies"] == unanswered  # one request a trial
+    assert traffic["requests"] == traffic["replies"]  # every request answered
     assert traffic["replies"] > 0 and traffic["rate_limited"] == 0
     assert traffic["input_tokens_uncached"] > 0 and traffic["output_tokens"] > 0
     assert traffic["cost_usd"] is not None and traffic["cost_usd"] > 0

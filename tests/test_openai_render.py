@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from errorflow.models.anthropic.request import SUBMIT_TOOL
+from errorflow.models.anthropic.request import SUBMIT_SCHEMA, SUBMIT_TOOL
 from errorflow.models.backend import (
     AssistantTurn,
     ModelRequest,
@@ -16,7 +16,7 @@ from errorflow.models.backend import (
     ToolDef,
     UpstreamTurn,
 )
-from errorflow.models.openai.render import api_name, render_messages
+from errorflow.models.openai.render import api_name, render_messages, render_tools
 from errorflow.models.openai.wire import ChatWire
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.spec.model import ModelSpec
@@ -109,3 +109,18 @@ def test_openai_s_own_api_gets_max_completion_tokens_and_no_temperature() -> Non
     assert "temperature" not in never
     always, _ = ChatWire.of(ModelSpec(backend="openai", model="gpt-4.1"), "always").render(request)
     assert always["temperature"] == 0.7
+
+
+def test_a_claim_value_is_typed_so_a_grammar_can_be_built_from_it() -> None:
+    # An untyped value makes llama.cpp's server constrain the answer to any JSON at all,
+    # which a small model writes without end; every JSON type is the same "any value".
+    [tool] = render_tools([])
+    submit: Any = tool
+    claim = submit["function"]["parameters"]["properties"]["claims"]["items"]
+    assert sorted(claim["properties"]["value"]["type"]) == sorted(
+        ["string", "number", "integer", "boolean", "array", "object", "null"]
+    )
+    assert claim["required"] == ["key", "value", "certain"]
+    shared: Any = SUBMIT_SCHEMA
+    value = shared["properties"]["claims"]["items"]["properties"]["value"]
+    assert "type" not in value  # the Anthropic backend's schema stays its own

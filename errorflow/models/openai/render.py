@@ -10,6 +10,11 @@ itself: its JSON starts with `"is_error": true` (its `ok` is false, as always).
 Tools are `function` tools with the scenario's JSON Schema as `parameters`, plus the
 `submit_answer` tool the model finishes with; `tool_choice` is sent as "auto" (the API's
 default, which some servers, llama.cpp's among them, need said to use the tools at all).
+A claim's `value` (any JSON value) is spelled as the union of every JSON type rather than
+left untyped: servers that constrain tool arguments with a grammar built from the schema
+(llama.cpp's) cannot build one from an untyped value and fall back to a grammar of any
+JSON at all, in which a small model can write without end (that path also ignores
+`max_tokens`, so the request runs until the context is full).
 
 The pairing every server checks is repaired rather than sent broken: the `tool` messages
 answering an assistant message's calls come right after it, a call left without a result
@@ -20,10 +25,12 @@ does not end with an assistant's (strict chat templates of local servers want th
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from pydantic import JsonValue
 
@@ -71,11 +78,23 @@ def _function(name: str, description: str, schema: JsonObject) -> JsonObject:
     }
 
 
+#: Every JSON type: "any JSON value" as a schema a grammar can be built from.
+ANY_JSON_TYPE = ("string", "number", "integer", "boolean", "array", "object", "null")
+
+
+def submit_schema() -> JsonObject:
+    """The final-answer schema with each claim's `value` typed as any JSON type."""
+    schema: Any = copy.deepcopy(SUBMIT_SCHEMA)
+    value = schema["properties"]["claims"]["items"]["properties"]["value"]
+    value.setdefault("type", list(ANY_JSON_TYPE))
+    return cast(JsonObject, schema)
+
+
 def render_tools(tools: Iterable[ToolDef]) -> list[JsonValue]:
     out: list[JsonValue] = [
         _function(api_name(t.name), t.description, t.input_schema) for t in tools
     ]
-    out.append(_function(SUBMIT_TOOL, SUBMIT_DESCRIPTION, SUBMIT_SCHEMA))
+    out.append(_function(SUBMIT_TOOL, SUBMIT_DESCRIPTION, submit_schema()))
     return out
 
 
