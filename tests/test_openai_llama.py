@@ -45,7 +45,7 @@ async def test_a_real_model_runs_a_paired_experiment(
     db = tmp_path / "llama.db"
     with LlamaServer(python, gguf, tmp_path) as server:
         model = {"backend": "openai", "model": "smollm2", "base_url": server.url,
-                 "max_tokens": 256, "temperature": 0}  # fmt: skip
+                 "max_tokens": 160, "temperature": 0}  # fmt: skip
         s = apply(
             scenario("contamination", trials=TRIALS),
             {"agents.researcher.model": model, "agents.writer.model": model, "max_in_flight": 1},

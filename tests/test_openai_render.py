@@ -124,3 +124,13 @@ def test_a_claim_value_is_typed_so_a_grammar_can_be_built_from_it() -> None:
     shared: Any = SUBMIT_SCHEMA
     value = shared["properties"]["claims"]["items"]["properties"]["value"]
     assert "type" not in value  # the Anthropic backend's schema stays its own
+
+
+def test_an_agent_without_tools_is_asked_for_its_answer_by_name() -> None:
+    # llama.cpp's server bounds a reply by max_tokens only when a tool is chosen by name.
+    spec = ModelSpec(backend="openai", model="m", base_url="http://h/v1")
+    tool = ToolDef("lookup", "Look it up.", {"properties": {"id": {"type": "string"}}})
+    with_tools, _ = ChatWire.of(spec).render(ModelRequest("a", "researcher", "", [TASK], [tool]))
+    assert with_tools["tool_choice"] == "auto"
+    alone, _ = ChatWire.of(spec).render(ModelRequest("a", "writer", "", [TASK], []))
+    assert alone["tool_choice"] == {"type": "function", "function": {"name": SUBMIT_TOOL}}

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from pydantic import JsonValue
+
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.anthropic.request import SUBMIT_TOOL
 from errorflow.models.backend import ModelCallError, ModelRequest, ModelResponse
@@ -43,6 +45,16 @@ def openai_hosted(base_url: str | None) -> bool:
         return True
     host = (urlsplit(base_url).hostname or "").lower()
     return host == "openai.com" or host.endswith(".openai.com")
+
+
+def _tool_choice(has_tools: bool) -> JsonValue:
+    """`auto` while the agent has tools of its own; `submit_answer` itself when it is the
+    only tool, the one way the agent can finish. llama.cpp's server reads `max_tokens`
+    only when a tool is chosen this way (its "auto" path generates until the context is
+    full), so a tool-less agent's answer is bounded there too."""
+    if has_tools:
+        return "auto"
+    return {"type": "function", "function": {"name": SUBMIT_TOOL}}
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,7 @@ class ChatWire:
             "model": self.model,
             "messages": render_messages(request.system, request.turns),
             "tools": render_tools(request.tools),
-            "tool_choice": "auto",
+            "tool_choice": _tool_choice(bool(request.tools)),
             self.token_field: self.max_tokens,
         }
         if self.temperature is not None:
