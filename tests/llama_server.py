@@ -6,9 +6,9 @@ llama.cpp from source, ~10 minutes on 2 cores), so the project's dependencies st
 light. ERRORFLOW_TEST_LLAMA names that venv's python; without it the test skips, and
 fails when CI is set. The server gets `chatml-function-calling` (tools through a
 grammar: llama-cpp-python's own tool calls), a context of `N_CTX` tokens, which also
-bounds what one request may generate (its tool-calling path does not read
-`max_tokens`), and a cache of evaluated prompts (the agents' system prompts and tools
-are evaluated once, not for every request).
+bounds what a request on `tool_choice: auto` may generate (that path reads `max_tokens`
+only for a tool named in `tool_choice`), and a cache of evaluated prompts (the agents'
+system prompts and tools are evaluated once, not for every request).
 """
 
 from __future__ import annotations
