@@ -1,7 +1,10 @@
 """The invariants of tests/test_generated_scenarios.py on many more random scenarios:
 fault-free with a flawless model every trial succeeds; a final answer that is whole and
 true is never contaminated; explicit contaminates no more trials than implicit on the
-same seeds. Prints how many scenarios and trials were checked and every violation.
+same seeds; every injected fault that fired is in its trial's events; no breaker ends a
+run half-open holding a probe that never got its verdict (tests/run_witness.py). Prints
+how many scenarios, trials, fired faults and half-open probes were checked and every
+violation.
 
     python bench/bench_generated_scenarios.py [--quick] [--scenarios N] [--seed S]
 """
@@ -9,6 +12,7 @@ same seeds. Prints how many scenarios and trials were checked and every violatio
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,6 +24,7 @@ from hypothesis import HealthCheck, given, seed, settings, strategies
 # tests/ by path: an installed package named `tests` (gmqtt ships one) would shadow it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from run_witness import witnessing
 from scenario_generator import flawless, scenarios, whole_and_true_but_contaminated
 
 from errorflow import api
@@ -38,7 +43,7 @@ def check(data: dict[str, Any]) -> None:
         violations.append(f"fault-free not all success {clean.outcomes}: {data}")
     faulty = api.load(data)
     truth = Truth(faulty)
-    arms = {p: api.run(faulty, propagation=p) for p in ("explicit", "implicit")}
+    arms = {p: witnessed(faulty, p, data) for p in ("explicit", "implicit")}
     counts["trials"] += 2 * data["trials"]
     for p, result in arms.items():
         if whole_and_true_but_contaminated(result, truth):
@@ -50,6 +55,19 @@ def check(data: dict[str, Any]) -> None:
         violations.append(f"explicit {ex} > implicit {im} contaminated: {data}")
     if counts["scenarios"] % 50 == 0:
         print(f"  {counts['scenarios']} scenarios, {len(violations)} violations", flush=True)
+
+
+def witnessed(scenario: Any, propagation: str, data: dict[str, Any]) -> api.Result:
+    """One arm, with what its fault plans and breakers did checked against its events."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "runs.db"
+        with witnessing() as seen:
+            result = api.run(scenario, propagation=propagation, db=db)
+        counts["faults fired"] += sum(seen.fired.values())
+        counts["half-open probes"] += seen.probes
+        for problem in seen.missing_faults(db, result.run_id) + seen.stuck_breakers():
+            violations.append(f"{propagation}: {problem}: {data}")
+    return result
 
 
 def main() -> None:

@@ -6,8 +6,9 @@ writer, a chain with a reviewer that sends work back, a discussion of peers), 2-
 agents, the tools each gathering agent holds (declarative lookups and searches, batch
 lookups, metric stores, Python tools), the needs of the task (plain, dependent on another
 need's answer or a field of it, over a batch need's whole answer), and optionally the
-faults of each tool. Each draw is a plain dict, validated by `errorflow.api.load` like a
-file, so the generator can only produce what a user can write.
+faults of each tool and the agents' breakers. Each draw is a plain dict, validated by
+`errorflow.api.load` like a file, so the generator can only produce what a user can
+write.
 """
 
 from __future__ import annotations
@@ -103,7 +104,21 @@ FAULTS: list[dict[str, Any]] = [
     {"kind": "empty", "p": 0.3},
     {"kind": "not_found", "p": 0.2},
     {"kind": "bad_args", "p": 0.3},
+    {"kind": "malformed_call", "p": 0.3},
 ]
+
+#: Breakers the agents may have: quick to open and to probe, for one trial or the run
+#: (a probe refused before it reaches the tool must not hold the breaker half-open).
+BREAKERS: list[dict[str, Any] | None] = [
+    None,
+    {"enabled": True, "failure_threshold": 1, "cooldown_s": 0.2, "half_open_probes": 1},
+    {"enabled": True, "failure_threshold": 2, "cooldown_s": 0.1, "half_open_probes": 2,
+     "scope": "run"},
+    {"enabled": True, "failure_threshold": 1, "cooldown_s": 0.1, "half_open_probes": 1,
+     "scope": "run"},
+    {"enabled": True, "failure_threshold": 1, "cooldown_s": 0.1, "half_open_probes": 1,
+     "scope": "run"},
+]  # fmt: skip
 
 #: A model that makes no mistakes of its own: what is left to go wrong is the system.
 FLAWLESS = {"p_drop_required_arg": 0.0, "p_call_unknown_tool": 0.0}
@@ -153,8 +168,14 @@ def scenarios(draw: st.DrawFn, *, faults: bool = False) -> dict[str, Any]:
         members = [a for a, spec in agents.items() if spec.get("peers") is not None]
         data["discussion"] = {"rounds": draw(st.integers(1, 2)), "decides": [members[-1]]}
     strategy = draw(st.sampled_from(["resilient", "tell-model", "classify", "blind-retry"]))
+    breaker = draw(st.sampled_from(BREAKERS)) if faults else None
+    policy: dict[str, Any] = {"strategy": strategy}
+    if breaker is not None:
+        policy["breaker"] = dict(breaker)
+        if breaker.get("scope") == "run":  # trials apart in run time: cooldowns elapse
+            data["arrivals"] = {"process": "uniform", "rate_per_s": 2}
     for spec in agents.values():
-        spec.setdefault("policy", {"strategy": strategy})
+        spec.setdefault("policy", dict(policy))
     return data
 
 
