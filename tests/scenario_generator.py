@@ -5,10 +5,10 @@ A hypothesis strategy draws a topology (a chain, a fan-out to gatherers and fan-
 writer, a chain with a reviewer that sends work back, a discussion of peers), 2-12
 agents, the tools each gathering agent holds (declarative lookups and searches, batch
 lookups, metric stores, Python tools), the needs of the task (plain, dependent on another
-need's answer or a field of it, over a batch need's whole answer), and optionally the
-faults of each tool and the agents' breakers. Each draw is a plain dict, validated by
-`errorflow.api.load` like a file, so the generator can only produce what a user can
-write.
+need's answer or a field of it, derived from two needs' answers, over a batch need's
+whole answer), and optionally the faults of each tool and the agents' breakers. Each
+draw is a plain dict, validated by `errorflow.api.load` like a file, so the generator
+can only produce what a user can write.
 """
 
 from __future__ import annotations
@@ -26,7 +26,13 @@ TOOLS_FILE = Path(__file__).resolve().parent / "own_systems" / "gen_tools.py"
 
 #: The world every generated scenario shares: metrics, a table of records, a batch table.
 WORLD: dict[str, Any] = {
-    "metrics": {"rev.q1": 1200, "rev.q2": 1350, "cost.q1": 700, "cost.q2": 810},
+    "metrics": {
+        "rev.q1": 1200,
+        "rev.q2": 1350,
+        "cost.q1": 700,
+        "cost.q2": 810,
+        "fx.eur": 1.08,
+    },
     "tables": {
         "cities": {
             "key": "id",
@@ -66,6 +72,7 @@ TOOLS: dict[str, dict[str, Any]] = {
     "scale": {"kind": "python", "function": f"{TOOLS_FILE}:scale"},
     "total": {"kind": "python", "function": f"{TOOLS_FILE}:total"},
     "code": {"kind": "python", "function": f"{TOOLS_FILE}:code_of"},
+    "convert": {"kind": "python", "function": f"{TOOLS_FILE}:convert"},
 }
 
 #: Need families: (the needs, the tools they use, which need each depends on).
@@ -90,6 +97,12 @@ FAMILIES: dict[str, list[dict[str, Any]]] = {
          "args": {"days": ["mon", "tue", "wed"]}},
         {"id": "week", "tool": "total", "wording": "the week's total",
          "args": {"daily": {"from": "days"}}},
+    ],
+    "converted": [
+        {"id": "eur", "tool": "kpi", "wording": "Q1 cost in EUR", "value": "cost.q1"},
+        {"id": "rate", "tool": "kpi", "wording": "the EUR rate", "value": "fx.eur"},
+        {"id": "usd", "tool": "convert", "wording": "Q1 cost in USD",
+         "args": {"amount": {"from": "eur"}, "rate": {"from": "rate"}}},
     ],
     "chained-id": [
         {"id": "cid", "tool": "code", "wording": "the code of beta", "args": {"name": "beta"}},
@@ -187,8 +200,7 @@ def _split(draw: st.DrawFn, needs: list[dict[str, Any]], holders: int) -> list[l
     by_need = {n["id"]: n for n in needs}
     placed: dict[str, int] = {}
     for n in needs:
-        source = next(iter(_depends(n)), None)
-        low = placed.get(by_need[source]["tool"], 0) if source else 0
+        low = max((placed.get(by_need[d]["tool"], 0) for d in _depends(n)), default=0)
         tool = n["tool"]
         if tool in placed:
             continue

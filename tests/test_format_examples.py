@@ -39,6 +39,7 @@ def test_the_reference_has_complete_examples_of_the_new_blocks() -> None:
         "kind: wrong_entity",
         "kind: corrupt",
         "sources:",
+        "rate: {from: rate}",
     ):
         assert field in text, field
 

@@ -238,3 +238,61 @@ def test_over_a_partial_batch_explicit_contaminates_fewer_trials() -> None:
     implicit = api.run(faulty, propagation="implicit").outcomes
     assert implicit["contaminated"] >= 8
     assert explicit["contaminated"] <= implicit["contaminated"] // 2, (explicit, implicit)
+
+
+#: Derived needs: a sum over a batch need's rows, then converted by another need (a rate
+#: fetched by another agent); the accountant holds only the computing tools.
+DERIVED: dict[str, Any] = {
+    "name": "derived-needs",
+    "seed": 4,
+    "trials": 40,
+    "world": {
+        "metrics": {"fx.eurusd": 1.1},
+        "tables": {"sales": {"key": "day", "rows": ROLLUP["world"]["tables"]["sales"]["rows"]}},
+    },
+    "tools": {
+        "daily_revenue": ROLLUP["tools"]["daily_revenue"],
+        "fx": {"kind": "metric_store"},
+        "sum_up": {"kind": "python", "function": "errorflow.examples.accounting:total"},
+        "to_usd": {"kind": "python", "function": "errorflow.examples.accounting:convert"},
+    },
+    "agents": {
+        "fetcher": {"role": "researcher", "tools": ["daily_revenue"], "sends_to": ["accountant"]},
+        "rates": {"role": "researcher", "tools": ["fx"], "sends_to": ["accountant"]},
+        "accountant": {"role": "researcher", "tools": ["sum_up", "to_usd"], "sends_to": ["writer"]},
+        "writer": {"role": "writer"},
+    },
+    "task": {
+        "prompt": "What was this week's revenue in USD?",
+        "needs": [
+            {"id": "daily", "tool": "daily_revenue", "wording": "the daily revenue",
+             "args": {"days": ["mon", "tue", "wed"]}},
+            {"id": "rate", "tool": "fx", "wording": "the EUR/USD rate", "value": "fx.eurusd"},
+            {"id": "week", "tool": "sum_up", "wording": "the week's total",
+             "args": {"daily": {"from": "daily"}}},
+            {"id": "week_usd", "tool": "to_usd", "wording": "the week's total in USD",
+             "args": {"amount": {"from": "week"}, "rate": {"from": "rate"}}},
+        ],
+    },
+}  # fmt: skip
+
+
+def test_derived_needs_are_computed_from_the_answers_they_depend_on() -> None:
+    """A need computed from two others (one itself a sum over a batch) by a tool the
+    fetching agents do not hold: fault-free every trial succeeds, and the ground truth
+    follows the same computation."""
+    truth = Truth(api.load(DERIVED))
+    assert truth.values["week"] == 425.0 and truth.values["week_usd"] == 467.5
+    result = api.run(_load(DERIVED), propagation="explicit")
+    assert result.outcomes["success"] == 40, result.outcomes
+
+
+def test_a_silent_wrong_input_makes_the_derived_answer_false() -> None:
+    """A stale rate succeeds with a wrong answer: the derived total computed from it is
+    a false claim, which explicit propagation cannot see either."""
+    faulty = api.override(_load(DERIVED), {"tools.fx.faults": [{"kind": "stale", "p": 0.5}]})
+    for propagation in ("explicit", "implicit"):
+        result = api.run(faulty, propagation=propagation)
+        reasons = [s.reason for s in result.raw.scores if s.outcome.value == "contaminated"]
+        assert len(reasons) >= 10, (propagation, result.outcomes)
+        assert all("week_usd" in r for r in reasons), reasons

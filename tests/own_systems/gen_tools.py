@@ -13,6 +13,11 @@ def total(daily: dict[str, float]) -> float:
     return round(sum(float(v) for v in daily.values()), 2)
 
 
+def convert(amount: float, rate: float) -> float:
+    """A value derived from two other needs' answers (an amount at an exchange rate)."""
+    return round(float(amount) * float(rate), 2)
+
+
 def code_of(name: str) -> str:
     """An identifier looked up by name."""
     codes = {"alpha": "A-1", "beta": "B-2", "gamma": "G-3"}
