@@ -35,7 +35,10 @@ def some_scores(n: int, seed: int = 7) -> list[TrialScore]:
         policy = {"writer": {"retry": float(rng.randint(0, 2))}} if rng.random() < 0.3 else {}
         reason = "no final result" if outcome is Outcome.BUS_FAULT else ""
         label = MessageLabel("m", "writer", Label.CLEAN, "ok", touched=False)
-        out.append(TrialScore(t, outcome, rng.randint(0, 4), [label], costs, reason, policy))
+        score = TrialScore(t, outcome, rng.randint(0, 4), [label], costs, reason, policy)
+        score.credit = {"a": rng.choice(["right", "wrong"]), "b": "abstained"}
+        score.struck = rng.random() < 0.5
+        out.append(score)
     return out
 
 
@@ -51,6 +54,7 @@ def test_a_score_comes_back_as_it_went_in_without_its_labels() -> None:
         assert (back.outcome, back.depth, back.costs, back.reason, back.policy) == (
             s.outcome, s.depth, s.costs, s.reason, s.policy,
         )  # fmt: skip
+        assert (back.credit, back.struck) == (s.credit, s.struck)
 
 
 def test_each_trial_keeps_its_own_reason_though_reasons_are_stored_once() -> None:

@@ -37,6 +37,7 @@ def test_the_json_shape_is_the_stored_one() -> None:
         "per_trial",
         "pass^3",
         "per_trial_ci95",
+        "recovered",
     ]
     assert list(summary["metrics"]["per_trial_ci95"]) == [
         "backend_calls",

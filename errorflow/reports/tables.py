@@ -142,12 +142,42 @@ def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -
     tool_faults = data.get("tool_faults")
     if tool_faults:
         lines.append((bus_fault_line(tool_faults, "tool faults", "calls"), ""))
+    lines += [(text, "") for text in credit_lines(data)]
     infra = infra_line(data)
     if infra is not None:
         lines.append((infra, "bold red"))
     for text, style in lines:
         shown_text = Text(f"{arm}: {text}" if arm else text, style=style)
         console.print(shown_text, highlight=False)
+
+
+#: Facts named on the partial-credit line before the rest are only counted.
+CREDIT_SHOWN = 8
+
+
+def credit_lines(data: RunJson) -> list[str]:
+    """`recovered: 3 of 14 successes ...` (when a struck trial succeeded) and the facts
+    not right in every trial, `per fact, right/wrong/abstained of 40 trials: rate 34/6/0`
+    (errorflow.scoring.credit)."""
+    m = data["metrics"]
+    out: list[str] = []
+    recovered, successes = m.get("recovered", 0), data["outcomes"].get("success", 0)
+    if recovered:
+        out.append(
+            f"recovered: {recovered} of {successes} successes had a fault strike them "
+            "(a reported failure or a fired tool fault) and answered every need right"
+        )
+    credit = m.get("credit") or {}
+    missed = {k: c for k, c in credit.items() if c["wrong"] or c["abstained"]}
+    if missed:
+        n = sum(next(iter(credit.values())).values())
+        cells = [f"{k} {c['right']}/{c['wrong']}/{c['abstained']}" for k, c in missed.items()]
+        more = len(cells) - CREDIT_SHOWN
+        shown_cells = ", ".join(cells[:CREDIT_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        rest = len(credit) - len(missed)
+        tail = f"; {rest} other(s) right in every trial" if rest else ""
+        out.append(f"per fact, right/wrong/abstained of {n} trials: {shown_cells}{tail}")
+    return out
 
 
 def baseline_line(outcomes: Mapping[str, int], arm: str | None = None) -> str:

@@ -152,6 +152,8 @@ def score_of(doc: Doc) -> TrialScore:
         costs=Costs(**doc["costs"]),
         reason=doc["reason"],
         policy=doc["policy"],
+        credit={str(k): str(v) for k, v in (doc.get("credit") or {}).items()},
+        struck=bool(doc.get("struck", False)),
     )
 
 

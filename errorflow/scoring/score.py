@@ -11,7 +11,9 @@ A message is
   failure was repaired on the way (a checker re-fetched), and it is clean, `recovered`.
 
 A trial succeeds when its final messages are clean and answer every need correctly;
-it is contaminated when any final message is; otherwise it is a contained failure.
+it is contaminated when any final message is; otherwise it is a contained failure. Each
+trial also carries its partial credit (per fact: right, wrong or abstained) and whether
+a fault struck it: a success a fault struck is `recovered` (errorflow.scoring.credit).
 Contamination depth counts the contaminated messages along the longest provenance
 chain that ends in a final message: 1 = only the message next to the failing tool.
 
@@ -35,6 +37,7 @@ from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.result import ResultPayload, infra_reason, round_of
 from errorflow.scenario.spec.model import Scenario
+from errorflow.scoring.credit import fact_credit, struck
 from errorflow.scoring.labels import silent, touched_ids
 from errorflow.world.ground_truth import need_truths
 
@@ -76,6 +79,16 @@ class TrialScore:
     reason: str = ""
     #: Policy decisions by agent (errorflow.agents.policy_tally counts), summed.
     policy: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Per fact of the ground truth: right / wrong / abstained in the final answer
+    #: (errorflow.scoring.credit); empty without a final answer.
+    credit: dict[str, str] = field(default_factory=dict)
+    #: A fault struck the trial (a reported failure, or an injected tool fault fired).
+    struck: bool = False
+
+    @property
+    def recovered(self) -> bool:
+        """A success although a fault struck the trial."""
+        return self.outcome is Outcome.SUCCESS and self.struck
 
 
 class Truth:
@@ -158,6 +171,9 @@ def score_trial(
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"
         return score
     final_labels = [labels[m.id] for m in finals]
+    score.struck = struck(scenario, trial, by_id.values())
+    credit = fact_credit((ResultPayload.from_wire(m.payload).answer for m in finals), truth_)
+    score.credit = {key: verdict.value for key, verdict in credit.items()}
     if any(lb.label is Label.CONTAMINATED for lb in final_labels):
         score.outcome = Outcome.CONTAMINATED
         score.depth = max(_depth(m, by_id, labels) for m in finals)

@@ -47,6 +47,11 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         self._policy = array("i")
         self._policies: list[Policy] = [{}]
         self._policy_index: dict[tuple[tuple[str, tuple[tuple[str, float], ...]], ...], int] = {}
+        # Partial credit repeats too (most trials: every fact right).
+        self._struck = bytearray()
+        self._credit = array("i")
+        self._credits: list[dict[str, str]] = [{}]
+        self._credit_index: dict[tuple[tuple[str, str], ...], int] = {(): 0}
         self._count = 0
         self._room(capacity)
         if scores:
@@ -60,7 +65,14 @@ class ScoreTable(MutableMapping[int, TrialScore]):
     def _room(self, more: int) -> None:
         zeros = bytes(more)
         self._outcome.extend(zeros)
-        columns = ((self._depth, 1), (self._costs, _WIDTH), (self._reason, 1), (self._policy, 1))
+        self._struck.extend(zeros)
+        columns = (
+            (self._depth, 1),
+            (self._costs, _WIDTH),
+            (self._reason, 1),
+            (self._policy, 1),
+            (self._credit, 1),
+        )
         for column, width in columns:
             column.frombytes(zeros * (column.itemsize * width))
 
@@ -77,6 +89,16 @@ class ScoreTable(MutableMapping[int, TrialScore]):
             self._costs[at + i] = getattr(score.costs, key)
         self._reason[trial] = self._reason_of(score.reason)
         self._policy[trial] = self._policy_of(score.policy)
+        self._struck[trial] = int(score.struck)
+        self._credit[trial] = self._credit_of(score.credit)
+
+    def _credit_of(self, credit: dict[str, str]) -> int:
+        key = tuple(credit.items())
+        index = self._credit_index.get(key)
+        if index is None:
+            index = self._credit_index[key] = len(self._credits)
+            self._credits.append(dict(credit))
+        return index
 
     def _reason_of(self, reason: str) -> int:
         index = self._reason_index.get(reason)
@@ -107,6 +129,8 @@ class ScoreTable(MutableMapping[int, TrialScore]):
             costs=costs,
             reason=self._reasons[self._reason[trial]],
             policy={a: dict(c) for a, c in self._policies[self._policy[trial]].items()},
+            credit=dict(self._credits[self._credit[trial]]),
+            struck=bool(self._struck[trial]),
         )
 
     def __delitem__(self, trial: int) -> None:
@@ -116,6 +140,8 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         self._count -= 1
         self._reason[trial] = 0
         self._policy[trial] = 0
+        self._credit[trial] = 0
+        self._struck[trial] = 0
 
     def __contains__(self, trial: object) -> bool:
         return (

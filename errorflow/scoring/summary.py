@@ -19,6 +19,7 @@ from typing import NotRequired, TypedDict
 from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.faults.tally import FaultCount, ToolFaultCount
 from errorflow.scoring.bootstrap import mean_intervals
+from errorflow.scoring.credit import credit_counts
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import (
@@ -64,6 +65,11 @@ Metrics = TypedDict(
         "pass^3": float | None,  # None below 3 trials
         # Policy decisions by agent, summed over the measured trials (only when any).
         "policy": NotRequired[dict[str, dict[str, float]]],
+        # Successes a fault struck (errorflow.scoring.credit): the system recovered.
+        "recovered": NotRequired[int],
+        # Per fact of the ground truth: trials that got it right / wrong / abstained,
+        # over the trials with a final answer (only when any).
+        "credit": NotRequired[dict[str, dict[str, int]]],
     },
 )
 
@@ -130,6 +136,8 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     success: list[bool] = []
     spread: dict[str, list[float]] = {k: [] for k in INTERVAL_COSTS}
     policy: dict[str, Counter[str]] = {}
+    recovered = 0
+    credits: list[dict[str, str]] = []
     for s in scores:
         counts[s.outcome.value] += 1
         if s.outcome in NOT_MEASURED:
@@ -144,6 +152,9 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
             depth_sum, depth_n = depth_sum + s.depth, depth_n + 1
             depth_max = max(depth_max, s.depth)
         success.append(s.outcome is Outcome.SUCCESS)
+        recovered += s.recovered
+        if s.credit:
+            credits.append(s.credit)
         add_policy(policy, s)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
     rates: dict[str, Rate] = {}
@@ -168,6 +179,9 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     totals = rounded_policy(policy)
     if totals:
         metrics["policy"] = totals
+    metrics["recovered"] = recovered
+    if credits:
+        metrics["credit"] = credit_counts(credits)
     return {"trials": sum(counts.values()), "outcomes": outcomes, "metrics": metrics}
 
 
