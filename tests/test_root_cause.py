@@ -188,3 +188,49 @@ def test_summary_counts_trials_once_per_place() -> None:
     ]
     assert s["starts"] == {"researcher": 3}
     assert ("carried by", "researcher → writer", 3) in summary_rows(s)
+
+
+def test_a_false_claim_from_a_tool_that_answered_wrong_names_the_silent_fault() -> None:
+    """The call succeeded, so no failure is on record: the origin is the call a stale
+    fault answered, named by the fault's place, not a model's own invention."""
+    b = TrialBuilder()
+    task = b.task("researcher")
+    _start(b, "researcher", ["runner"])
+    b.event(
+        "researcher",
+        ToolCallEvent(
+            agent="researcher",
+            tool="kpi",
+            call_id="revenue#0",
+            args={},
+            ok=True,
+            attempts=1,
+            faults=["tools.kpi.faults[0]"],
+            silent=["tools.kpi.faults[0]"],
+        ),
+    )
+    b.result("researcher", "runner", [task], claims=[("papers", ["stale"], True)])
+    rc = root_cause(genealogy(b.messages, b.events, _labels(b, BAD), "explicit"), "contaminated", 1)
+    assert rc is not None and rc.primary is not None
+    o = rc.primary
+    assert (o.kind, o.agent, o.tool, o.call_id, o.step) == (
+        "silent_fault", "researcher", "kpi", "revenue#0", 1,
+    )  # fmt: skip
+    assert "tools.kpi.faults[0]" in o.detail and "answered ok with a wrong value" in o.detail
+    assert RootCause.from_wire(rc.to_wire()) == rc
+
+
+def test_a_fault_that_fired_but_answered_right_is_no_silent_origin() -> None:
+    """A slow call answered within its timeout fired a fault too: not a silent one."""
+    b = TrialBuilder()
+    task = b.task("researcher")
+    _start(b, "researcher", ["runner"])
+    slow = ToolCallEvent(
+        agent="researcher", tool="kpi", call_id="revenue#0", args={}, ok=True, attempts=1,
+        faults=["tools.kpi.faults[0]"],
+    )  # fmt: skip
+    assert "silent" not in slow.to_payload()  # the wire of most calls is as it was
+    b.event("researcher", slow)
+    b.result("researcher", "runner", [task], claims=[("papers", ["made-up"], True)])
+    rc = root_cause(genealogy(b.messages, b.events, _labels(b, BAD), "explicit"), "contaminated", 1)
+    assert rc is not None and rc.primary is not None and rc.primary.kind == "answer"

@@ -4,8 +4,12 @@ source (an inspector, a challenger) contains them, at a counted cost."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from errorflow import api
 from errorflow.scenario.overrides import apply
+from errorflow.store.trial_store import load_trace
 
 TRIALS = 60
 
@@ -46,3 +50,20 @@ def test_a_defence_on_the_second_source_contains_them_at_a_cost() -> None:
     axes = api.load("silent-wrong").sweep
     assert axes is not None
     assert list(axes.axes[0].values) == ["none", *defences]
+
+
+def test_the_trace_names_the_silent_fault_where_a_false_claim_started(tmp_path: Path) -> None:
+    """Every contaminated trial of the undefended arm starts at a call a silent fault
+    answered: its root cause names that fault's place, never an `answer` of the model's
+    own."""
+    db = tmp_path / "runs.db"
+    result = api.run(apply(api.load("silent-wrong"), {"trials": 30}), propagation="explicit", db=db)
+    bad = [s.trial for s in result.raw.scores if s.outcome.value == "contaminated"]
+    assert len(bad) >= 5, result.outcomes
+    for trial in bad:
+        trace = load_trace(db, result.run_id, trial)
+        assert trace is not None and trace.root_cause is not None
+        kinds = {o.kind for o in trace.root_cause.origins}
+        assert "silent_fault" in kinds, (trial, trace.root_cause.origins)
+        silent = next(o for o in trace.root_cause.origins if o.kind == "silent_fault")
+        assert re.search(r"tools\.\w+\.faults\[\d\] fired", silent.detail), silent.detail

@@ -208,6 +208,11 @@ class ToolGate:
                 code=soft.code if soft else None,
                 attempts=attempts,
                 faults=self.client.fired[self._fired_from :],
+                silent=[
+                    place
+                    for place in self.client.fired[self._fired_from :]
+                    if place in self.client.silent_places
+                ],
             )
         )
         # Implicitly, an empty or partial result is just a result to the model; the

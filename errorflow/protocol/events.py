@@ -54,11 +54,15 @@ class ToolCallEvent(_Event):
     #: The injected faults that fired on the call's attempts, by their place in the
     #: scenario (`tools.kpi.faults[0]`), in order; a silent one leaves `ok` true.
     faults: list[str] = Field(default_factory=list)
+    #: Of `faults`, those that answer wrong but succeed (stale, wrong_entity, corrupt):
+    #: the call is ok and its value is not the truth.
+    silent: list[str] = Field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
         payload = super().to_payload()
-        if not self.faults:  # most calls: the wire stays as it was
-            del payload["faults"]
+        for key in ("faults", "silent"):
+            if not payload[key]:  # most calls: the wire stays as it was
+                del payload[key]
         return payload
 
 

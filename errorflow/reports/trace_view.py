@@ -64,6 +64,8 @@ def _origin_lines(o: Origin, width: int) -> list[str]:
         return _wrap(f"no failure: {o.detail}", width, "  origin  ", " " * 10)
     if o.kind == "agent_fault":
         return _wrap(f"agent fault: {o.detail}", width, "  origin  ", " " * 10)
+    if o.kind == "silent_fault":  # the call succeeded: no class, no error text
+        return _wrap(f"silent wrong answer: {o.detail}", width, "  origin  ", " " * 10)
     where = " · ".join(
         p for p in (o.agent, o.tool, f"step {o.step}" if o.step else "", o.call_id) if p
     )

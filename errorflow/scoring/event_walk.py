@@ -145,6 +145,7 @@ class Walk:
             shown=_shown_for_call(ev, self.implicit),
             seq=env.seq,
             ts=env.ts,
+            silent=tuple(ev.silent),
         )
 
 

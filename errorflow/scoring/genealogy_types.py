@@ -92,6 +92,9 @@ class ToolCallView:
     shown: str  # what the model got back, as far as the store tells
     seq: int
     ts: float
+    #: Injected faults that answered it wrong but ok (stale, wrong_entity, corrupt), by
+    #: their place in the scenario.
+    silent: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ contamination went and where it stopped (pure, from a trial's genealogy).
   undone, are no origins;
 - a contaminated message no failure reached (a model stating a false claim on its own)
   is an origin of kind `answer`, or `agent_fault` when an injected agent fault shaped it
-  (a message corrupted in transit, a faulty model); a failed trial with neither (an
+  (a message corrupted in transit, a faulty model), or `silent_fault` when a tool its
+  sender called answered ok with a wrong value (a stale, wrong_entity or corrupt fault
+  fired on the call: its position is that call, the fault named by its place); a failed
+  trial with neither (an
   answer left incomplete) has its first message that is not clean as the `answer`
   origin;
 - *dropped*: messages a failure reached that say nothing (`swallowed`: the sender's own
@@ -43,7 +46,7 @@ from errorflow.scoring.genealogy_types import (
 
 FAILED_OUTCOMES = frozenset({"contained", "contaminated"})
 
-OriginKind = Literal["tool", "model", "policy", "answer", "agent_fault"]
+OriginKind = Literal["tool", "model", "policy", "answer", "agent_fault", "silent_fault"]
 DropKind = Literal["swallowed", "silent", "contaminated"]
 
 
@@ -267,7 +270,42 @@ def _answer_origins(
     if not picked and fallback:
         rest = [m for m in results if m.label != "clean"] or [m for m in results if m.final]
         picked = rest[:1]
-    return [_answer_origin(m) for m in picked]
+    return [_silent_origin(m, g) or _answer_origin(m) for m in picked]
+
+
+def _silent_origin(m: MessageNode, g: Genealogy) -> Origin | None:
+    """A contaminated message whose sender's tool answered ok with a wrong value: the
+    first such call of its invocation is where the false claim started."""
+    if m.label != "contaminated" or m.invocation is None:
+        return None
+    if not 0 <= m.invocation < len(g.invocations):
+        return None
+    inv = g.invocations[m.invocation]
+    call = next((c for c in inv.tool_calls if c.ok and c.silent), None)
+    if call is None:
+        return None
+    faults = ", ".join(call.silent)
+    detail = (
+        f"{call.tool} {call.call_id} at {inv.agent}, step {call.step}: answered ok with a "
+        f"wrong value ({faults} fired); {m.sender}'s {m.kind} to {m.recipient}: {m.reason}"
+    )
+    return Origin(
+        agent=inv.agent,
+        kind="silent_fault",
+        tool=call.tool,
+        code=None,
+        step=call.step,
+        call_id=call.call_id,
+        attempts=call.attempts,
+        http_status=None,
+        error=None,
+        at=None,
+        invocation=inv.index,
+        round=m.round,
+        message_id=m.id,
+        said=m.label or "",
+        detail=detail,
+    )
 
 
 def _answer_origin(m: MessageNode) -> Origin:

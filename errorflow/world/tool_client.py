@@ -141,6 +141,14 @@ class ToolClient:
         #: The place in the scenario of every injected fault that fired, in call order
         #: (`tools.kpi.faults[0]`); the tool gate reads what a call added.
         self.fired: list[str] = []
+        #: The places of the faults that answer wrong but succeed (stale, wrong_entity,
+        #: corrupt): a trace names such a fault as where a false claim started.
+        self.silent_places: frozenset[str] = frozenset(
+            f"tools.{name}.faults[{i}]"
+            for name, spec in self.tools.items()
+            for i, fault in enumerate(spec.faults)
+            if fault.silent
+        )
         # Degraded-service draws, one stream for this agent's view of the services.
         self._rng_service: random.Random | None = None  # drawn only by a service's calls
         # Per-item draws (partial faults), one stream per tool, made when first drawn
