@@ -3,6 +3,7 @@ the final answer did with each fact, and whether a fault struck the trial."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from errorflow import api
@@ -11,6 +12,9 @@ from errorflow.reports.tables import credit_lines
 from errorflow.runtime.work_wire import score_doc, score_of
 from errorflow.scoring.credit import Credit, credit_counts, fact_credit
 from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.score_table import in_trial_order
+from errorflow.scoring.summary import summarize
+from errorflow.store.readers import load_scores
 
 
 class _Truth:
@@ -103,3 +107,20 @@ def test_the_run_text_says_how_many_successes_recovered_and_which_facts_missed()
     assert lines[1] == (
         "per fact, right/wrong/abstained of 20 trials: cost 14/4/2; 1 other(s) right in every trial"
     )
+
+
+def test_the_store_keeps_credit_and_struck_so_a_resumed_run_counts_every_trial(
+    tmp_path: Path,
+) -> None:
+    """A resumed run (and a report) summarises the trials read back from the store:
+    they come back with their partial credit and whether a fault struck them."""
+    db = tmp_path / "runs.db"
+    result = api.run(api.load(RETRIED), propagation="explicit", db=db)
+    stored = load_scores(db, result.run_id, include_bus_faults=True)
+    ran = {s.trial: s for s in result.raw.scores}
+    assert {t: (s.credit, s.struck) for t, s in stored.items()} == {
+        t: (s.credit, s.struck) for t, s in ran.items()
+    }
+    again = summarize(in_trial_order(stored))["metrics"]
+    assert again["recovered"] == result.summary["metrics"]["recovered"] > 0
+    assert again["credit"] == result.summary["metrics"]["credit"]

@@ -282,14 +282,24 @@ async def test_a_database_of_an_earlier_version_gets_the_new_columns(tmp_path: P
             "INSERT INTO runs VALUES ('old-1', 's', '{}', 1, 2, 'explicit', NULL,"
             " 'finished', 1.0, 2.0, NULL)"
         )
+        conn.execute(
+            "CREATE TABLE trials (run_id TEXT NOT NULL, trial INTEGER NOT NULL, outcome TEXT"
+            " NOT NULL, depth INTEGER NOT NULL, reason TEXT NOT NULL, costs_json TEXT NOT NULL,"
+            " PRIMARY KEY (run_id, trial))"
+        )
+        conn.execute("INSERT INTO trials VALUES ('old-1', 0, 'success', 0, '', '{}')")
     conn.close()
     db = await open_db(db_path)
     await db.close()
     with connect_ro(db_path) as ro:
         columns = {r[1] for r in ro.execute("PRAGMA table_info(runs)")}
+        trial_columns = {r[1] for r in ro.execute("PRAGMA table_info(trials)")}
     ro.close()
     new = {"group_id", "label", "pid", "host", "scenario_sha", "scenario_exact"}
-    assert new <= columns
+    assert new <= columns and "credit_json" in trial_columns
+    # a trial stored before partial credit was comes back without it
+    old_trial = load_scores(db_path, "old-1")[0]
+    assert (old_trial.credit, old_trial.struck) == ({}, False)
     old = get_run(db_path, "old-1")
     assert old is not None and old["status"] == "finished" and old["group_id"] is None
     await new_run(db_path, "new-1")  # and the old database takes new runs

@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS labels (
 );
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL, trial INTEGER NOT NULL, outcome TEXT NOT NULL, depth INTEGER NOT NULL,
-    reason TEXT NOT NULL, costs_json TEXT NOT NULL, PRIMARY KEY (run_id, trial)
+    reason TEXT NOT NULL, costs_json TEXT NOT NULL, credit_json TEXT,
+    PRIMARY KEY (run_id, trial)
 );
 CREATE INDEX IF NOT EXISTS messages_trial ON messages (run_id, trial);
 CREATE INDEX IF NOT EXISTS events_trial ON events (run_id, trial);
@@ -197,6 +198,9 @@ async def _migrate(db: aiosqlite.Connection) -> None:
     ):
         if column not in columns:
             await db.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
+    trial_columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(trials)")}
+    if "credit_json" not in trial_columns:
+        await db.execute("ALTER TABLE trials ADD COLUMN credit_json TEXT")
     await db.commit()
 
 

@@ -201,6 +201,7 @@ def group_runs(path: Path, group_id: str) -> list[StoredRun]:
 def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, TrialScore]:
     """The trials of a run already scored (bus faults excluded unless asked: a resumed
     run reruns them)."""
+    credits = _credits(path, run_id)
     return {
         row["trial"]: TrialScore(
             row["trial"],
@@ -208,7 +209,30 @@ def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> di
             row["depth"],
             costs=Costs.from_wire(row["costs"]),
             reason=row["reason"],
+            credit=credits.get(row["trial"], ({}, False))[0],
+            struck=credits.get(row["trial"], ({}, False))[1],
         )
         for row in trial_rows(path, run_id)
         if include_bus_faults or row["outcome"] != Outcome.BUS_FAULT.value
     }
+
+
+def _credits(path: Path, run_id: str) -> dict[int, tuple[dict[str, str], bool]]:
+    """Each stored trial's partial credit and whether a fault struck it (none for a
+    trial stored before they were)."""
+    with connect_ro(path) as conn:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(trials)")}
+        if "credit_json" not in columns:  # a store no run of this version wrote to
+            return {}
+        rows = conn.execute(
+            "SELECT trial, credit_json FROM trials WHERE run_id = ? AND credit_json IS NOT NULL",
+            (run_id,),
+        ).fetchall()
+    out: dict[int, tuple[dict[str, str], bool]] = {}
+    for trial, raw in rows:
+        doc = json.loads(raw)
+        if isinstance(doc, dict):
+            credit = doc.get("credit")
+            credit = credit if isinstance(credit, dict) else {}
+            out[int(trial)] = ({str(k): str(v) for k, v in credit.items()}, bool(doc.get("struck")))
+    return out

@@ -126,6 +126,9 @@ class TrialRow(NamedTuple):
     depth: int
     reason: str
     costs_json: str
+    #: Partial credit and whether a fault struck the trial (errorflow.scoring.credit),
+    #: so a resumed run's summary counts the trials scored before it too.
+    credit_json: str = "{}"
 
     @classmethod
     def from_score(cls, run_id: str, score: TrialScore) -> Self:
@@ -136,6 +139,7 @@ class TrialRow(NamedTuple):
             score.depth,
             redact(score.reason),
             redact_json(json.dumps(score.costs.to_wire())),
+            json.dumps({"credit": score.credit, "struck": score.struck}),
         )
 
 
@@ -159,6 +163,6 @@ async def insert_rows(
             "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", map(tuple, events)
         )
         await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
-        await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?)", trials)
+        await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?,?)", trials)
         await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
         await db.commit()
