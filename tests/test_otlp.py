@@ -3,15 +3,26 @@ links, reproducible ids; sent over OTLP/HTTP to a receiver and read back."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from errorflow.agents.model_gate import MAX_CONTENT_CHARS, content_text
+from errorflow.bus.transport import InProcessBus
 from errorflow.cli.main import main
+from errorflow.models.backend import ModelRequest, TaskTurn
 from errorflow.reports import otlp
+from errorflow.runtime.run_options import RunOptions
+from errorflow.runtime.runner import run_plan
+from errorflow.scenario.bundled import resolve
+from errorflow.scenario.loader import load
+from errorflow.scenario.overrides import apply
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.store.readers import get_run
 from errorflow.store.trial_store import load_trace
 from tests.conftest import free_port
@@ -235,3 +246,36 @@ def test_headers_come_from_otel_exporter_otlp_headers_as_langfuse_wants_them(
     with ProtoReceiver() as receiver:
         assert main(["export", run_id, "--otlp", receiver.url, "--db", str(db)]) == 0
     assert receiver.authorizations and set(receiver.authorizations) == {"Basic cGs6c2s="}
+
+
+def test_model_content_is_kept_only_when_the_model_records_it(tmp_path: Path) -> None:
+    db = tmp_path / "content.db"
+    scenario = apply(
+        load(resolve("contamination")),
+        {"trials": 2, "agents.writer.model.record_content": True},
+    )
+    result = asyncio.run(run_plan(RunPlan(scenario), RunOptions(bus=InProcessBus(), db_path=db)))
+    spans = [s for r in export_json(db, result.run_id, tmp_path / "c.jsonl") for s in spans_of(r)]
+    chats = {attrs(s)["errorflow.agent"]: attrs(s) for s in spans if s["name"].startswith("chat ")}
+    writer, researcher = chats["writer"], chats["researcher"]
+    prompt = json.loads(writer["input.value"])
+    assert prompt["agent"] == "writer" and prompt["turns"], "the request, as JSON"
+    reply = json.loads(writer["output.value"])
+    assert "final" in reply and writer["input.mime_type"] == "application/json"
+    # the researcher's model does not record: nothing of its content is stored or sent
+    assert "input.value" not in researcher and "output.value" not in researcher
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT envelope FROM events WHERE type = 'model_call'").fetchall()
+    stored = [json.loads(env)["payload"] for (env,) in rows]
+    assert {("prompt" in e) for e in stored if e["agent"] == "researcher"} == {False}
+    assert {("prompt" in e) for e in stored if e["agent"] == "writer"} == {True}
+
+
+def test_model_content_is_redacted_and_clipped() -> None:
+    request = ModelRequest(
+        agent="a", role="writer", system="s", tools=[],
+        turns=[TaskTurn(prompt="key sk-ant-api03-" + "x" * 40 + " " + "y" * 20_000, needs=[])],
+    )  # fmt: skip
+    text = content_text(request)
+    assert "sk-ant-api03" not in text
+    assert len(text) == MAX_CONTENT_CHARS and text.endswith("...")

@@ -108,6 +108,7 @@ class AgentKit:
             budget,
             emit,
             agent=self.name,
+            record_content=self.scenario.agents[self.name].model.record_content,
         )
 
     def tool_gate(

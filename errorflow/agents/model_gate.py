@@ -15,6 +15,8 @@ and it goes on up to the agent (no retry catches it)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 
 from errorflow.agents.attempts import (
@@ -24,6 +26,7 @@ from errorflow.agents.attempts import (
     ObservedBreaker,
     RetryTerms,
 )
+from errorflow.core.redact import redact
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.faults.crash import InjectedCrash
@@ -45,6 +48,16 @@ from errorflow.protocol.events import Emit, ModelCall, ModelError
 #: The name the model's breaker and failures go by (events, errors, costs).
 MODEL = "model"
 
+#: The longest request or reply text a `model_call` event keeps (the rest is cut).
+MAX_CONTENT_CHARS = 16_000
+
+
+def content_text(part: ModelRequest | ModelResponse) -> str:
+    """A request or a reply as JSON text for a trace: every turn, call and claim,
+    redacted (keys, tokens, the `redact` patterns), clipped to `MAX_CONTENT_CHARS`."""
+    text = redact(json.dumps(dataclasses.asdict(part), default=str, ensure_ascii=False))
+    return text if len(text) <= MAX_CONTENT_CHARS else text[: MAX_CONTENT_CHARS - 3] + "..."
+
 
 class ModelGate:
     def __init__(
@@ -57,8 +70,10 @@ class ModelGate:
         emit: Emit,
         *,
         agent: str,
+        record_content: bool = False,
     ) -> None:
         self.backend, self.policy, self.clock, self.budget = backend, policy, clock, budget
+        self.record_content = record_content
         self.emit, self.agent = emit, agent
         self.breakers = BreakerBank(policy.model_breaker)
         self.breaker = ObservedBreaker(
@@ -109,6 +124,8 @@ class ModelGate:
                 calls=len(response.calls),
                 final=response.final is not None,
                 stop_reason=response.stop_reason,
+                prompt=content_text(request) if self.record_content else None,
+                response=content_text(response) if self.record_content else None,
             )
         )
         return response

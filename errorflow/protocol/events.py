@@ -133,6 +133,17 @@ class ModelCall(_Event):
     stop_reason: str | None = None
     #: Run time (simulated seconds) at which it happened, stamped by the agent.
     at: float | None = None
+    #: The request and the reply as JSON text, redacted and clipped: only when the
+    #: agent's model records its content (`model.record_content`), else left out.
+    prompt: str | None = None
+    response: str | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = super().to_payload()
+        for name in ("prompt", "response"):
+            if payload.get(name) is None:
+                del payload[name]
+        return payload
 
 
 class LoopStop(_Event):

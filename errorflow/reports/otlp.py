@@ -303,6 +303,10 @@ def _chat_span(b: _Builder, inv: Invocation, parent: SpanContext, d: Decision, s
         "errorflow.step": d.step,
         "errorflow.text": d.text,
     }
+    for side in ("input", "output"):  # recorded only with `model.record_content`
+        text = d.facts.get("prompt" if side == "input" else "response")
+        if isinstance(text, str):
+            attrs[f"{side}.value"], attrs[f"{side}.mime_type"] = text, "application/json"
     status = None
     if d.kind == "model_error":
         attrs["error.type"] = d.code

@@ -89,7 +89,7 @@ MAX_FINDINGS_BYTES = 128 * 1024
 
 
 class ModelSpec(Extended):
-    added_fields = frozenset({"faults", "profile_file"})
+    added_fields = frozenset({"faults", "profile_file", "record_content"})
 
     backend: Literal["simulated", "anthropic", "openai"] = "simulated"
     #: A built-in profile's name, or a profile file (errorflow.scenario.provenance).
@@ -105,6 +105,9 @@ class ModelSpec(Extended):
     faults: list[ModelFault] = Field(default_factory=list, max_length=16)
     #: The profile file `profile` names, as the loader read it (never written by hand).
     profile_file: InlinedProfile | None = None
+    #: Keep each call's request and reply (redacted, clipped) in its `model_call` event,
+    #: for traces and OTLP spans. Off: a real model's content stays out of the store.
+    record_content: bool = False
 
     def tendencies(self) -> Tendencies:
         """What the simulated model acts on: the profile with `params` on top."""
