@@ -20,7 +20,10 @@ def test_trials_arrive_during_the_run_and_all_of_them_by_its_end(
     db = tmp_path / "l.db"
     with ProtoReceiver() as receiver:
         started = time.monotonic()
+        # time_scale: simulated seconds are partly waited for real, so the run lasts
+        # seconds however fast the machine and its path are, and the reads fall inside it
         args = ["run", "support-pipeline", "--propagation", "both", "--trials", "60",
+                "--set", "time_scale=0.02",
                 "--otlp", receiver.url, "--span-time", "sim", "--db", str(db), "-q"]  # fmt: skip
         assert main(args) == 0
         ended = time.monotonic()

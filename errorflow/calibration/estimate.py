@@ -62,7 +62,10 @@ def estimates(results: Iterable[ProbeResult], confidence: float = 0.95) -> dict[
                 c[0] += int(verdict)
                 c[1] += 1
     ordered = [p for family in FAMILIES.values() for p in family if p in counts]
-    return {p: Estimate(p, FAMILY_OF[p], counts[p][0], counts[p][1], counts[p][2]) for p in ordered}
+    return {
+        p: Estimate(p, FAMILY_OF[p], counts[p][0], counts[p][1], counts[p][2], confidence)
+        for p in ordered
+    }
 
 
 def profile_of(
