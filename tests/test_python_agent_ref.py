@@ -4,6 +4,7 @@ missing, not importable, not async or takes the wrong arguments."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -111,3 +112,14 @@ def test_a_framework_module_without_its_extra_is_one_line(tmp_path: Path) -> Non
         load(path)
     assert "python agent 'clerk': importing" in str(caught.value)
     assert "no_such_framework_xyz" in str(caught.value)
+    assert "(install 'no_such_framework_xyz')" in str(caught.value)
+
+
+def test_a_package_an_extra_provides_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # as if not installed
+    (tmp_path / "fw.py").write_text("import pydantic_ai\nasync def run(ctx): ...\n")
+    with pytest.raises(ScenarioError) as caught:
+        load(scenario(tmp_path, "fw:run"))
+    assert "pip install 'errorflow[pydantic-ai]'" in str(caught.value)

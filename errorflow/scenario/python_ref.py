@@ -68,6 +68,21 @@ def load_callable(
     return obj
 
 
+#: Packages errorflow's own extras provide, by top-level module: what to install.
+EXTRA_OF = {"pydantic_ai": "pydantic-ai", "opentelemetry": "otel", "gmqtt": "gmqtt"}
+
+
+def _failed(what: str, exc: Exception) -> PythonToolError:
+    """An import that failed, in one line; a missing package gets what installs it."""
+    text = f"importing {what} failed: {_one_line(exc)}"
+    if isinstance(exc, ModuleNotFoundError) and exc.name is not None:
+        top = exc.name.split(".")[0]
+        extra = EXTRA_OF.get(top)
+        hint = f"pip install 'errorflow[{extra}]'" if extra else f"install {top!r}"
+        text += f" ({hint})"
+    return PythonToolError(text)
+
+
 def _import_module(name: str) -> types.ModuleType:
     try:
         return importlib.import_module(name)
@@ -77,9 +92,9 @@ def _import_module(name: str) -> types.ModuleType:
             raise PythonToolError(
                 f"no module named {name!r} (is it installed in this environment?)"
             ) from None
-        raise PythonToolError(f"importing {name!r} failed: {_one_line(exc)}") from None
+        raise _failed(repr(name), exc) from None
     except Exception as exc:  # the module's own code failed: report, never crash
-        raise PythonToolError(f"importing {name!r} failed: {_one_line(exc)}") from None
+        raise _failed(repr(name), exc) from None
 
 
 def _load_file(path: Path, base_dir: str | Path | None) -> types.ModuleType:
@@ -105,7 +120,7 @@ def _load_file(path: Path, base_dir: str | Path | None) -> types.ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise PythonToolError(f"importing {path} failed: {_one_line(exc)}") from None
+        raise _failed(str(path), exc) from None
     _FILE_MODULES[path] = module
     return module
 
