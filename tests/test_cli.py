@@ -270,8 +270,9 @@ async def _store(db: Path) -> None:
 
 
 def test_runs_fit_80_columns_with_whole_ids_and_a_group_column(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # an 80-column terminal (piped output is not cut)
     db = tmp_path / "r.db"
     asyncio.run(_store(db))
     code, out, _ = run_cli(capsys, "runs", "--db", str(db))
@@ -289,7 +290,10 @@ def test_runs_fit_80_columns_with_whole_ids_and_a_group_column(
     assert "  strategy-matrix-7370b2  strategy-matrix  explicit" in line
 
 
-def test_show_a_run_and_a_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_a_run_and_a_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # as the expected lines were laid out
     db = tmp_path / "r.db"
     asyncio.run(_store(db))
     code, out, _ = run_cli(capsys, "show", "contamination-1a", "--db", str(db))
