@@ -36,8 +36,9 @@ def _runs(capsys: pytest.CaptureFixture[str], db: str) -> dict[str, str]:
 
 
 def test_show_says_where_it_starts_and_which_edges_carry_it(
-    group: tuple[str, str], capsys: pytest.CaptureFixture[str]
+    group: tuple[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # the lines below as an 80-column terminal shows them
     db, _ = group
     runs = _runs(capsys, db)
     code, out = cli(capsys, "show", runs["implicit"], "--db", db)
