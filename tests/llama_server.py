@@ -27,6 +27,9 @@ from tests.conftest import IN_CI, free_port
 ENV = "ERRORFLOW_TEST_LLAMA"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 4096
+#: The prompt cache's bound (the server's default is 2 GiB a server; two llama tests may
+#: run at once on CI's workers).
+CACHE_BYTES = 512 << 20
 START_S = 120.0
 
 
@@ -64,6 +67,7 @@ class LlamaServer:
         command = [
             str(self.python), "-m", "llama_cpp.server", "--model", str(self.model),
             "--chat_format", "chatml-function-calling", "--n_ctx", str(N_CTX), "--cache", "true",
+            "--cache_size", str(CACHE_BYTES),
             "--host", "127.0.0.1", "--port", str(self.port),
         ]  # fmt: skip
         with self.log.open("wb") as log:
