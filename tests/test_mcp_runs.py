@@ -24,6 +24,7 @@ from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Truth
 from errorflow.world.mcp.host import close_sessions
+from errorflow.world.mcp.session import server_command
 from tests.mcp_support import server
 
 
@@ -158,3 +159,16 @@ async def test_the_bundled_order_desk_mcp(tmp_path: Path) -> None:
     assert ("invalid_args", "JsonRpcError") in seen
     assert ("transient", "HTTPStatusError") in seen
     assert result.outcomes["contaminated"] > 0
+
+
+def test_python_as_a_server_command_is_the_python_errorflow_runs_in(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # PATH's `python` is another interpreter (one without errorflow): not the one used
+    (tmp_path / "python").write_text("#!/bin/sh\nexit 3\n")
+    (tmp_path / "python").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("python", "python3", "python3.11"):
+        assert server_command(name) == sys.executable
+    assert server_command("/usr/bin/env") == "/usr/bin/env"  # a path as it is
+    assert server_command("pythonic-server") == "pythonic-server"  # not an interpreter

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -115,8 +116,9 @@ class McpSession:
                 streams = sdk.http_streams(server.url)
             else:
                 assert server.command is not None
+                command = server_command(server.command)
                 streams = sdk.stdio_streams(
-                    _command(server.command), server.args, server.env, server.cwd, self._errlog
+                    command, server.args, server.env, server.cwd, self._errlog
                 )
             read, write = await stack.enter_async_context(streams)
             session = await stack.enter_async_context(mcp.ClientSession(read, write))
@@ -246,10 +248,19 @@ def _cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _command(command: str) -> str:
-    """A bare command name is looked for beside the running Python first (the
-    environment errorflow runs in, where `pip install` put a server's script), then on
-    PATH; a path is taken as it is."""
+#: `python`, `python3`, `python3.11`: the interpreter a server command names.
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+
+
+def server_command(command: str) -> str:
+    """The program a stdio server is started with. `python` (or `python3`...) is the
+    Python errorflow runs in, whatever PATH says: a server module installed beside
+    errorflow (`python -m errorflow.examples.inventory_mcp`) is importable there even
+    when errorflow was started by path and PATH's `python` is another one. Another bare
+    name is looked for beside that Python first (where `pip install` put a server's
+    script), then on PATH; a path is taken as it is."""
     if os.sep in command or (os.altsep is not None and os.altsep in command):
         return command
+    if _PYTHON.fullmatch(command):
+        return sys.executable
     return shutil.which(command, path=str(Path(sys.executable).parent)) or command
