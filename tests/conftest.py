@@ -39,13 +39,13 @@ def free_port() -> int:
 
 
 def require_pydantic_ai() -> None:
-    """The pydantic-ai extra (errorflow[pydantic-ai]): .ci/run installs it."""
+    """pydantic-ai-slim (a core dependency): missing only in a broken install."""
     try:
         import pydantic_ai  # noqa: F401
     except ImportError:
         if IN_CI:
-            pytest.fail("CI is set but pydantic-ai is not installed (pip install '.[pydantic-ai]')")
-        pytest.skip("pydantic-ai not installed (pip install 'errorflow[pydantic-ai]')")
+            pytest.fail("CI is set but pydantic-ai is not installed (pip install -e .)")
+        pytest.skip("pydantic-ai not installed (pip install -e .)")
 
 
 def mosquitto_binary() -> str | None:

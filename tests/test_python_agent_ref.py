@@ -118,8 +118,8 @@ def test_a_framework_module_without_its_extra_is_one_line(tmp_path: Path) -> Non
 def test_a_package_an_extra_provides_names_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # as if not installed
-    (tmp_path / "fw.py").write_text("import pydantic_ai\nasync def run(ctx): ...\n")
+    monkeypatch.setitem(sys.modules, "gmqtt", None)  # as if not installed
+    (tmp_path / "fw.py").write_text("import gmqtt\nasync def run(ctx): ...\n")
     with pytest.raises(ScenarioError) as caught:
         load(scenario(tmp_path, "fw:run"))
-    assert "pip install 'errorflow[pydantic-ai]'" in str(caught.value)
+    assert "pip install 'errorflow[gmqtt]'" in str(caught.value)

@@ -69,7 +69,7 @@ def load_callable(
 
 
 #: Packages errorflow's own extras provide, by top-level module: what to install.
-EXTRA_OF = {"pydantic_ai": "pydantic-ai", "opentelemetry": "otel", "gmqtt": "gmqtt"}
+EXTRA_OF = {"opentelemetry": "otel", "gmqtt": "gmqtt"}
 
 
 def _failed(what: str, exc: Exception) -> PythonToolError:
