@@ -35,7 +35,7 @@ from errorflow.models.backend import (
     Turn,
     UpstreamTurn,
 )
-from errorflow.protocol.claims import FinalAnswer, claim_to_wire
+from errorflow.protocol.claims import FinalAnswer, answer_to_wire
 from errorflow.protocol.envelope import JsonObject
 from errorflow.scenario.spec.model import ModelSpec
 
@@ -149,16 +149,7 @@ class UpstreamView(TypedDict):
 
 def _answer_view(answer: FinalAnswer) -> JsonObject:
     """The answer as a downstream model reads it (without the reviewer's `revise`)."""
-    claims: list[JsonValue] = [claim_to_wire(c) for c in answer.claims]
-    flags: list[JsonValue] = list(answer.flags)
-    unresolved: list[JsonValue] = list(answer.unresolved)
-    return {
-        "claims": claims,
-        "abstained": answer.abstained,
-        "flags": flags,
-        "unresolved": unresolved,
-        "text": answer.text,
-    }
+    return {k: v for k, v in answer_to_wire(answer).items() if k != "revise"}
 
 
 def render_task(turn: TaskTurn) -> str:
