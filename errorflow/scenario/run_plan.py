@@ -1,8 +1,8 @@
 """The run plan: a scenario validated once, with the run settings applied, frozen.
 
-Everything that runs a scenario (the runner, worker processes, the agents it starts)
-is given a plan, never a scenario to check again: the checks ran where the plan was
-made. A plan is made two ways:
+Everything that runs a scenario (the runner, worker processes) is given a plan, never a
+scenario to check again: the checks ran where the plan was made; each agent is given
+only its own part of it (`for_agent`: errorflow.scenario.agent_plan). A plan is made two ways:
 
 - `RunPlan.of(scenario, trials=..., seed=..., propagation=...)`: the settings applied
   and the whole scenario sent through the loader's pipeline (errorflow.scenario.
@@ -23,6 +23,7 @@ import functools
 from dataclasses import dataclass
 
 from errorflow.core.errors import ErrorflowError
+from errorflow.scenario.agent_plan import AgentPlan
 from errorflow.scenario.overrides import with_settings
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import AgentSpec, Scenario
@@ -83,6 +84,15 @@ class RunPlan:
 
     def agent(self, name: str) -> AgentSpec:
         return self.scenario.agents[name]
+
+    def for_agent(self, name: str) -> AgentPlan:
+        """What the agent `name` is given of the run (errorflow.scenario.agent_plan)."""
+        return self._agent_plans[name]
+
+    @functools.cached_property
+    def _agent_plans(self) -> dict[str, AgentPlan]:
+        public = identity.public(self.scenario)  # made once for every agent's view
+        return {n: AgentPlan.of(self.scenario, n, public) for n in self.scenario.agents}
 
     @functools.cached_property
     def sha(self) -> str:
