@@ -14,8 +14,10 @@ from errorflow.agents.kit import AgentKit
 from errorflow.bus.transport import InProcessBus
 from errorflow.models.backend import TaskTurn
 from errorflow.protocol.envelope import Status
+from errorflow.runtime.participants import make_agent
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import load_text
+from errorflow.scenario.run_plan import RunPlan
 
 TWO_NEEDS = """
 name: two-needs
@@ -174,7 +176,9 @@ async def test_the_persona_follows_the_declared_behaviour_and_instructions() -> 
     bus = InProcessBus()
 
     async def agent(name: str) -> Agent:
-        return Agent(name, scenario, "run", await bus.connect(name), run_key=b"k" * 32)
+        return make_agent(
+            RunPlan(scenario), name, "run", await bus.connect(name), run_key=b"k" * 32
+        )
 
     planner, analyst, writer = [await agent(n) for n in ("planner", "analyst", "writer")]
     planner_, analyst_, writer_ = planner.kit.persona, analyst.kit.persona, writer.kit.persona
@@ -235,7 +239,9 @@ async def test_a_member_takes_its_rounds_in_order_whatever_order_they_became_rea
 
     monkeypatch.setattr(Agent, "process", process)
     bus = InProcessBus()
-    agent = Agent("z", load_text(DISCUSSION), "r", await bus.connect("z"), run_key=b"k" * 32)
+    agent = make_agent(
+        RunPlan(load_text(DISCUSSION)), "z", "r", await bus.connect("z"), run_key=b"k" * 32
+    )
     for round_ in order:
         agent._start(Ready(trial=1, round=round_, inputs=[]))
         await asyncio.sleep(0)
@@ -257,7 +263,9 @@ async def test_a_member_forgets_trials_whose_last_round_never_comes(
     monkeypatch.setattr(agent_module, "ROUNDS_DONE_KEEP", 8)
     monkeypatch.setattr(Agent, "process", process)
     bus = InProcessBus()
-    agent = Agent("z", load_text(DISCUSSION), "r", await bus.connect("z"), run_key=b"k" * 32)
+    agent = make_agent(
+        RunPlan(load_text(DISCUSSION)), "z", "r", await bus.connect("z"), run_key=b"k" * 32
+    )
 
     async def round_of(trial: int, round_: int) -> None:
         agent._start(Ready(trial=trial, round=round_, inputs=[]))

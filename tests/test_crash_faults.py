@@ -20,7 +20,6 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from errorflow.agents.agent import Agent
 from errorflow.bus.transport import InProcessBus
 from errorflow.faults.crash import CrashFault, crash_fires
 from errorflow.protocol import signing
@@ -33,8 +32,10 @@ from errorflow.runtime.crashes import (
     crashed_by_injection,
 )
 from errorflow.runtime.liveness import Liveness, ParticipantLost
+from errorflow.runtime.participants import make_agent
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
@@ -165,7 +166,7 @@ def start_agent(bus: InProcessBus, s: Scenario, run_id: str, name: str, tasks: T
 
     async def run() -> None:
         conn = await bus.connect(f"{run_id}-{name}")
-        agent = Agent(name, s, run_id, conn, run_key=KEY)
+        agent = make_agent(RunPlan(s), name, run_id, conn, run_key=KEY)
         me = asyncio.current_task()
         assert me is not None
         agent.backends.on_crash = ProcessCrash(agent, exit=lambda code: me.cancel())

@@ -13,6 +13,7 @@ from errorflow.models.backend import UpstreamTurn
 from errorflow.models.deliberation import deliberate
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.loader import ScenarioError
+from errorflow.scenario.run_plan import RunPlan
 
 NEEDS = [
     {"id": "a", "tool": "q", "arg": "name", "wording": "a", "value": "m.a"},
@@ -42,7 +43,8 @@ FLAT = {
 
 def test_rounds_go_to_every_peer_then_to_the_deciders() -> None:
     sc = api.load_scenario(_scenario(FLAT, discussion={"rounds": 2, "decides": ["z"]}))
-    x, z = Discussion.of(sc, "x"), Discussion.of(sc, "z")
+    plan = RunPlan(sc)
+    x, z = Discussion.of(plan.for_agent("x")), Discussion.of(plan.for_agent("z"))
     assert x.peers_after(0) == ["y", "z"] and x.peers_after(1) == ["z"]
     assert x.last_round == 1 and z.last_round == 2 and z.peers_after(2) is None
     assert sc.terminal_agents() == ["z"] and sc.entry_agents() == ["x", "y", "z"]

@@ -31,8 +31,10 @@ from errorflow.runtime.liveness import (
     ParticipantLost,
     taken_by_lost,
 )
+from errorflow.runtime.participants import make_agent
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.overrides import apply
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
 from tests.conftest import Mosquitto, scenario
@@ -125,7 +127,7 @@ def start_agent(
 
     async def run() -> None:
         conn = await bus.connect(f"{run_id}-{name}")
-        agent = Agent(name, s, run_id, conn, run_key=KEY)
+        agent = make_agent(RunPlan(s), name, run_id, conn, run_key=KEY)
         if made is not None:
             made.append(agent)
         await serve(agent, heartbeat_s=0.2)

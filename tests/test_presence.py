@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+
+from pydantic import JsonValue
 
 from errorflow.agents.presence import Presence
 from errorflow.bus.endpoint import Endpoint
@@ -17,7 +19,9 @@ from errorflow.protocol.control import (
     parse_control,
 )
 from errorflow.protocol.envelope import Envelope
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
+from errorflow.scenario.spec.model import Scenario
 from tests.conftest import scenario
 
 
@@ -46,9 +50,13 @@ class Captured:
         pass
 
 
+def _ours(s: Scenario) -> Mapping[str, JsonValue]:
+    return RunPlan(s).for_agent("writer").identity
+
+
 def presence(conn: Captured, propagation: str = "explicit") -> Presence:
     s = scenario("contamination", propagation=propagation)
-    return Presence(Endpoint(conn, "run", "writer"), "writer", "run", s)
+    return Presence(Endpoint(conn, "run", "writer"), "writer", "run", _ours(s))
 
 
 def roll_call(propagation: str = "explicit") -> object:
@@ -132,7 +140,7 @@ def test_the_will_is_a_signed_gone_with_a_fresh_seq_each_session() -> None:
     key = signing.new_key()
     s = scenario("contamination")
     ep = Endpoint(Captured(), "run", "writer", key=key, seq_from=0)
-    p = Presence(ep, "writer", "run", s)
+    p = Presence(ep, "writer", "run", _ours(s))
     (topic, first), (_, second) = p.will(), p.will()
     assert topic == "errorflow/run/control/writer"
     assert signing.verify(key, first) is None and signing.verify(key, second) is None

@@ -8,6 +8,7 @@ import statistics
 from types import SimpleNamespace
 
 from errorflow.agents.run_clock import start_time
+from errorflow.scenario.agent_plan import AgentPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.spec.run_time import arrival, arrival_times
 
@@ -28,7 +29,9 @@ def test_all_at_once_is_the_default_and_keeps_the_old_clock() -> None:
     s = scenario(trials=5)
     assert arrival_times(s) == (0.0,) * 5 and not s.run_scoped
     msg = SimpleNamespace(payload={"t": 99.0})
-    assert start_time(s, 3, [msg]) == 0.0  # per-agent clocks start at 0, as always
+    assert (
+        start_time(AgentPlan.of(s, "a"), 3, [msg]) == 0.0
+    )  # per-agent clocks start at 0, as always
 
 
 def test_uniform_and_poisson_arrivals() -> None:
@@ -48,7 +51,11 @@ def test_uniform_and_poisson_arrivals() -> None:
 def test_an_agent_starts_when_its_last_input_was_sent() -> None:
     s = scenario(trials=3, arrivals={"process": "uniform", "rate_per_s": 1})
     assert s.run_scoped
-    assert start_time(s, 2, [SimpleNamespace(payload={})]) == 2.0  # the task: arrival
+    assert (
+        start_time(AgentPlan.of(s, "a"), 2, [SimpleNamespace(payload={})]) == 2.0
+    )  # the task: arrival
     late = [SimpleNamespace(payload={"t": 5.5}), SimpleNamespace(payload={"t": 3.0})]
-    assert start_time(s, 2, late) == 5.5
-    assert start_time(s, 2, [SimpleNamespace(payload={"t": True})]) == 2.0  # not a time
+    assert start_time(AgentPlan.of(s, "a"), 2, late) == 5.5
+    assert (
+        start_time(AgentPlan.of(s, "a"), 2, [SimpleNamespace(payload={"t": True})]) == 2.0
+    )  # not a time

@@ -27,15 +27,14 @@ from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.faults.agent import Fired
 from errorflow.faults.crash import InjectedCrash
-from errorflow.models.api_keys import ApiKeys
 from errorflow.models.backends import BackendFactory
 from errorflow.policies.classify import Failure
 from errorflow.protocol import topics
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.stop import CRASHED
-from errorflow.scenario.spec.model import Scenario
-from errorflow.world.services import ServiceRegistry
+from errorflow.scenario.agent_plan import AgentPlan
+from errorflow.world.tool_world import ToolWorld
 
 __all__ = ["Agent", "OnTrace"]
 
@@ -59,48 +58,37 @@ def _keep_newest(table: dict[_K, _V], keep: int) -> None:
 
 
 class Agent:
+    """One agent of a run: given its plan (errorflow.scenario.agent_plan), its tool world
+    and its model backends (the runtime makes them: errorflow.runtime.participants)."""
+
     def __init__(
         self,
-        name: str,
-        scenario: Scenario,
+        plan: AgentPlan,
+        world: ToolWorld,
+        backends: BackendFactory,
         run_id: str,
         conn: Connection,
         *,
         run_key: bytes,
-        api_key: ApiKeys | None = None,
         on_trace: OnTrace | None = None,
-        services: ServiceRegistry | None = None,
     ) -> None:
-        self.name = name
-        self.scenario = scenario
+        self.name = name = plan.name
+        self.plan = plan
         self.run_id = run_id
-        members = set(scenario.agents) | {topics.RUNNER}
-        self.endpoint = Endpoint(
-            conn,
-            run_id,
-            name,
-            members,
-            key=run_key,
-            faults=scenario.bus.plan(scenario.seed, scenario.time_scale),
-        )
-        spec = scenario.agents[name]
-        self.backends = BackendFactory(spec.model, scenario.seed, name, api_key, scenario=scenario)
-        # Shared by the run's agents in this process; a scenario without services needs
-        # none (and agents in other processes refuse one: errorflow.runtime.runner).
-        shared = services if services is not None else ServiceRegistry(scenario)
-        self.kit = AgentKit(name, scenario, self.endpoint, self.backends, shared, on_trace)
+        members = set(plan.members) | {topics.RUNNER}
+        self.endpoint = Endpoint(conn, run_id, name, members, key=run_key, faults=plan.bus_faults)
+        self.backends = backends
+        self.kit = AgentKit(plan, world, self.endpoint, backends, on_trace)
         self.talk = self.kit.talk
         # Reviewers that may send work back to this agent; their revision requests
         # are answered from the original inputs, kept until the trial's last round.
-        returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
-        last_round = max((scenario.agents[r].max_revisions for r in returners), default=0)
         self.inputs = InputCollector(
-            scenario.upstream_of(name) or [topics.RUNNER],
-            returners,
-            last_round,
+            list(plan.upstream) or [topics.RUNNER],
+            list(plan.returners),
+            plan.last_revision,
             peers=list(self.talk.peers),
         )
-        self.presence = Presence(self.endpoint, name, run_id, scenario)
+        self.presence = Presence(self.endpoint, name, run_id, plan.identity)
         self._tasks: set[asyncio.Task[None]] = set()
         # A discussion member's round n reads its own round n - 1 (memory), whatever
         # order the bus brought their inputs in: rounds under way by (trial, round), the
@@ -220,9 +208,7 @@ class Agent:
         failure = Failure(
             ErrorCode.INTERNAL_ERROR, self.name, redact(f"{type(exc).__name__}: {exc}")[:300]
         )
-        final = FinalAnswer(
-            text="agent crashed", unresolved=[n.id for n in self.scenario.task.needs]
-        )
+        final = FinalAnswer(text="agent crashed", unresolved=[n.id for n in self.plan.task.needs])
         injected = [Fired("crash")] if isinstance(exc, InjectedCrash) else []
         result = TrialResult(
             trial,

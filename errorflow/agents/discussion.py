@@ -17,7 +17,7 @@ from pydantic import JsonValue
 from errorflow.models.backend import TaskTurn
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, WireError
-from errorflow.scenario.spec.model import Scenario
+from errorflow.scenario.agent_plan import AgentPlan
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,10 @@ class Discussion:
     deciding_peers: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, scenario: Scenario, name: str) -> Discussion:
-        peers = tuple(scenario.peers_of(name))
-        rounds = scenario.discussion.rounds
-        if not peers:
+    def of(cls, plan: AgentPlan) -> Discussion:
+        if not plan.peers:
             return cls()
-        deciding = tuple(p for p in peers if scenario.decides(p))
-        return cls(peers, rounds, scenario.decides(name), deciding)
+        return cls(plan.peers, plan.rounds, plan.decides, plan.deciding_peers)
 
     @property
     def member(self) -> bool:

@@ -1,6 +1,7 @@
-"""What an agent's trials share: its spec, policy and persona, its model backends and
-tools, the breakers and limits of a `scope: run` policy, a discussion member's memory,
-and the endpoint its events and results go out through.
+"""What an agent's trials share: its plan (spec, policy, the run's settings), its
+persona, its model backends and tool world, the breakers and limits of a `scope: run`
+policy, a discussion member's memory, and the endpoint its events and results go out
+through.
 
 The agent (errorflow.agents.agent) builds one kit and hands it to every trial's work
 (errorflow.agents.trial_work), which makes its gates and turns from it.
@@ -38,13 +39,10 @@ from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, JsonObject
 from errorflow.protocol.events import Emit
 from errorflow.protocol.result import ResultPayload
+from errorflow.scenario.agent_plan import AgentPlan
 from errorflow.scenario.python_agent_ref import AgentCallable, load_agent_callable
-from errorflow.scenario.spec.model import FromNeed, NeedSpec, Scenario
-from errorflow.scenario.spec.policy import policy_for
-from errorflow.world.ground_truth import need_truths
-from errorflow.world.services import ServiceRegistry
-from errorflow.world.tool_catalog import ToolCatalog
-from errorflow.world.tool_client import ToolClient, hidden_identifier
+from errorflow.scenario.spec.model import FromNeed, NeedSpec
+from errorflow.world.tool_world import ToolWorld
 
 #: Receives each trial's local tool trace (unredacted: it never leaves the process).
 OnTrace = Callable[[str, int, list[TraceEntry]], None]
@@ -53,37 +51,36 @@ OnTrace = Callable[[str, int, list[TraceEntry]], None]
 class AgentKit:
     def __init__(
         self,
-        name: str,
-        scenario: Scenario,
+        plan: AgentPlan,
+        world: ToolWorld,
         endpoint: Endpoint,
         backends: BackendFactory,
-        services: ServiceRegistry,
         on_trace: OnTrace | None = None,
     ) -> None:
-        self.name = name
-        self.scenario = scenario
-        self.spec = scenario.agents[name]
-        self.policy = policy_for(scenario, name)
-        self.mode = scenario.propagation
+        self.plan = plan
+        self.name = name = plan.name
+        self.spec = plan.spec
+        self.policy = plan.policy
+        self.mode = plan.propagation
         self.endpoint = endpoint
         self.backends = backends
-        self.services = services
+        self.world = world
         self.on_trace = on_trace
-        self.catalog = ToolCatalog.of(scenario)
+        self.catalog = world.catalog
         does = self.spec.does
         tools = [
             ToolDef(
                 t,
                 self.catalog.descriptions[t],
                 self.catalog.schemas[t],
-                delivers=scenario.tools[t].kind == "report_sink",
+                delivers=t in plan.delivers,
             )
             for t in (self.spec.tools if does.calls_tools else [])
         ]
         system = self.spec.instructions or does.instructions
         stance = Stance(challenge=self.spec.challenge)
         self.persona = Persona(name, self.spec.role, system, tools, does, stance)
-        self.talk = Discussion.of(scenario, name)
+        self.talk = Discussion.of(plan)
         #: A python agent's callable (errorflow.agents.own), imported once per process.
         self.own: AgentCallable | None = (
             load_agent_callable(name, self.spec.function) if self.spec.function else None
@@ -104,11 +101,11 @@ class AgentKit:
             self.backends.for_trial(trial, owner),
             self.policy,
             clock,
-            stream(self.scenario.seed, trial, owner, "model-retry"),
+            stream(self.plan.seed, trial, owner, "model-retry"),
             budget,
             emit,
             agent=self.name,
-            record_content=self.scenario.agents[self.name].model.record_content,
+            record_content=self.spec.model.record_content,
         )
 
     def tool_gate(
@@ -131,9 +128,9 @@ class AgentKit:
             agent=self.name,
             trial=trial,
             policy=self.policy,
-            client=ToolClient(self.scenario, trial, owner, self.catalog, self.services),
+            client=self.world.client(trial, owner),
             clock=clock,
-            rng=stream(self.scenario.seed, trial, owner, "retry"),
+            rng=stream(self.plan.seed, trial, owner, "retry"),
             budget=budget,
             breakers=breakers,
             limits=self._limits_for_trial(),
@@ -154,14 +151,14 @@ class AgentKit:
         if not self.spec.faults:
             return None
         if self._fault_pool is None:
-            self._fault_pool = list(need_truths(self.scenario, self.catalog).values())
-        rng = stream(self.scenario.seed, trial, self.name, round_, "agent-faults")
+            self._fault_pool = list(self.world.truths().values())
+        rng = stream(self.plan.seed, trial, self.name, round_, "agent-faults")
         return AgentFaults(self.spec.faults, rng, self._fault_pool)
 
     # -- what the model is shown ------------------------------------------------------
     def task_turn(self, trial: int) -> TaskTurn:
-        task = self.scenario.task
-        needs = [self._need_view(n, hidden_identifier(self.scenario, trial, n)) for n in task.needs]
+        task = self.plan.task
+        needs = [self._need_view(n, self.world.hidden(trial, n)) for n in task.needs]
         return TaskTurn(task.prompt, needs)
 
     def own_needs(self, needs: list[NeedView]) -> list[NeedView]:
@@ -187,7 +184,7 @@ class AgentKit:
     def _shapes(self) -> dict[str, str | None]:
         """Each need's kind of answer (computed once: it may call Python tools)."""
         if self._need_shapes is None:
-            truths = need_truths(self.scenario, self.catalog)  # the tools this agent loaded
+            truths = self.world.truths()  # the tools this agent loaded
             self._need_shapes = {k: shape_of(v) for k, v in truths.items()}
         return self._need_shapes
 

@@ -20,6 +20,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Mapping
+
+from pydantic import JsonValue
 
 from errorflow.bus.endpoint import Endpoint
 from errorflow.protocol import topics
@@ -33,7 +36,6 @@ from errorflow.protocol.control import (
     parse_control,
 )
 from errorflow.scenario.spec import identity
-from errorflow.scenario.spec.model import Scenario
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +45,12 @@ SESSION_BYTES = 8
 
 
 class Presence:
-    def __init__(self, endpoint: Endpoint, name: str, run_id: str, scenario: Scenario) -> None:
+    def __init__(
+        self, endpoint: Endpoint, name: str, run_id: str, ours: Mapping[str, JsonValue]
+    ) -> None:
+        """`ours`: the agent-facing part of our public scenario (AgentPlan.identity)."""
         self.endpoint, self.name, self.run_id = endpoint, name, run_id
-        self._ours = identity.agent_view(identity.public(scenario))
+        self._ours = ours
         #: Why this agent refused to join the run (None while it takes part).
         self.mismatch: str | None = None
         self.session = secrets.token_hex(SESSION_BYTES)

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from errorflow.protocol.result import ResultPayload
-from errorflow.scenario.spec.model import Scenario
-from errorflow.scenario.spec.run_time import arrival
+from errorflow.scenario.agent_plan import AgentPlan
 
 
 class Sent(Protocol):
@@ -21,9 +20,9 @@ class Sent(Protocol):
     def payload(self) -> Mapping[str, object]: ...
 
 
-def start_time(scenario: Scenario, trial: int, inputs: Sequence[Sent]) -> float:
-    if not scenario.run_scoped:
+def start_time(plan: AgentPlan, trial: int, inputs: Sequence[Sent]) -> float:
+    if not plan.run_scoped:
         return 0.0
     sent = (ResultPayload.from_wire(m.payload).ended_at for m in inputs)
     times = [t for t in sent if t is not None]
-    return max([arrival(scenario, trial), *times])
+    return max([plan.arrival(trial), *times])

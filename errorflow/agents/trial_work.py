@@ -70,7 +70,6 @@ from errorflow.protocol.events import (
 from errorflow.protocol.result import infra_reason
 from errorflow.protocol.stop import StopReason
 from errorflow.scenario.spec.behaviour import BEHAVIOURS, INSPECTOR_INSTRUCTIONS
-from errorflow.scenario.spec.model import Scenario
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +140,8 @@ class TrialWork:
 
     async def _work(self, plan: Round) -> None:
         kit, trial = self.kit, self.trial
-        start = start_time(kit.scenario, trial, self.inputs)
-        clock = SimClock(kit.scenario.time_scale, start)
+        start = start_time(kit.plan, trial, self.inputs)
+        clock = SimClock(kit.plan.time_scale, start)
         came = arrivals(plan.inputs, kit.spec.wait_s)
         if came.waited_s:
             await clock.sleep(came.waited_s)
@@ -193,7 +192,7 @@ class TrialWork:
             derived=plan.derived(),
             costs=extra + spent(budget, model, retries, clock.now - start),
             tally=events.tally,
-            ended_at=now if kit.scenario.run_scoped else None,
+            ended_at=now if kit.plan.run_scoped else None,
             sent_at=now,
             fired=model_faults_fired(events.tally.model_faults),
             stated=loop.stated if isinstance(loop, OwnLoop) else None,
@@ -331,7 +330,7 @@ class TaskRound:
         own = {
             c.key: c.value
             for c in final.claims
-            if any(t in out.succeeded_tools for t in _tools_of(kit.scenario, c.key))
+            if any(t in out.succeeded_tools for t in kit.plan.need_tools(c.key))
         }
         kit.memory[self.trial] = Memory(out.task, list(self.inputs), final, own)
 
@@ -450,10 +449,3 @@ def spent(budget: Budget, model: ModelGate, tool_retries: int, seconds: float = 
         cache_read_tokens=float(model.cache_read_tokens),
         cache_write_tokens=float(model.cache_write_tokens),
     )
-
-
-def _tools_of(scenario: Scenario, key: str) -> list[str]:
-    """The tools that serve a claim's need (`need` or `need.item`): its tool and its
-    second sources."""
-    need = next((n for n in scenario.task.needs if n.id == key.split(".", 1)[0]), None)
-    return need.tools if need is not None else []

@@ -30,6 +30,7 @@ from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.faults.crash import CrashNotice
 from errorflow.models.backends import ConfigurationError, check_backends, check_servers
+from errorflow.runtime.participants import make_agent
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 
@@ -54,13 +55,13 @@ async def run_agent_process(
     propagation: str | None = None,
     seed: int | None = None,
 ) -> None:
-    scenario = RunPlan.of(scenario, seed=seed, propagation=propagation or None).scenario
-    api_key = check_backends(scenario)
-    await check_servers(scenario, api_key, only=[name])  # before joining: nothing measured
+    plan = RunPlan.of(scenario, seed=seed, propagation=propagation or None)
+    api_key = check_backends(plan.scenario)
+    await check_servers(plan.scenario, api_key, only=[name])  # before joining: nothing measured
     bus = MqttBus(url)
     try:
         conn = bus.open(f"{run_id}-{name}")
-        agent = Agent(name, scenario, run_id, conn, run_key=run_key, api_key=api_key)
+        agent = make_agent(plan, name, run_id, conn, run_key=run_key, api_key=api_key)
         agent.backends.on_crash = ProcessCrash(agent)
         conn.will = agent.presence.will  # signed by the agent for each session it opens
         await conn.start()

@@ -15,11 +15,12 @@ import contextlib
 import logging
 import time
 
-from errorflow.agents.agent import Agent
+from errorflow.agents.agent import Agent, OnTrace
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.transport import Bus, Connection, offline_s
 from errorflow.core.redact import redact
 from errorflow.models.api_keys import ApiKeys
+from errorflow.models.backends import BackendFactory
 from errorflow.protocol import topics
 from errorflow.protocol.control import (
     Alive,
@@ -38,6 +39,7 @@ from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
 from errorflow.world.services import ServiceRegistry
+from errorflow.world.tool_world import ToolWorld
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,27 @@ WATCH_TICK_S = 0.25
 ROLL_CALL_EVERY_S = 1.0
 #: The longest a shutdown message (stop, end) may take: the run is over either way.
 SAY_S = 5.0
+
+
+def make_agent(
+    plan: RunPlan,
+    name: str,
+    run_id: str,
+    conn: Connection,
+    *,
+    run_key: bytes,
+    api_key: ApiKeys | None = None,
+    on_trace: OnTrace | None = None,
+    services: ServiceRegistry | None = None,
+) -> Agent:
+    """The agent `name` of the run, given only its part of the plan, its tool world and
+    its model backends. `services`: the run's, shared by the agents of this process (a
+    scenario without services needs none, and agents in other processes refuse one:
+    errorflow.runtime.runner); None makes the agent's own."""
+    mine = plan.for_agent(name)
+    backends = BackendFactory(mine.spec.model, plan.seed, name, api_key, scenario=plan.scenario)
+    world = ToolWorld(plan.scenario, services)
+    return Agent(mine, world, backends, run_id, conn, run_key=run_key, on_trace=on_trace)
 
 
 class Participants:
@@ -86,9 +109,9 @@ class Participants:
         """The agents, in this process: each on a connection of its own."""
         tasks = []
         for name in self.plan.scenario.agents:
-            agent = Agent(
+            agent = make_agent(
+                self.plan,
                 name,
-                self.plan.scenario,
                 self.run_id,
                 await self.connect(f"{self.run_id}-{name}"),
                 run_key=self.key,
