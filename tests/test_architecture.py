@@ -1,7 +1,7 @@
 """The architecture's rules, checked: import layers (import-linter contracts in
 pyproject.toml), pure policies that load no drivers, payloads read only through the
-protocol's typed readers, short functions, one exception root, and no history in
-comments."""
+protocol's typed readers, agents given their own view of a run rather than the whole
+scenario, short functions, one exception root, and no history in comments."""
 
 from __future__ import annotations
 
@@ -114,6 +114,46 @@ def test_pure_policies_load_no_drivers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     assert out.strip() == "[]"
+
+
+#: What hands over the whole scenario: an agent is given its AgentPlan (and its tool
+#: world and model backends), made at the edge (errorflow.runtime.participants).
+WHOLE_SCENARIO = frozenset({"Scenario", "RunPlan"})
+
+
+def _whole_scenario_uses(source: str, path: str) -> list[str]:
+    """Imports of the whole scenario (`from ... import Scenario`, or `RunPlan`, whose
+    `.scenario` is the whole of it), and reads of it through a module (`model.Scenario`)."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        imported = isinstance(node, ast.ImportFrom) and any(
+            a.name in WHOLE_SCENARIO for a in node.names
+        )
+        read = isinstance(node, ast.Attribute) and node.attr in WHOLE_SCENARIO
+        if imported or read:
+            lines.add(getattr(node, "lineno", 0))
+    return [f"{path}:{n}" for n in sorted(lines)]
+
+
+def test_agents_never_receive_the_whole_scenario() -> None:
+    uses = [
+        u
+        for p in sorted((PACKAGE / "agents").rglob("*.py"))
+        for u in _whole_scenario_uses(p.read_text(), str(p.relative_to(ROOT)))
+    ]
+    assert uses == []
+
+
+def test_the_scenario_check_sees_the_whole_scenario_come_in() -> None:
+    source = (
+        "from errorflow.scenario.spec.model import AgentSpec, Scenario\n"
+        "from errorflow.scenario.run_plan import RunPlan\n"
+        "from errorflow.scenario.spec import model\n"
+        "def f(s: model.Scenario) -> None: ...\n"
+        "from errorflow.scenario.agent_plan import AgentPlan\n"  # its own view: fine
+        "from errorflow.scenario.loader import ScenarioError\n"
+    )
+    assert _whole_scenario_uses(source, "m.py") == ["m.py:1", "m.py:2", "m.py:4"]
 
 
 #: Reading a dict: what a raw payload read looks like (`payload.get(...)`, `.items()`).
