@@ -25,7 +25,6 @@ from fake_time import FakeTime
 
 from errorflow.core.taxonomy import ErrorCode, is_retryable
 from errorflow.models.anthropic.backend import API_KEY_ENV, AnthropicBackend, api_key_from_env
-from errorflow.models.anthropic.failures import parse_retry_after
 from errorflow.models.anthropic.reply import parse_message
 from errorflow.models.anthropic.request import (
     SUBMIT_TOOL,
@@ -48,6 +47,7 @@ from errorflow.models.backend import (
 )
 from errorflow.models.model_usage import CachedUsage
 from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.sdk.failures import parse_retry_after
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.spec.model import ModelSpec
 

@@ -63,6 +63,7 @@ def test_import_rules_hold() -> None:
         ("protocol/stop.py", "import errorflow.scenario.spec.model"),  # the protocol above core
         ("faults/tool.py", "import errorflow.scenario.spec.model"),  # faults above the scenario
         ("faults/bus.py", "import errorflow.bus.endpoint"),  # the bus's faults importing it
+        ("models/sdk/failures.py", "import errorflow.models.anthropic.reply"),  # a vendor's
     ],
 )
 def test_import_rules_catch_a_broken_rule(tmp_path: Path, module: str, line: str) -> None:

@@ -102,7 +102,7 @@ def test_old_scenarios_dump_and_hash_as_before_and_faults_are_kept_when_given() 
 def test_an_injected_error_is_the_real_backends_for_the_same_answer(
     fault: ModelFault, code: ErrorCode, status: int | None
 ) -> None:
-    from errorflow.models.anthropic.failures import classify_status
+    from errorflow.models.sdk.failures import classify_status
 
     err = InjectedModelError(Struck(fault, "agents.w.model.faults[0]", call=0, attempt=1))
     assert isinstance(err, ModelCallError)

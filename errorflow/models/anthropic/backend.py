@@ -71,11 +71,6 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from errorflow.core.redact import redact
-from errorflow.models.anthropic.failures import (
-    classify_status,
-    parse_retry_after,
-    server_address,
-)
 from errorflow.models.anthropic.reply import as_int, parse_reply
 from errorflow.models.anthropic.request import (
     SDK_FIELDS,
@@ -91,7 +86,12 @@ from errorflow.models.backend import (
 )
 from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
 from errorflow.models.rate_limit import RateLimiter
-from errorflow.models.sdk_backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
+from errorflow.models.sdk.backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
+from errorflow.models.sdk.failures import (
+    classify_status,
+    parse_retry_after,
+    server_address,
+)
 from errorflow.models.server_reply import (
     messages_reply,
     model_description,

@@ -55,11 +55,6 @@ import openai
 from openai import AsyncOpenAI
 
 from errorflow.core.redact import redact
-from errorflow.models.anthropic.failures import (
-    classify_status,
-    parse_retry_after,
-    server_address,
-)
 from errorflow.models.backend import (
     InfrastructureError,
     ModelCallError,
@@ -70,7 +65,12 @@ from errorflow.models.openai.limits import limiter_headers
 from errorflow.models.openai.wire import OPENAI_BASE_URL, ChatWire
 from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
 from errorflow.models.rate_limit import RateLimiter
-from errorflow.models.sdk_backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
+from errorflow.models.sdk.backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
+from errorflow.models.sdk.failures import (
+    classify_status,
+    parse_retry_after,
+    server_address,
+)
 from errorflow.models.server_reply import (
     chat_completion,
     model_description,

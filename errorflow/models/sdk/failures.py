@@ -1,5 +1,6 @@
-"""What a failed Messages API call says, in the taxonomy's terms: a status's code, a
-connection failure's cause, a 429's Retry-After."""
+"""What a failed call to a model server says, in the taxonomy's terms: a status's code,
+a connection failure's cause, a 429's Retry-After. The same for every HTTP model API the
+SDK backends speak (Anthropic Messages, OpenAI-compatible Chat Completions)."""
 
 from __future__ import annotations
 
@@ -95,5 +96,3 @@ def classify_status(status: int) -> ErrorCode:
     if status == 409 or status >= 500:
         return ErrorCode.TRANSIENT  # 500, 502, 503, 504, 529 overloaded, 409 conflict
     return ErrorCode.MODEL_ERROR  # 400, 404, 413, 422 ...: the request itself is wrong
-
-

@@ -20,10 +20,10 @@ from typing import Any, ClassVar
 
 from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.models.anthropic.failures import KEY_REFUSED, NO_MODEL, connection_cause
 from errorflow.models.backend import ModelCallError
 from errorflow.models.paced import Posted, Refused, send_paced
 from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.sdk.failures import KEY_REFUSED, NO_MODEL, connection_cause
 from errorflow.models.server_reply import NotAReply, Shape, read_reply, refused_for_good
 from errorflow.models.token_estimate import input_tokens
 from errorflow.models.wire import WireRequest
