@@ -30,26 +30,46 @@ def fault_counts(
 ) -> dict[str, FaultCount]:
     """Each configured fault: in how many of `trials` it fired, and how often (`fired`:
     the trials where any fault fired, by trial, times by key)."""
-    out: dict[str, FaultCount] = {}
-    for key in keys:
-        hit = [f[key] for f in fired.values() if f.get(key)]
-        out[key] = {"fired": len(hit), "never": trials - len(hit), "times": sum(hit)}
-    return out
+    tally = Tally(keys)
+    for trial, seen in fired.items():
+        tally.add(trial, seen)
+    tally.trials = trials
+    return tally.counts() or {}
 
 
 class Tally:
-    """What fired in each trial of a run, by key, and how many trials were counted."""
+    """What fired over a run's trials, by key: counted as each trial finishes, so a long
+    run holds a few numbers a key, not a record a trial. `per_trial` also keeps what
+    fired in each trial (for those that need it: which trials a bus fault struck)."""
 
-    def __init__(self, keys: Sequence[str]) -> None:
+    def __init__(self, keys: Sequence[str], *, per_trial: bool = False) -> None:
         self.keys = list(keys)
-        #: Faults fired per trial, by key (only trials where some fired).
+        #: Faults fired per trial, by key (only trials where some fired; `per_trial`).
         self.fired: dict[int, dict[str, int]] = {}
+        self.per_trial = per_trial
         self.trials = 0
+        self._trials_hit: dict[str, int] = dict.fromkeys(self.keys, 0)
+        self._times: dict[str, int] = dict.fromkeys(self.keys, 0)
 
     def add(self, trial: int, seen: Mapping[str, int]) -> None:
         self.trials += 1
-        if seen:
+        if not seen:
+            return
+        if self.per_trial:
             self.fired[trial] = dict(seen)
+        for key, times in seen.items():
+            if times and key in self._times:
+                self._trials_hit[key] += 1
+                self._times[key] += times
 
     def counts(self) -> dict[str, FaultCount] | None:
-        return fault_counts(self.keys, self.fired, self.trials) if self.keys else None
+        if not self.keys:
+            return None
+        return {
+            key: {
+                "fired": self._trials_hit[key],
+                "never": self.trials - self._trials_hit[key],
+                "times": self._times[key],
+            }
+            for key in self.keys
+        }

@@ -27,7 +27,7 @@ class BusFaultTally:
         self.plan = plan
         self.tracker = tracker
         #: Faults fired per trial, by kind (trials where some fired), and trials counted.
-        self.tally = Tally(plan.kinds if plan is not None else ())
+        self.tally = Tally(plan.kinds if plan is not None else (), per_trial=True)
 
     @property
     def fired(self) -> dict[int, dict[str, int]]:
