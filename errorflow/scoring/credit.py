@@ -83,7 +83,12 @@ def credit_counts(
     first seen)."""
     out: dict[str, dict[str, int]] = {}
     for credit in trials:
-        for key, verdict in credit.items():
-            counts = out.setdefault(key, {c.value: 0 for c in Credit})
-            counts[verdict] = counts.get(verdict, 0) + 1
+        add_credit(out, credit)
     return out
+
+
+def add_credit(counts: dict[str, dict[str, int]], credit: Mapping[str, str]) -> None:
+    """One trial's credit added to `counts` (as `credit_counts` makes them)."""
+    for key, verdict in credit.items():
+        fact = counts.setdefault(key, {c.value: 0 for c in Credit})
+        fact[verdict] = fact.get(verdict, 0) + 1

@@ -117,7 +117,11 @@ def pass_at_k(outcomes: Sequence[bool], k: int) -> float:
     """pass^k, tau-bench's unbiased estimator: the chance that k trials drawn without
     replacement from these all succeed, C(c, k) / C(n, k) with c successes of n (it does
     not depend on the trials' order)."""
-    n, c = len(outcomes), sum(1 for o in outcomes if o)
+    return pass_hat_k(len(outcomes), sum(1 for o in outcomes if o), k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """`pass_at_k` from the counts alone: `c` successes of `n` trials."""
     if k <= 0 or n < k:
         return float("nan")
     return math.comb(c, k) / math.comb(n, k)

@@ -12,6 +12,7 @@ and printed by `--json` exactly as built here, and readers index it like the dic
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NotRequired, TypedDict
@@ -19,13 +20,13 @@ from typing import NotRequired, TypedDict
 from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.faults.tally import FaultCount, ToolFaultCount
 from errorflow.scoring.bootstrap import mean_intervals
-from errorflow.scoring.credit import credit_counts
+from errorflow.scoring.credit import add_credit
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import (
     PairedDifference,
     paired_difference,
-    pass_at_k,
+    pass_hat_k,
     wilson,
 )
 
@@ -128,16 +129,16 @@ class RunJson(TypedDict):
 
 def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     """The run's outcomes and metrics from its scores, in trial order. One pass, holding
-    one bool and five costs per trial: a run's scores may be a lazily read `ScoreTable`
-    view."""
+    five costs per trial as machine doubles (for their intervals) and counts for the
+    rest: a run's scores may be a lazily read `ScoreTable` view of 100,000 trials."""
     counts: Counter[str] = Counter()
     total, costed, n = Costs(), 0, 0
     depth_sum, depth_n, depth_max = 0, 0, 0
-    success: list[bool] = []
-    spread: dict[str, list[float]] = {k: [] for k in INTERVAL_COSTS}
+    successes = 0
+    spread: dict[str, array[float]] = {k: array("d") for k in INTERVAL_COSTS}
     policy: dict[str, Counter[str]] = {}
     recovered = 0
-    credits: list[dict[str, str]] = []
+    credits: dict[str, dict[str, int]] = {}
     for s in scores:
         counts[s.outcome.value] += 1
         if s.outcome in NOT_MEASURED:
@@ -151,10 +152,10 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         if s.outcome is Outcome.CONTAMINATED:
             depth_sum, depth_n = depth_sum + s.depth, depth_n + 1
             depth_max = max(depth_max, s.depth)
-        success.append(s.outcome is Outcome.SUCCESS)
+        successes += s.outcome is Outcome.SUCCESS
         recovered += s.recovered
         if s.credit:
-            credits.append(s.credit)
+            add_credit(credits, s.credit)
         add_policy(policy, s)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
     rates: dict[str, Rate] = {}
@@ -170,7 +171,7 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         "mean_depth": depth_sum / depth_n if depth_n else 0.0,
         "max_depth": depth_max,
         "per_trial": {k: round(v, 4) for k, v in costs.to_wire().items()},
-        "pass^3": pass_at_k(success, 3) if n >= 3 else None,
+        "pass^3": pass_hat_k(n, successes, 3) if n >= 3 else None,
     }
     if costed:
         metrics["per_trial_ci95"] = {
@@ -181,11 +182,11 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         metrics["policy"] = totals
     metrics["recovered"] = recovered
     if credits:
-        metrics["credit"] = credit_counts(credits)
+        metrics["credit"] = credits
     return {"trials": sum(counts.values()), "outcomes": outcomes, "metrics": metrics}
 
 
-def _add_spread(spread: dict[str, list[float]], costs: Costs) -> None:
+def _add_spread(spread: dict[str, array[float]], costs: Costs) -> None:
     for key, values in spread.items():
         if key == "tokens":
             values.append(costs.input_tokens + costs.output_tokens)
