@@ -172,6 +172,9 @@ def scenarios(draw: st.DrawFn, *, faults: bool = False) -> dict[str, Any]:
         "name": f"gen-{topology}",
         "seed": draw(st.integers(min_value=0, max_value=2**31)),
         "trials": 6,
+        # The two arms answer each model decision with the same draw, so explicit
+        # against implicit compares propagation, not luck.
+        "draws": "paired",
         "world": WORLD,
         "tools": tools,
         "agents": agents,

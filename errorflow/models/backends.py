@@ -9,6 +9,7 @@ import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
+from errorflow.core.draws import Draws, DrawsMode
 from errorflow.core.errors import InputError
 from errorflow.core.seeding import stream
 from errorflow.faults.crash import OnCrash
@@ -122,6 +123,7 @@ class BackendFactory:
         scenario: Scenario | None = None,
     ) -> None:
         self.spec, self.seed, self.agent = spec, seed, agent
+        self.draws: DrawsMode = scenario.draws if scenario is not None else "sequential"
         self.serving = current()
         #: Injected model faults and crashes (errorflow/models/model_faults.py); an agent
         #: process sets `on_crash` so that a crash ends it (errorflow/runtime/agent_process.py).
@@ -150,12 +152,14 @@ class BackendFactory:
 
     def _backend(self, trial: int, name: str) -> ModelBackend:
         if self.spec.backend == "simulated":
-            return SimulatedModel(self._tendencies, stream(self.seed, trial, name, "model"))
+            rng = stream(self.seed, trial, name, "model")
+            return SimulatedModel(self._tendencies, rng, self._paired(trial, name))
         tally = self.serving.tally
         if tally is not None:
             from errorflow.models.model_estimate import EstimatingBackend
 
-            simulated = SimulatedModel(self._tendencies, stream(self.seed, trial, name, "model"))
+            rng = stream(self.seed, trial, name, "model")
+            simulated = SimulatedModel(self._tendencies, rng, self._paired(trial, name))
             return EstimatingBackend(simulated, self.wire, tally, self.label)
         from errorflow.models.served_backend import ServedBackend
 
@@ -163,6 +167,13 @@ class BackendFactory:
         return ServedBackend(
             self.wire, self._shared, self.serving, self.label, self.experiment, place
         )
+
+    def _paired(self, trial: int, name: str) -> Draws | None:
+        """A stream per decision when the scenario asks for paired draws
+        (errorflow.core.draws); None keeps the conversation's one stream."""
+        if self.draws != "paired":
+            return None
+        return Draws.of_conversation(self.seed, trial, name, "paired")
 
     async def aclose(self) -> None:
         if self._shared is not None:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from pydantic import JsonValue
 
+from errorflow.core.draws import Draws
 from errorflow.models.backend import (
     Inspection,
     ModelRequest,
@@ -63,9 +64,12 @@ from errorflow.scenario.spec.profiles import Tendencies
 
 
 class SimulatedModel:
-    def __init__(self, tendencies: Tendencies, rng: random.Random) -> None:
+    def __init__(
+        self, tendencies: Tendencies, rng: random.Random, draws: Draws | None = None
+    ) -> None:
+        """`rng`: the conversation's stream; `draws` (paired draws) replaces it."""
         self.b = tendencies
-        self.rng = rng
+        self.draws = draws if draws is not None else Draws(rng)
         self._given_up: set[str] = set()
         self._decided: set[str] = set()  # observation ids already reacted to
         self._draft: FinalAnswer | None = None  # a writer's report, once composed
@@ -146,7 +150,8 @@ class SimulatedModel:
                 return None  # heeded the upstream failure: the need is given up
             call = self._call(need, first, n)
             # Drawn only when the profile gives it a chance: older scenarios keep their draws.
-            if self.b.p_call_unknown_tool and self.rng.random() < self.b.p_call_unknown_tool:
+            p_unknown = self.b.p_call_unknown_tool
+            if p_unknown and self.draws.chance("unknown_tool", need.id, p_unknown):
                 call = ToolCall(call.id, f"{need.tool}_v2", call.arguments)
             return call
         last_call, last_obs = st.calls[-1]
@@ -157,26 +162,26 @@ class SimulatedModel:
             return None
         kind = perceive(obs)
         if kind == "transient":
-            if self.rng.random() < self.b.p_self_retry_transient:
+            if self.draws.chance("self_retry", need.id, self.b.p_self_retry_transient):
                 args = last_call.arguments if isinstance(last_call.arguments, dict) else {}
                 return self._call(need, args.get(need.arg), n, previous=args)
             return None
         if kind == "missing":
-            if self.rng.random() < self.b.p_repair_missing_arg:
+            if self.draws.chance("repair_missing", need.id, self.b.p_repair_missing_arg):
                 previous = last_call.arguments if isinstance(last_call.arguments, dict) else {}
                 value = previous.get(need.arg, self._first_argument(need))
                 return self._call(need, value, n, previous)
             return None
         if kind == "wrong_tool":
             if need.tool in strings(obs.get("options")) and (
-                self.rng.random() < self.b.p_repair_with_options
+                self.draws.chance("repair_tool", need.id, self.b.p_repair_with_options)
             ):
                 return ToolCall(f"{need.id}#{n}", need.tool, last_call.arguments)
             return None
         if kind == "wrong_arg":
             options = strings(obs.get("options"))
             p = self.b.p_repair_with_options if options else self.b.p_repair_without_options
-            if self.rng.random() < p:
+            if self.draws.chance("repair_arg", need.id, p):
                 return self._repair(need, last_call, obs, options, n)
             return None
         return None  # permission, not found, circuit open, blocked...: give up
@@ -192,12 +197,13 @@ class SimulatedModel:
         if isinstance(wrong, str) and wrong in need.depends and wrong != need.arg:
             if not options:
                 return None
-            guess = options[self.rng.randrange(len(options))]
+            guess = options[self.draws.of("guess_option", need.id).randrange(len(options))]
             return self._call(need, previous.get(need.arg), n, previous={**previous, wrong: guess})
         if need.arg in need.depends and need.identifier is None:
             if not options:
                 return None
-            return self._call(need, options[self.rng.randrange(len(options))], n, previous)
+            pick = self.draws.of("guess_option", need.id).randrange(len(options))
+            return self._call(need, options[pick], n, previous)
         target = need.identifier if need.identifier else best_option(need, options)
         if target is None:
             return None
@@ -208,9 +214,9 @@ class SimulatedModel:
             return self._dependency(need, need.arg)
         if need.identifier is not None:
             return json_arg(need.identifier)
-        if self.rng.random() < self.b.p_use_task_wording:
+        if self.draws.chance("use_wording", need.id, self.b.p_use_task_wording):
             return need.wording
-        if self.rng.random() < self.b.p_guess_identifier:
+        if self.draws.chance("guess_identifier", need.id, self.b.p_guess_identifier):
             # A lucky guess: the model happens to produce the real identifier. The
             # simulator knows it through the need's tool domain, the model does not.
             return json_arg(hidden_identifier(need))
@@ -230,7 +236,7 @@ class SimulatedModel:
             value = value.get(field) if isinstance(value, dict) else None
         if value is not None:
             return value
-        if self._troubled and self.rng.random() < self.b.p_heed_upstream:
+        if self._troubled and self.draws.chance("heed", need.id, self.b.p_heed_upstream):
             return None
         return need.wording
 
@@ -245,7 +251,7 @@ class SimulatedModel:
         only when there is such a gap)."""
         prefix = f"{source}."
         gap = any(k == source or k.startswith(prefix) for k in self._gaps)
-        return gap and self.rng.random() < self.b.p_heed_upstream
+        return gap and self.draws.chance("heed_gaps", source, self.b.p_heed_upstream)
 
     def _call(
         self,
@@ -262,7 +268,7 @@ class SimulatedModel:
                     known = (previous or {}).get(arg)
                     args[arg] = known if known is not None else self._dependency(need, arg)
         args[need.arg] = value
-        if self.rng.random() < self.b.p_drop_required_arg:
+        if self.draws.chance("drop_arg", need.id, self.b.p_drop_required_arg):
             args = {}
         return ToolCall(id=f"{need.id}#{n}", name=need.tool, arguments=args)
 
@@ -289,7 +295,7 @@ class SimulatedModel:
     def _claim_value(self, answer: FinalAnswer, need: NeedView, value: JsonValue) -> None:
         """One claim for the need; an empty result may be stated or flagged as doubtful."""
         if value in (None, [], {}):
-            certain = not (self.rng.random() < self.b.p_flag_empty)
+            certain = not self.draws.chance("flag_empty", need.id, self.b.p_flag_empty)
             if not certain:
                 answer.flags.append(f"{need.id}: empty result, may be incomplete")
             answer.claims.append(Claim(need.id, value, certain))
@@ -328,7 +334,7 @@ class SimulatedModel:
         return ModelResponse(final=draft, stop_reason="end_turn")
 
     def _compose(self, needs: list[NeedView], upstream: list[UpstreamTurn]) -> FinalAnswer:
-        heed = troubled(upstream) and self.rng.random() < self.b.p_heed_upstream
+        heed = troubled(upstream) and self.draws.chance("heed", "", self.b.p_heed_upstream)
         rejected = {k for u in upstream for k in u.answer.revise}
         answer = FinalAnswer()
         for key, need in expected_keys(needs):
@@ -392,14 +398,14 @@ class SimulatedModel:
         elif heed:
             answer.flags.append(f"{key}: upstream failure; not reported as fact")
         elif claim is None:
-            if self.rng.random() < self.b.p_fabricate_on_missing:
-                answer.claims.append(Claim(key, invent(need, self.rng), True))
+            if self.draws.chance("fabricate", key, self.b.p_fabricate_on_missing):
+                answer.claims.append(Claim(key, invent(need, self.draws.of("invent", key)), True))
             else:
                 answer.unresolved.append(key)
         elif not claim.certain:
             answer.claims.append(claim)  # passes the doubt on honestly
-        elif self.rng.random() < self.b.p_fabricate_on_empty:  # an empty "nothing found"
-            answer.claims.append(Claim(key, invent(need, self.rng), True))
+        elif self.draws.chance("fabricate", key, self.b.p_fabricate_on_empty):  # empty answer
+            answer.claims.append(Claim(key, invent(need, self.draws.of("invent", key)), True))
         else:
             answer.claims.append(claim)
 
@@ -424,7 +430,7 @@ class SimulatedModel:
                 if served_by(n, fetch) is not None
                 and n.id not in gap_ids
                 and any(key_of(k, n) for k in answered)
-                and self.rng.random() < p
+                and self.draws.chance("challenge", n.id, p)
             }
         return [served_by(n, fetch) or n for n in needs if n.id in self._challenged]
 
@@ -446,7 +452,11 @@ class SimulatedModel:
                 return found
             checked = found
         final = deliberate(
-            previous, request.stance.own_evidence, peers, self.rng, self.b.p_keep_own_evidence
+            previous,
+            request.stance.own_evidence,
+            peers,
+            self.draws.of("deliberate"),
+            self.b.p_keep_own_evidence,
         )
         if checked:
             final = replace(
@@ -480,7 +490,7 @@ class SimulatedModel:
                 for k in sorted(disputed)
                 if k in need_of
                 and served_by(need_of[k], tools) is not None
-                and self.rng.random() < request.stance.challenge
+                and self.draws.chance("challenge", k, request.stance.challenge)
             }
         observed = self._observed(request, task, {need_of[k].id for k in self._challenged})
         if isinstance(observed, ModelResponse):
@@ -511,7 +521,7 @@ class SimulatedModel:
                 for c in message.answer.claims
                 if c.key in need_of
                 and served_by(need_of[c.key], tools) is not None
-                and self.rng.random() < brief.check
+                and self.draws.chance("inspect", c.key, brief.check)
             }
         observed = self._observed(request, task, {need_of[k].id for k in self._sampled})
         if isinstance(observed, ModelResponse):

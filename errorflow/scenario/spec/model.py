@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from errorflow.core.draws import DrawsMode
 from errorflow.core.shapes import (
     Extended,
     Ident,
@@ -204,13 +205,16 @@ class Reference(Strict):
 
 
 class Scenario(Extended):
-    added_fields = frozenset({"services", "arrivals", "discussion", "bus"})
+    added_fields = frozenset({"services", "arrivals", "discussion", "bus", "draws"})
 
     name: Ident
     description: str = ""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     trials: int = Field(default=20, ge=1, le=MAX_TRIALS)
     propagation: Literal["explicit", "implicit"] = "explicit"
+    #: The simulated model's random source (errorflow.core.draws): one stream per
+    #: conversation, or one per decision so that two arms answer alike where they can.
+    draws: DrawsMode = "sequential"
     time_scale: float = Field(default=0.0, ge=0, le=100)
     max_in_flight: int = Field(default=32, ge=1, le=1024, description="trials run at once")
     world: WorldSpec = Field(default_factory=WorldSpec)
