@@ -234,6 +234,7 @@ ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "retry-storm": (["sweep", "retry-storm"], load_sweep),
     "runaway-loop": (["sweep", "runaway-loop"], runaway),
     "silent-wrong": (["sweep", "silent-wrong"], silent_wrong),
+    "manager-workers": (["run", "manager-workers", "--propagation", "both"], paired),
 }
 
 

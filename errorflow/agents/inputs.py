@@ -4,7 +4,8 @@ An agent waits, per (trial, round), for one message from every sender it expects
 runner's task, or a result from each upstream agent); then that round is ready, once.
 The bus delivers at least once, so resends of an input already held, or of a round
 already started, are dropped. A reviewer that sends work back (a revision task for
-round n + 1) is answered from the round-0 inputs, kept until the trial's last round.
+round n + 1) is answered from the round-0 inputs, kept until the trial's last round; so
+is a manager's round 1, which waits for a result from each of its delegates.
 Pure bookkeeping: no I/O, the agent starts the work and counts the rejections.
 """
 
@@ -56,12 +57,15 @@ class InputCollector:
         returners: list[str],
         last_round: int,
         peers: list[str] | None = None,
+        delegates: list[str] | None = None,
     ) -> None:
         """`expected`: the senders of a round's inputs; `returners`: reviewers that may
         send work back; `last_round`: the highest round any of them can ask for;
-        `peers`: a discussion's members, the senders of every round after round 0."""
+        `peers`: a discussion's members, the senders of every round after round 0;
+        `delegates`: a manager's, the senders of its round 1 (with round 0's inputs)."""
         self.expected = expected
         self.peers = peers or []
+        self.delegates = delegates or []
         self.returners = returners
         self.last_round = last_round
         self._waiting: dict[tuple[int, int], dict[str, Envelope]] = {}  # by sender
@@ -79,7 +83,9 @@ class InputCollector:
             if base is None:
                 return Rejected("revision_without_inputs")
             return self._ready(env.trial, round_, [*base, env])
-        expected = self.peers if self.peers and round_ > 0 else self.expected
+        expected = self.expected
+        if round_ > 0 and (self.peers or self.delegates):
+            expected = self.peers or self.delegates
         if env.sender not in expected:
             return Rejected("unexpected_sender")
         waiting = self._waiting.setdefault(key, {})
@@ -89,7 +95,12 @@ class InputCollector:
         if not all(s in waiting for s in expected):
             return None
         received = list(waiting.values())
-        if self.returners and round_ == 0:
+        if self.delegates and round_ > 0:
+            base = self._round0.get(env.trial)
+            if base is None:
+                return Rejected("results_without_task")
+            return self._ready(env.trial, round_, [*base, *received])
+        if (self.returners or self.delegates) and round_ == 0:
             self._round0[env.trial] = received
             while len(self._round0) > ROUND0_KEEP:  # trials approved at once never
                 self._round0.popitem(last=False)  # come back: keep a bounded window

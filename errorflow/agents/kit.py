@@ -81,6 +81,9 @@ class AgentKit:
         stance = Stance(challenge=self.spec.challenge)
         self.persona = Persona(name, self.spec.role, system, tools, does, stance)
         self.talk = Discussion.of(plan)
+        #: A delegate's manager, and the needs of the sub-task it gets (None: the task).
+        self.manager = plan.manager
+        self.assigned = plan.assigned
         #: A python agent's callable (errorflow.agents.own), imported once per process.
         self.own: AgentCallable | None = (
             load_agent_callable(name, self.spec.function) if self.spec.function else None
@@ -157,8 +160,11 @@ class AgentKit:
 
     # -- what the model is shown ------------------------------------------------------
     def task_turn(self, trial: int) -> TaskTurn:
+        """The task as this agent is given it: a delegate's sub-task holds the needs
+        assigned to it."""
         task = self.plan.task
-        needs = [self._need_view(n, self.world.hidden(trial, n)) for n in task.needs]
+        given = [n for n in task.needs if self.assigned is None or n.id in self.assigned]
+        needs = [self._need_view(n, self.world.hidden(trial, n)) for n in given]
         return TaskTurn(task.prompt, needs)
 
     def own_needs(self, needs: list[NeedView]) -> list[NeedView]:

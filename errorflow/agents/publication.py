@@ -72,7 +72,7 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
     if faults is not None:
         final, fired = faults.believe(final)
     peers = kit.talk.peers_after(result.round)
-    where = route(kit.spec, final, result.round) if peers is None else None
+    where = route(kit.spec, final, result.round, kit.manager) if peers is None else None
     kind = where.kind if where is not None else Kind.RESULT
     targets = where.targets if where is not None else peers or []
     tally = result.tally

@@ -89,6 +89,8 @@ class Round(Protocol):
     stop_on_unrecoverable: bool
     #: The inputs, in the order they are read.
     inputs: list[Envelope]
+    #: A python agent's own code does the round (a manager's dispatch is errorflow's).
+    runs_own_code: bool
 
     def task(self) -> TaskTurn: ...
 
@@ -134,6 +136,8 @@ class TrialWork:
         plan: Round
         if kit.talk.member and self.round > 0:
             plan = DiscussionRound(kit, self.trial, self.round, self.inputs)
+        elif kit.spec.delegates and self.round == 0:
+            plan = DispatchRound(kit, self.trial, self.round, self.inputs)
         else:
             plan = TaskRound(kit, self.trial, self.round, self.inputs)
         await self._work(plan)
@@ -160,7 +164,7 @@ class TrialWork:
             heard, extra, inspected = await self._inspected(plan.owner, task, heard, clock, emit)
         tools = gate or _NoTools()
         loop: TrialLoop | OwnLoop
-        if kit.own is not None:  # the user's code in the place of the model's loop
+        if kit.own is not None and plan.runs_own_code:  # the user's code, not the model's loop
             stop = plan.stop_on_unrecoverable
             loop = OwnLoop(kit.own, trial, plan.persona, model, tools, budget, guard, stop, emit)
         else:
@@ -286,10 +290,12 @@ class TaskRound:
     inputs, the agent's own persona and tools."""
 
     gated = True
+    runs_own_code = True
 
     def __init__(self, kit: AgentKit, trial: int, round_: int, inputs: list[Envelope]) -> None:
         self.kit, self.trial, self.inputs = kit, trial, inputs
-        # A revision round is a new attempt: its own draws (round 0 keeps the plain name).
+        # A revision round (or a manager's round 1) is a new attempt: its own draws
+        # (round 0 keeps the plain name).
         self.owner = kit.name if round_ == 0 else f"{kit.name}@r{round_}"
         self.persona = kit.persona
         self.stop_on_unrecoverable = kit.policy.stop_on_unrecoverable
@@ -341,11 +347,46 @@ class TaskRound:
         return [env.id for env in self.inputs]
 
 
+class DispatchRound(TaskRound):
+    """A manager's round 0: read the task and what arrived, and send each delegate its
+    sub-task (the needs assigned to it, with every finding received so far, which a
+    dependent need takes its argument from). One model call as a coordinator, no
+    tools; the manager's own work is its round 1, on its delegates' results."""
+
+    gated = False
+    runs_own_code = False
+
+    def __init__(self, kit: AgentKit, trial: int, round_: int, inputs: list[Envelope]) -> None:
+        super().__init__(kit, trial, round_, inputs)
+        route = BEHAVIOURS["route"]
+        spec = kit.spec
+        self.persona = Persona(kit.name, spec.role, route.instructions, [], route, Stance())
+        self.stop_on_unrecoverable = False
+
+    def conclude(self, out: LoopOutcome) -> Concluded:
+        kit = self.kit
+        infra = infra_failure(out.failures)
+        if infra is not None:
+            return infra_answer(infra_text(kit.name, infra), []), list(out.failures), INFRA_STOP
+        upstream = [t for t in out.turns if isinstance(t, UpstreamTurn)]
+        final = carry_forward(out.final or FinalAnswer(), upstream)
+        split = "; ".join(
+            f"{d}: {', '.join(kit.scenario.assigned_needs(d) or []) or 'nothing'}"
+            for d in kit.spec.delegates
+        )
+        final = replace(final, text=f"Sub-tasks: {split}.", abstained=False)
+        return final, unrecovered(out.failures, out.succeeded_tools, ()), out.stopped
+
+    def remember(self, out: LoopOutcome, final: FinalAnswer) -> None:
+        return None
+
+
 class DiscussionRound:
     """A discussion round (errorflow.agents.discussion): read the peers' latest answers,
     revise this agent's own (no tools, but a challenger's), and pass it on."""
 
     stop_on_unrecoverable = False
+    runs_own_code = True
 
     def __init__(self, kit: AgentKit, trial: int, round_: int, inputs: list[Envelope]) -> None:
         self.kit, self.trial, self.original = kit, trial, inputs

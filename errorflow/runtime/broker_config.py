@@ -4,10 +4,11 @@ On a shared broker any client that can connect could publish on any run's topics
 the configuration gives every participant its own user and lets it publish only where
 its role needs (errorflow/protocol/topics.py has the layout):
 
-- agent X writes the inboxes it sends to (`sends_to`, or the runner's for a terminal
-  agent, plus `returns_to`), its own `events/X` and `control/X`, and the acks for
-  those who send it work (upstream agents or the runner, and reviewers that return
-  work to it); it reads its inbox, the runner's control topic and its acks;
+- agent X writes the inboxes it sends to (`sends_to`, its manager's for a delegate, or
+  the runner's for a terminal agent, plus `returns_to` and its `delegates`), its own
+  `events/X` and `control/X`, and the acks for those who send it work (upstream agents
+  or the runner, reviewers that return work to it, its delegates); it reads its inbox,
+  the runner's control topic and its acks;
 - the runner (which also runs the recorder) writes every agent's inbox (the entry
   agents get the task; an agent that restarts mid-run gets the inputs of its
   unfinished trials again, as their senders signed them), its own events and control
@@ -91,9 +92,13 @@ def _unique(items: list[str]) -> tuple[str, ...]:
 
 def _agent_user(scenario: Scenario, run_id: str, name: str) -> BrokerUser:
     spec = scenario.agents[name]
-    targets = (spec.sends_to or [topics.RUNNER]) + ([spec.returns_to] if spec.returns_to else [])
+    targets = (
+        scenario.result_targets(name)
+        + ([spec.returns_to] if spec.returns_to else [])
+        + list(spec.delegates)
+    )
     returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
-    senders = (scenario.upstream_of(name) or [topics.RUNNER]) + returners
+    senders = (scenario.upstream_of(name) or [topics.RUNNER]) + returners + list(spec.delegates)
     writes = (
         [topics.inbox(run_id, t) for t in targets]
         + [topics.events(run_id, name), topics.control(run_id, name)]

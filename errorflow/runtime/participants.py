@@ -202,8 +202,8 @@ class Participants:
         """A restarted agent lost the work it held: give it those inputs again, as they
         were (same ids: a copy it did get is a duplicate)."""
         assert self.endpoint is not None
-        spec = self.plan.agent(agent)
-        lost = self.tracker.lost_inputs(agent, frozenset(spec.sends_to or [topics.RUNNER]))
+        targets = frozenset(self.plan.scenario.result_targets(agent))
+        lost = self.tracker.lost_inputs(agent, targets)
         log.warning(
             "agent %s is back (a new process): %d inputs of its unfinished trials sent again",
             agent,

@@ -349,7 +349,7 @@ class RunDriver:
             return
         agent, struck = env.sender, env.trial
         self.liveness.crashed(agent, f"it {what(event, struck)}", time.monotonic())
-        targets = frozenset(self.plan.agent(agent).sends_to or [topics.RUNNER])
+        targets = frozenset(self.scenario.result_targets(agent))
         held = sorted({m.trial for m in self.tracker.lost_inputs(agent, targets)} | {struck})
         held = [t for t in held if t in self.done and t not in self.crashed]
         for trial in held:

@@ -54,6 +54,10 @@ class AgentPlan:
     decides: bool
     deciding_peers: tuple[str, ...]
     task: TaskSpec
+    #: Its manager when it is a delegate, and the needs of the sub-task it gets (None:
+    #: the whole task).
+    manager: str | None
+    assigned: frozenset[str] | None
     #: Its tools whose call delivers the report.
     delivers: frozenset[str]
     #: When each trial arrives, in run time (run-scoped runs only; empty otherwise).
@@ -72,6 +76,7 @@ class AgentPlan:
         spec = scenario.agents[name]
         returners = tuple(n for n, a in scenario.agents.items() if a.returns_to == name)
         peers = tuple(scenario.peers_of(name))
+        assigned = scenario.assigned_needs(name)
         view = identity.agent_view(public if public is not None else identity.public(scenario))
         return cls(
             name=name,
@@ -89,6 +94,8 @@ class AgentPlan:
             decides=scenario.decides(name),
             deciding_peers=tuple(p for p in peers if scenario.decides(p)),
             task=scenario.task,
+            manager=scenario.manager_of(name),
+            assigned=None if assigned is None else frozenset(assigned),
             delivers=frozenset(t for t in spec.tools if scenario.tools[t].kind == REPORT_SINK),
             arrivals=arrival_times(scenario) if scenario.run_scoped else (),
             bus_faults=scenario.bus.plan(scenario.seed, scenario.time_scale),

@@ -161,8 +161,9 @@ class RunModel:
 
     def _topology(self, scenario: Scenario) -> None:
         """Agents, tools and edges as the scenario declares them (`downstream_of` has
-        `waits_for` too; peers discuss both ways; `returns_to` is the reviewer's
-        send-back)."""
+        `waits_for` too, and a delegate's result to its manager; peers discuss both
+        ways; `returns_to` is the reviewer's send-back; a manager sends its delegates
+        their sub-tasks)."""
         self.scenario = scenario
         self.truth = Truth(scenario)
         self.tracker.terminals = frozenset(scenario.terminal_agents())
@@ -178,6 +179,8 @@ class RunModel:
                 self._edge(name, peer, EdgeKind.SENDS)
             if spec.returns_to is not None:
                 self._edge(name, spec.returns_to, EdgeKind.RETURNS)
+            for delegate in spec.delegates:  # sub-tasks out (results come back)
+                self._edge(name, delegate, EdgeKind.SENDS)
         self.topology_changed = True
 
     # -- outboxes (drained by the feed widget) -------------------------------------------

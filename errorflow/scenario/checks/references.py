@@ -4,7 +4,8 @@ The model checks each block's shape; this module checks what blocks say about ea
 other: agents that send to, wait for or return to agents that exist; tools that exist
 and fit the table they serve; needs whose tool some gathering agent holds, whose
 dependencies exist, form no cycle and can reach the agent that needs them; a topology
-with an entry, no `sends_to` cycle, and every agent reached. Every problem found is
+with an entry, no `sends_to` cycle, and every agent reached; a manager's delegates
+(delegation_checks). Every problem found is
 reported at once (Scenario raises them as one ValidationError, which the loader words
 with `file:line:col`).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from errorflow.scenario.checks.delegation_checks import delegation_problems
 from errorflow.scenario.checks.discussion_checks import defence_problems, discussion_problems
 from errorflow.scenario.checks.fault_checks import fault_problems
 from errorflow.scenario.checks.reference_problem import Loc, Reference, unknown
@@ -34,6 +36,7 @@ def all_problems(s: Scenario, reserved: frozenset[str]) -> list[Reference]:
         *need_problems(s),
         *discussion_problems(s),
         *defence_problems(s),
+        *delegation_problems(s),
     ]
     if not problems:
         problems.extend(topology_problems(s))
@@ -216,11 +219,17 @@ def _dependency_problems(s: Scenario) -> Iterator[Reference]:
             finders = s.gatherers_of(by_id[dep.from_][1].tool)
             for agent in s.gatherers_of(need.tool):
                 if agent not in finders and not any(s.reaches(f, agent) for f in finders):
+                    fix = f"add {agent!r} downstream of it (sends_to)"
+                    if s.manager_of(agent) is not None:
+                        fix += (
+                            f", or give one delegate of {s.manager_of(agent)!r} both needs' "
+                            "tools (its delegates work side by side)"
+                        )
                     yield Reference(
                         ("task", "needs", i, "args", arg, "from"),
                         f"need {need.id!r} (fetched by {agent!r}) depends on {dep.from_!r}, "
                         f"found by {', '.join(finders) or 'nobody'}, whose results never "
-                        f"reach {agent!r}; add {agent!r} downstream of it (sends_to)",
+                        f"reach {agent!r}; {fix}",
                         dep.from_,
                     )
 

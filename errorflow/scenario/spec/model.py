@@ -29,6 +29,7 @@ from errorflow.core.shapes import (
 from errorflow.faults.agent import AgentFault
 from errorflow.faults.bus import BusFaultSpec
 from errorflow.faults.model import ModelFault
+from errorflow.protocol import topics
 from errorflow.scenario.checks.fault_checks import bus_problems
 from errorflow.scenario.checks.references import all_problems, key_columns
 from errorflow.scenario.provenance.profile_file import InlinedProfile
@@ -131,6 +132,7 @@ class AgentSpec(Extended):
             "challenge",
             "inspector",
             "function",
+            "delegates",
         }
     )
 
@@ -151,6 +153,10 @@ class AgentSpec(Extended):
         description="reviewers: the upstream agent to send work back to for revision",
     )
     max_revisions: int = Field(default=1, ge=0, le=5, description="send-back rounds per trial")
+    #: A manager's workers: each gets a sub-task (the needs its tools serve) and sends
+    #: its result back to this agent, which then does its own work with their answers
+    #: (errorflow.scenario.checks.delegation_checks).
+    delegates: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
     #: Upstream agents, declared from the receiving side (the same edges as their
     #: `sends_to`: a result goes to every agent that waits for it).
     waits_for: list[Ident] = Field(default_factory=list, max_length=MAX_AGENTS)
@@ -255,25 +261,68 @@ class Scenario(Extended):
 
     # -- topology -------------------------------------------------------------
     def upstream_of(self, agent: str) -> list[str]:
+        """The senders of the agent's round-0 inputs (a delegate's: its manager)."""
         waits = self.agents[agent].waits_for if agent in self.agents else []
-        return [n for n, a in self.agents.items() if agent in a.sends_to or n in waits]
+        return [
+            n
+            for n, a in self.agents.items()
+            if agent in a.sends_to or n in waits or agent in a.delegates
+        ]
 
     def downstream_of(self, agent: str) -> list[str]:
+        """Where the agent's results go (a delegate's: back to its manager)."""
         spec = self.agents[agent]
         waiting = [n for n, a in self.agents.items() if agent in a.waits_for]
-        return list(dict.fromkeys([*spec.sends_to, *waiting]))
+        manager = self.manager_of(agent)
+        return list(dict.fromkeys([*spec.sends_to, *waiting, *([manager] if manager else [])]))
+
+    def manager_of(self, agent: str) -> str | None:
+        """The agent that delegates to `agent`, if one does."""
+        return next((n for n, a in self.agents.items() if agent in a.delegates), None)
+
+    def result_targets(self, agent: str) -> list[str]:
+        """The recipients of the agent's result: its `sends_to`, its manager, or the
+        runner (a reviewer's work sent back aside)."""
+        spec = self.agents[agent]
+        manager = self.manager_of(agent)
+        return spec.sends_to or ([manager] if manager else [topics.RUNNER])
+
+    def assigned_needs(self, agent: str) -> list[str] | None:
+        """The needs a delegate's sub-task holds: each need goes to the first of its
+        manager's delegates that fetches it with its own tool; None when `agent` is
+        nobody's delegate (it answers for the whole task)."""
+        manager = self.manager_of(agent)
+        if manager is None:
+            return None
+        mine: list[str] = []
+        for need in self.task.needs:
+            takers = [
+                d
+                for d in self.agents[manager].delegates
+                if need.tool in self.agents[d].tools and self.agents[d].does.gathers
+            ]
+            if takers and takers[0] == agent:
+                mine.append(need.id)
+        return mine
 
     def reaches(self, src: str, dst: str) -> bool:
-        """Whether `src`'s results reach `dst` (through any number of agents)."""
-        seen: set[str] = set()
-        todo = list(self.downstream_of(src))
+        """Whether `src`'s results reach `dst` (through any number of agents). A manager
+        passes what it received from upstream on to its delegates (its round 0), but
+        not what its delegates send it (its round 1 comes after theirs)."""
+        seen: set[tuple[str, str]] = set()
+        todo = [(n, src) for n in self.downstream_of(src)]
         while todo:
-            node = todo.pop()
+            node, came_from = todo.pop()
             if node == dst:
                 return True
-            if node not in seen and node in self.agents:
-                seen.add(node)
-                todo.extend(self.downstream_of(node))
+            if (node, came_from) in seen or node not in self.agents:
+                continue
+            seen.add((node, came_from))
+            onward = list(self.downstream_of(node))
+            delegates = self.agents[node].delegates
+            if came_from not in delegates:
+                onward += delegates
+            todo.extend((n, node) for n in onward)
         return False
 
     @functools.cached_property
