@@ -32,6 +32,7 @@ def test_the_reference_has_complete_examples_of_the_new_blocks() -> None:
         "behaviour:",
         "instructions:",
         "waits_for:",
+        "delegates:",
         "{from:",
         "select:",
         "business_failure:",

@@ -123,3 +123,17 @@ def test_the_bundled_example_contains_in_explicit_what_contaminates_in_implicit(
     both = api.run(api.load("manager-workers"), propagation="both", trials=40)
     assert both.explicit.outcomes["contaminated"] == 0
     assert both.implicit.outcomes["contaminated"] >= 10
+
+
+def test_a_delegate_may_manage_delegates_of_its_own() -> None:
+    data = team()
+    agents = data["agents"]
+    agents["lead"]["delegates"] = ["sales", "desk"]
+    agents["desk"] = {"role": "desk", "behaviour": "route", "delegates": ["cities", "fx"]}
+    scenario = api.load(data)
+    assert scenario.assigned_needs("desk") == ["population", "eur"]
+    assert scenario.assigned_needs("cities") == ["population"]  # kpi's need is sales's
+    result = api.run(scenario, propagation="explicit")
+    assert result.outcomes["success"] == 12
+    said = {(m.sender, m.recipient, m.kind.value) for m in result.raw.messages[0]}
+    assert {("desk", "fx", "task"), ("fx", "desk", "result"), ("desk", "lead", "result")} <= said

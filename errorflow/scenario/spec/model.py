@@ -288,22 +288,31 @@ class Scenario(Extended):
         return spec.sends_to or ([manager] if manager else [topics.RUNNER])
 
     def assigned_needs(self, agent: str) -> list[str] | None:
-        """The needs a delegate's sub-task holds: each need goes to the first of its
-        manager's delegates that fetches it with its own tool; None when `agent` is
-        nobody's delegate (it answers for the whole task)."""
+        """The needs a delegate's sub-task holds: each need of its manager's sub-task
+        goes to the first of the manager's delegates that fetches it (with its own
+        tool, or through delegates of its own); None when `agent` is nobody's delegate
+        (it answers for the whole task)."""
         manager = self.manager_of(agent)
         if manager is None:
             return None
+        scope = self.assigned_needs(manager)
         mine: list[str] = []
         for need in self.task.needs:
-            takers = [
-                d
-                for d in self.agents[manager].delegates
-                if need.tool in self.agents[d].tools and self.agents[d].does.gathers
-            ]
+            if scope is not None and need.id not in scope:
+                continue
+            takers = [d for d in self.agents[manager].delegates if self._fetches(d, need.tool)]
             if takers and takers[0] == agent:
                 mine.append(need.id)
         return mine
+
+    def _fetches(self, agent: str, tool: str, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether `agent` fetches needs of `tool`, itself or through its delegates."""
+        spec = self.agents[agent]
+        if tool in spec.tools and spec.does.gathers:
+            return True
+        return any(
+            self._fetches(d, tool, seen | {agent}) for d in spec.delegates if d not in seen
+        )
 
     def reaches(self, src: str, dst: str) -> bool:
         """Whether `src`'s results reach `dst` (through any number of agents). A manager
