@@ -94,9 +94,11 @@ class Bound:
 
 
 def _rounds(scenario: Scenario) -> int:
-    """Rounds any agent may run a trial: 1, plus the most send-backs a reviewer allows."""
+    """Rounds any agent may run a trial: 1, plus the most send-backs a reviewer allows
+    (a manager runs 2: its dispatch and its work on its delegates' results)."""
     send_backs = [a.max_revisions for a in scenario.agents.values() if a.returns_to]
-    return 1 + max(send_backs, default=0)
+    managers = any(a.delegates for a in scenario.agents.values())
+    return max(1 + max(send_backs, default=0), 2 if managers else 1)
 
 
 def _observation_cap(scenario: Scenario, agent: str) -> int:
@@ -117,7 +119,8 @@ def agent_bound(scenario: Scenario, agent: str, first_input: int) -> Bound:
         steps = min(steps, policy.budget.max_model_calls_per_task)
     calls_per_round = steps * policy.model_retry.max_attempts
     calls = scenario.trials * _rounds(scenario) * calls_per_round
-    upstream = sum(scenario.agents[u].model.max_tokens for u in scenario.upstream_of(agent))
+    senders = [*scenario.upstream_of(agent), *spec.delegates]
+    upstream = sum(scenario.agents[u].model.max_tokens for u in senders)
     growth = spec.model.max_tokens + _observation_cap(scenario, agent)
     per_call = first_input + upstream + (steps - 1) * growth
     return Bound(calls, calls * per_call, calls * spec.model.max_tokens)
