@@ -2,13 +2,14 @@
 must keep (tests/test_generated_scenarios.py, bench/bench_generated_scenarios.py).
 
 A hypothesis strategy draws a topology (a chain, a fan-out to gatherers and fan-in at a
-writer, a chain with a reviewer that sends work back, a discussion of peers), 2-12
-agents, the tools each gathering agent holds (declarative lookups and searches, batch
-lookups, metric stores, Python tools), the needs of the task (plain, dependent on another
-need's answer or a field of it, derived from two needs' answers, over a batch need's
-whole answer), and optionally the faults of each tool and the agents' breakers. Each
-draw is a plain dict, validated by `errorflow.api.load` like a file, so the generator
-can only produce what a user can write.
+writer, a chain with a reviewer that sends work back, a discussion of peers, a manager
+that sends its delegates sub-tasks and collects their results), 2-12 agents, the tools
+each gathering agent holds (declarative lookups and searches, batch lookups, metric
+stores, Python tools), the needs of the task (plain, dependent on another need's answer
+or a field of it, derived from two needs' answers, over a batch need's whole answer),
+and optionally the faults of each tool, the agents' breakers and a manager's worker
+that never answers. Each draw is a plain dict, validated by `errorflow.api.load` like a
+file, so the generator can only produce what a user can write.
 """
 
 from __future__ import annotations
@@ -136,7 +137,10 @@ BREAKERS: list[dict[str, Any] | None] = [
 #: A model that makes no mistakes of its own: what is left to go wrong is the system.
 FLAWLESS = {"p_drop_required_arg": 0.0, "p_call_unknown_tool": 0.0}
 
-TOPOLOGIES = ("chain", "fan", "review", "discussion")
+TOPOLOGIES = ("chain", "fan", "review", "discussion", "manager")
+
+#: What a worker of a manager may do wrong in a scenario with faults: never answer.
+WORKER_FAULTS: list[dict[str, Any] | None] = [None, {"kind": "hang", "p": 0.2}]
 
 
 def _needs(families: list[str]) -> list[dict[str, Any]]:
@@ -180,6 +184,11 @@ def scenarios(draw: st.DrawFn, *, faults: bool = False) -> dict[str, Any]:
         "agents": agents,
         "task": {"prompt": "Answer the question.", "needs": needs},
     }
+    if faults and topology == "manager":
+        worker = draw(st.sampled_from(agents["manager"]["delegates"]))
+        hang = draw(st.sampled_from(WORKER_FAULTS))
+        if hang is not None:
+            agents[worker]["faults"] = [dict(hang)]
     if topology == "discussion":
         members = [a for a, spec in agents.items() if spec.get("peers") is not None]
         data["discussion"] = {"rounds": draw(st.integers(1, 2)), "decides": [members[-1]]}
@@ -286,14 +295,38 @@ def _discussion(draw: st.DrawFn, needs: list[dict[str, Any]], n: int) -> dict[st
     return agents
 
 
-_TOPOLOGY = {"chain": _chain, "fan": _fan, "review": _review, "discussion": _discussion}
+def _manager(draw: st.DrawFn, needs: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    """The fan's workers as a manager's delegates: it sends each its sub-task and
+    collects their results itself; it writes the answer, or passes the findings on
+    (gathering or routing) to a writer."""
+    agents = _fan(draw, needs, n)
+    workers = agents["manager"]["sends_to"]
+    for name in workers:
+        del agents[name]["sends_to"]
+    behaviour = draw(st.sampled_from(["synthesise", "gather", "route"]))
+    manager: dict[str, Any] = {"role": "manager", "behaviour": behaviour, "delegates": workers}
+    if behaviour == "synthesise":
+        del agents["writer"]
+    else:
+        manager["sends_to"] = ["writer"]
+    agents["manager"] = manager
+    return agents
+
+
+_TOPOLOGY = {
+    "chain": _chain,
+    "fan": _fan,
+    "review": _review,
+    "discussion": _discussion,
+    "manager": _manager,
+}
 
 
 def flawless(data: dict[str, Any]) -> dict[str, Any]:
     """`data` with no faults and a model that makes no mistakes of its own."""
     out = {**data, "tools": {k: {**v, "faults": []} for k, v in data["tools"].items()}}
     out["agents"] = {
-        k: {**v, "model": {"backend": "simulated", "params": FLAWLESS}}
+        k: {**v, "model": {"backend": "simulated", "params": FLAWLESS}, "faults": []}
         for k, v in data["agents"].items()
     }
     return out

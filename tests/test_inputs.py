@@ -117,3 +117,18 @@ def test_the_round_comes_from_the_payload_within_bounds() -> None:
     assert round_of(msg("a", round=101)) == 0
     assert round_of(msg("a", round=-1)) == 0
     assert round_of(msg("a", round="2")) == 0
+
+
+def test_a_managers_round_1_waits_for_every_delegate_with_round_0s_inputs() -> None:
+    c = InputCollector(["runner"], [], 1, delegates=["w1", "w2"])
+    task = msg("runner", kind=Kind.TASK)
+    assert c.accept(task) == Ready(0, 0, [task])
+    one, two = msg("w1", round=1), msg("w2", round=1)
+    assert c.accept(one) is None
+    assert c.accept(msg("w1", round=1)) is None  # a resend of an input held
+    assert c.accept(two) == Ready(0, 1, [task, one, two])
+    assert c.accept(msg("runner", trial=2, round=1)) == Rejected("unexpected_sender")
+    c.finished(0, 0)  # round 0's inputs are kept for round 1
+    c.finished(0, 1)
+    assert c.accept(msg("w1", trial=1, round=1)) is None
+    assert c.accept(msg("w2", trial=1, round=1)) == Rejected("results_without_task")
