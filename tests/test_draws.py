@@ -7,8 +7,6 @@ import asyncio
 import random
 from typing import Any
 
-from scenario_generator import TOOLS, WORLD
-
 from errorflow import api
 from errorflow.core.draws import Draws
 from errorflow.core.seeding import stream
@@ -16,6 +14,7 @@ from errorflow.models.backend import ModelRequest, NeedView, TaskTurn, UpstreamT
 from errorflow.models.simulated import SimulatedModel
 from errorflow.protocol.claims import Claim, FinalAnswer
 from errorflow.scenario.spec.profiles import tendencies
+from tests.scenario_generator import TOOLS, WORLD
 
 NEED = NeedView("revenue", "kpi", "name", "Q3 revenue", "rev.q3")
 
