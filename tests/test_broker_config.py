@@ -107,6 +107,32 @@ def _reads(agent: str, run: str = "f") -> tuple[str, ...]:
     )
 
 
+def test_the_acl_of_a_manager_and_its_delegates() -> None:
+    users = {u.name: u for u in broker_users(scenario("manager-workers"), "m")}
+    t = "errorflow/m/"
+    assert users["lead"] == BrokerUser(
+        "lead",
+        (
+            t + "inbox/runner",
+            t + "inbox/sales",  # the sub-tasks
+            t + "inbox/cities",
+            t + "inbox/fx",
+            t + "events/lead",
+            t + "control/lead",
+            t + "ack/runner",
+            t + "ack/sales",  # their results: the lead acks them
+            t + "ack/cities",
+            t + "ack/fx",
+        ),
+        _reads("lead", "m"),
+    )
+    assert users["fx"] == BrokerUser(
+        "fx",
+        (t + "inbox/lead", t + "events/fx", t + "control/fx", t + "ack/lead"),
+        _reads("fx", "m"),
+    )
+
+
 def test_the_acl_of_a_fan_in_with_a_reviewer_that_returns_work() -> None:
     users = {u.name: u for u in broker_users(fan_in(), "f")}
     t = "errorflow/f/"
