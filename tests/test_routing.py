@@ -137,3 +137,14 @@ def test_a_delegate_may_manage_delegates_of_its_own() -> None:
     assert result.outcomes["success"] == 12
     said = {(m.sender, m.recipient, m.kind.value) for m in result.raw.messages[0]}
     assert {("desk", "fx", "task"), ("fx", "desk", "result"), ("desk", "lead", "result")} <= said
+
+
+def test_a_worker_that_crashes_is_a_failed_result_the_manager_reads_like_any_other() -> None:
+    scenario = api.load(team(fx_faults=[{"kind": "crash", "p": 1.0}]))
+    both = api.run(scenario, propagation="both")
+    assert both.explicit.outcomes["contained"] == 12
+    assert both.implicit.outcomes["contaminated"] == 12
+    for messages in both.explicit.raw.messages.values():
+        (final,) = [m for m in messages if m.recipient == "runner"]
+        assert any(e.origin == "fx" and e.code == "internal_error" for e in final.errors)
+        assert "eur" not in claims_of(final)  # heeded: not stated as a fact
