@@ -83,13 +83,13 @@ class Agent:
         # Reviewers that may send work back to this agent; their revision requests
         # are answered from the original inputs, kept until the trial's last round.
         # A manager's round 1 is its own work on its delegates' results.
-        last_round = max(plan.last_revision, 1 if spec.delegates else 0)
+        last_round = max(plan.last_revision, 1 if plan.spec.delegates else 0)
         self.inputs = InputCollector(
             list(plan.upstream) or [topics.RUNNER],
             list(plan.returners),
             last_round,
             peers=list(self.talk.peers),
-            delegates=list(spec.delegates),
+            delegates=list(plan.spec.delegates),
         )
         self.presence = Presence(self.endpoint, name, run_id, plan.identity)
         self._tasks: set[asyncio.Task[None]] = set()

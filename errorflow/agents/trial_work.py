@@ -371,8 +371,7 @@ class DispatchRound(TaskRound):
         upstream = [t for t in out.turns if isinstance(t, UpstreamTurn)]
         final = carry_forward(out.final or FinalAnswer(), upstream)
         split = "; ".join(
-            f"{d}: {', '.join(kit.scenario.assigned_needs(d) or []) or 'nothing'}"
-            for d in kit.spec.delegates
+            f"{d}: {', '.join(needs) or 'nothing'}" for d, needs in kit.plan.dispatch.items()
         )
         final = replace(final, text=f"Sub-tasks: {split}.", abstained=False)
         return final, unrecovered(out.failures, out.succeeded_tools, ()), out.stopped

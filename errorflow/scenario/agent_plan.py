@@ -58,6 +58,8 @@ class AgentPlan:
     #: the whole task).
     manager: str | None
     assigned: frozenset[str] | None
+    #: A manager's delegates and the needs each one's sub-task holds (empty: none).
+    dispatch: Mapping[str, tuple[str, ...]]
     #: Its tools whose call delivers the report.
     delivers: frozenset[str]
     #: When each trial arrives, in run time (run-scoped runs only; empty otherwise).
@@ -96,6 +98,9 @@ class AgentPlan:
             task=scenario.task,
             manager=scenario.manager_of(name),
             assigned=None if assigned is None else frozenset(assigned),
+            dispatch=MappingProxyType(
+                {d: tuple(scenario.assigned_needs(d) or ()) for d in spec.delegates}
+            ),
             delivers=frozenset(t for t in spec.tools if scenario.tools[t].kind == REPORT_SINK),
             arrivals=arrival_times(scenario) if scenario.run_scoped else (),
             bus_faults=scenario.bus.plan(scenario.seed, scenario.time_scale),
