@@ -19,7 +19,7 @@ from errorflow.bus.endpoint import (
     SeenSet,
     first_seq,
 )
-from errorflow.bus.transport import Connection, InProcessBus
+from errorflow.bus.transport import Connection, Delivery, InProcessBus, Posted
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import Ack, Bye
@@ -136,6 +136,13 @@ async def _pair(
     return a, b
 
 
+def _posted(item: Delivery) -> Envelope:
+    """The envelope an in-process connection delivered; its text is the same envelope."""
+    assert isinstance(item, Posted)
+    assert decode(item.text.encode()) == item.env
+    return item.env
+
+
 async def _drain(ep: Endpoint, into: list[Envelope], n: int) -> None:
     async for env in ep.receive():
         into.append(env)
@@ -231,7 +238,7 @@ async def test_ack_is_a_typed_control_message_built_like_any_other() -> None:
     await asyncio.wait_for(reader_b, 2)
     await b.acks_sent()
     _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
-    ack = decode(raw)
+    ack = _posted(raw)
     assert ack.kind is Kind.CONTROL and (ack.sender, ack.recipient) == ("b", "a")
     assert (ack.trial, ack.trace_id) == (4, "t4")
     assert ack.payload == Ack(id=task.id).to_payload() == {"action": "ack", "id": task.id}
@@ -256,11 +263,14 @@ class SlowAcks(Recording):
 
 
 async def test_the_receive_loop_does_not_wait_for_its_acks_to_go_out_but_a_bye_does() -> None:
+    """Over a connection to a broker (here one whose PUBACKs are slow)."""
     bus = InProcessBus()
     clock = FakeClock()
-    a, b = await _pair(bus, {"a", "b"}, clock)
-    slow = SlowAcks(b.conn, clock)
-    b.conn = slow
+    a, _ = await _pair(bus, {"a", "b"}, clock)
+    slow = SlowAcks(await bus.connect("b2"), clock)
+    b = Endpoint(slow, "r", "b", {"a", "b"}, clock=clock, sleep=clock.sleep)
+    await slow.subscribe(topics.inbox("r", "b"))
+    await b.start()
     got: list[Envelope] = []
     reader_b = asyncio.create_task(_drain(b, got, 3))
     for _ in range(3):
@@ -275,6 +285,34 @@ async def test_the_receive_loop_does_not_wait_for_its_acks_to_go_out_but_a_bye_d
     kinds = [topic.split("/")[2] for _, topic in slow.published]
     assert kinds == ["ack", "ack", "ack", "control"]  # the bye is the last word
     assert not b._acking
+    await a.close()
+    await b.close()
+
+
+async def test_in_process_acks_go_out_at_once_without_a_task() -> None:
+    """On the in-process bus an ack is delivered as the message is taken (no task, no
+    wait); with an inbox full it falls back to a task that waits for room."""
+    bus = InProcessBus()
+    clock = FakeClock()
+    a, b = await _pair(bus, {"a", "b"}, clock)
+    spy = await bus.connect("spy")
+    await spy.subscribe(topics.acks("r", "a"))
+    got: list[Envelope] = []
+    reader_b = asyncio.create_task(_drain(b, got, 2))
+    sent = [await a.send(kind=Kind.TASK, recipient="b", trial=1, trace_id="t") for _ in range(2)]
+    await asyncio.wait_for(reader_b, 2)
+    assert not b._acking
+    acks = [_posted(spy.queue.get_nowait()[1]) for _ in range(2)]  # type: ignore[attr-defined]
+    assert [ack.payload["id"] for ack in acks] == [m.id for m in sent]
+    spy.queue._maxsize = 1  # type: ignore[attr-defined]
+    spy.queue.put_nowait(("x", b""))  # type: ignore[attr-defined]
+    reader_b = asyncio.create_task(_drain(b, got, 3))
+    third = await a.send(kind=Kind.TASK, recipient="b", trial=1, trace_id="t")
+    await asyncio.wait_for(reader_b, 2)
+    assert len(b._acking) == 1  # waiting for room in the spy's inbox
+    spy.queue.get_nowait()  # type: ignore[attr-defined]
+    await b.acks_sent()
+    assert _posted(spy.queue.get_nowait()[1]).payload["id"] == third.id  # type: ignore[attr-defined]
     await a.close()
     await b.close()
 
@@ -379,7 +417,7 @@ async def test_a_seq_again_under_a_new_id_is_rejected_and_not_acked() -> None:
     assert b.rejects == {"duplicate": 1, "replayed_seq": 1}
     acked = []
     while not acks.queue.empty():  # type: ignore[attr-defined]
-        acked.append(decode(acks.queue.get_nowait()[1]).payload["id"])  # type: ignore[attr-defined]
+        acked.append(_posted(acks.queue.get_nowait()[1]).payload["id"])  # type: ignore[attr-defined]
     assert acked == [first.id, first.id, second.id]  # the replay is not acked
 
 
@@ -421,18 +459,16 @@ async def test_what_is_sent_is_redacted_and_signed_as_sent() -> None:
     """The last net before the bus: a payload or error built with a secret in it goes
     out redacted (signed as redacted, a message cut to the wire's limit), `send` returns
     it as it went out, and a clean message goes out as built."""
-    bus = InProcessBus()
-    spy = await bus.connect("spy")
-    await spy.subscribe("#")
+    wire = Captured()
     key = signing.new_key()
-    a = Endpoint(await bus.connect("a"), "r", "a", {"a", "b"}, key=key)
+    a = Endpoint(wire, "r", "a", {"a", "b"}, key=key)
     text = "x" * 1988 + " sk-abcdefgh"  # 2000 characters, 2003 once redacted
     error = WireError(code=ErrorCode.TRANSIENT, origin="a", message=text)
     payload = {"prompt": "use ghp_abcdefghijklmnop1234", "args": {"password": "hunter2"}}
     sent = await a.send(
         kind=Kind.RESULT, recipient="b", trial=0, trace_id="t", payload=payload, errors=[error]
     )
-    _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    _, raw = wire.published.pop(0)
     assert signing.verify(key, raw) is None
     assert decode(raw).model_copy(update={"sig": None}) == sent
     assert sent.payload == {"prompt": "use [REDACTED_KEY]", "args": {"password": "[REDACTED]"}}
@@ -440,5 +476,25 @@ async def test_what_is_sent_is_redacted_and_signed_as_sent() -> None:
     assert b"hunter2" not in raw and b"ghp_" not in raw and b"sk-abcdefgh" not in raw
     clean = {"claims": [{"key": "token_count", "value": "a/b, input_tokens=3"}]}
     sent = await a.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t", payload=clean)
-    _, raw = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    _, raw = wire.published.pop(0)
     assert sent.payload == clean and raw == sent.encode(key)
+
+
+async def test_what_is_posted_in_process_is_redacted_as_sent_and_not_signed() -> None:
+    """On the in-process bus the same net: the receivers get the redacted envelope `send`
+    returns and its text, unsigned (nobody outside can listen); `clean` says whether the
+    store must search the text again."""
+    bus = InProcessBus()
+    spy = await bus.connect("spy")
+    await spy.subscribe("#")
+    a = Endpoint(await bus.connect("a"), "r", "a", {"a", "b"}, key=signing.new_key())
+    payload = {"prompt": "use ghp_abcdefghijklmnop1234", "args": {"password": "hunter2"}}
+    sent = await a.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t", payload=payload)
+    _, item = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    assert _posted(item) is sent and sent.sig is None and '"sig"' not in item.text
+    assert sent.payload == {"prompt": "use [REDACTED_KEY]", "args": {"password": "[REDACTED]"}}
+    assert "hunter2" not in item.text and "ghp_" not in item.text and not item.clean
+    clean = {"claims": [{"key": "k", "value": 1}]}
+    sent = await a.send(kind=Kind.RESULT, recipient="b", trial=0, trace_id="t", payload=clean)
+    _, item = spy.queue.get_nowait()  # type: ignore[attr-defined]
+    assert _posted(item) is sent and item.clean and item.text == sent.encode().decode()

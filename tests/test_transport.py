@@ -4,9 +4,17 @@ connection order, and routes that follow every subscription and every close."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import pytest
 
 from errorflow.bus import transport
 from errorflow.bus.transport import InProcessBus, InProcessConnection
+from errorflow.protocol.envelope import decode
+from errorflow.runtime.runner import RunOptions, run_plan
+from errorflow.scenario.bundled import resolve
+from errorflow.scenario.loader import load
+from errorflow.scenario.run_plan import RunPlan
 
 
 def pending(conn: InProcessConnection) -> list[str]:
@@ -87,3 +95,39 @@ async def test_backlog_counts_what_the_reader_has_not_taken() -> None:
     await anext(incoming)
     assert transport.backlog(sub) == 2
     assert transport.backlog(object()) == 0  # a connection that cannot tell
+
+
+def _typed(value: object) -> object:
+    """`value` with the type of every part: a tuple is not a list, 1 is not 1.0."""
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _typed(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(_typed(v) for v in value))
+    return (type(value).__name__, value)
+
+
+class _CheckingBus(InProcessBus):
+    """An in-process bus that decodes the text of every envelope posted on it: the
+    receivers, who get the object, must see exactly what a broker's would decode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.posted = 0
+        self.differ: list[str] = []
+
+    async def deliver(self, topic: str, payload: transport.Delivery) -> None:
+        if isinstance(payload, transport.Posted):
+            self.posted += 1
+            back = decode(payload.text.encode())
+            if back != payload.env or _typed(back.payload) != _typed(payload.env.payload):
+                self.differ.append(topic)
+        await super().deliver(topic, payload)
+
+
+@pytest.mark.parametrize("name", ["contamination", "support-pipeline", "lineage-guard"])
+async def test_a_posted_envelope_is_what_its_text_decodes_to(name: str, tmp_path: Path) -> None:
+    bus = _CheckingBus()
+    plan = RunPlan.of(load(resolve(name)), trials=4)
+    result = await run_plan(plan, RunOptions(bus=bus, db_path=tmp_path / "r.db"))
+    assert sum(result.outcomes.values()) == 4
+    assert bus.posted > 40 and bus.differ == []

@@ -44,9 +44,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
-from errorflow.bus.redaction import redacted
+from errorflow.bus.redaction import redacted, screened
 from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
-from errorflow.bus.transport import Connection
+from errorflow.bus.transport import Connection, Delivery, Local, Posted
 from errorflow.core.redact import redact
 from errorflow.faults.bus import (
     BusFaultPlan,
@@ -131,6 +131,9 @@ class Endpoint:
         faults: BusFaultPlan | None = None,
     ) -> None:
         self.conn = conn
+        # A connection that never leaves the process takes our envelopes as they are
+        # (`Posted`): no signing, and its receivers neither decode nor verify them.
+        self._local = conn if isinstance(conn, Local) else None
         # The run key: everything we send is signed and everything we accept must carry a
         # valid signature. None only for a read-only observer that cannot verify (it
         # neither signs nor checks; the TUI says so in its header).
@@ -150,7 +153,7 @@ class Endpoint:
         self.outbox = Outbox(ack_timeout_s, max_resends, adaptive=faults is None)
         self.faults = faults
         self._faulted: dict[str, _Faulted] = {}  # by message id, while unacked
-        self._held: list[tuple[float, str, bytes]] = []  # reordered: (deadline, topic, raw)
+        self._held: list[tuple[float, str, Delivery]] = []  # reordered: (deadline, topic, raw)
         self._delayed: set[asyncio.Task[None]] = set()
         self._clock = clock
         self._sleep = sleep
@@ -219,7 +222,12 @@ class Endpoint:
             derived_from=derived_from,
         )
         topic = topics.for_message(self.run_id, kind, self.name, recipient)
-        env, raw = redacted(env, self.key)
+        raw: Delivery
+        if self._local is not None:
+            env, text, clean = screened(env)
+            raw = Posted(env, text, clean)
+        else:
+            env, raw = redacted(env, self.key)
         tracked = kind in RELIABLE_KINDS and self._resender is not None
         if tracked:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
@@ -231,15 +239,22 @@ class Endpoint:
             await self._publish(topic, raw)
         return env
 
-    async def _publish(self, topic: str, raw: bytes) -> None:
+    async def _publish(self, topic: str, raw: Delivery) -> None:
         """Publish, then what a reorder fault held back until our next message."""
-        await self.conn.publish(topic, raw)
+        await self._put(topic, raw)
         if self._held:
             held, self._held = self._held, []
             for _, held_topic, held_raw in held:
-                await self.conn.publish(held_topic, held_raw)
+                await self._put(held_topic, held_raw)
 
-    async def _attempt(self, message_id: str, topic: str, raw: bytes, attempt: int) -> None:
+    async def _put(self, topic: str, raw: Delivery) -> None:
+        if isinstance(raw, Posted):
+            assert self._local is not None  # only a local connection's sends are Posted
+            await self._local.post(topic, raw)
+        else:
+            await self.conn.publish(topic, raw)
+
+    async def _attempt(self, message_id: str, topic: str, raw: Delivery, attempt: int) -> None:
         """One send of a message under bus faults: its fate, each fault fired published
         (before the message), and the message lost, published, delayed or held."""
         sent = self._faulted.get(message_id)
@@ -272,7 +287,7 @@ class Endpoint:
         else:
             await self._deliver(copies, fate.hold)
 
-    async def _deliver(self, copies: list[tuple[str, bytes]], hold: bool) -> None:
+    async def _deliver(self, copies: list[tuple[str, Delivery]], hold: bool) -> None:
         if hold:  # out after our next message, or the resend driver's next tick
             deadline = self._clock() + RESEND_TICK_S
             self._held.extend((deadline, topic, raw) for topic, raw in copies)
@@ -281,7 +296,7 @@ class Endpoint:
             await self._publish(topic, raw)
 
     async def _deliver_later(
-        self, wait_s: float, copies: list[tuple[str, bytes]], hold: bool, sent: _Faulted
+        self, wait_s: float, copies: list[tuple[str, Delivery]], hold: bool, sent: _Faulted
     ) -> None:
         try:
             await asyncio.sleep(wait_s)
@@ -363,22 +378,28 @@ class Endpoint:
         self.seq += 1
         return topics.control(self.run_id, self.name), env.encode(self.key)
 
-    def check(self, topic: str, raw: bytes) -> Envelope | None:
+    def check(self, topic: str, raw: Delivery) -> Envelope | None:
         """Validate one incoming message; None (and a count) if it must be dropped."""
         env, _ = self._check(raw)
         return env
 
-    def _check(self, raw: bytes) -> tuple[Envelope | None, Envelope | None]:
+    def _check(self, raw: Delivery) -> tuple[Envelope | None, Envelope | None]:
         """(accepted message, message to acknowledge): a duplicate is acked (its sender
-        may not have had our ack), not passed on; a replayed seq is neither."""
-        try:
-            env = decode(raw)
-        except RejectedMessage as exc:
-            self.rejects[exc.reason] += 1
-            return None, None
-        reason = rejection_reason(env, self.run_id, self.members)
-        if reason is None and self.key is not None:
-            reason = signing.verify(self.key, raw)  # before anything acts on it, acks too
+        may not have had our ack), not passed on; a replayed seq is neither. A `Posted`
+        envelope was validated when built, in this process: it is neither decoded nor
+        verified; everything after that is the same for it."""
+        if isinstance(raw, Posted):
+            env = raw.env
+            reason = rejection_reason(env, self.run_id, self.members)
+        else:
+            try:
+                env = decode(raw)
+            except RejectedMessage as exc:
+                self.rejects[exc.reason] += 1
+                return None, None
+            reason = rejection_reason(env, self.run_id, self.members)
+            if reason is None and self.key is not None:
+                reason = signing.verify(self.key, raw)  # before anything acts on it, acks too
         if reason is not None:
             self.rejects[reason] += 1
             return None, None
@@ -432,18 +453,26 @@ class Endpoint:
             trace_id=env.trace_id,
             payload=Ack(id=env.id).to_payload(),
         )
+        topic = topics.acks(self.run_id, env.sender)
+        raw: Delivery
+        if self._local is not None:
+            ack, text, clean = screened(ack)
+            raw = Posted(ack, text, clean)
+            if self._local.post_nowait(topic, raw):  # room in every inbox: no task
+                return
+        else:
+            raw = ack.encode(self.key)
         while len(self._acking) >= ACKS_IN_FLIGHT:
             await asyncio.wait(set(self._acking), return_when=asyncio.FIRST_COMPLETED)
-        raw = ack.encode(self.key)
-        task = asyncio.create_task(self._publish_ack(topics.acks(self.run_id, env.sender), raw))
+        task = asyncio.create_task(self._publish_ack(topic, raw))
         self._acking.add(task)
         task.add_done_callback(self._acking.discard)
 
-    async def _publish_ack(self, topic: str, raw: bytes) -> None:
+    async def _publish_ack(self, topic: str, raw: Delivery) -> None:
         """One ack out; a lost connection loses it (the sender resends and is acked
         again), anything else is logged, never raised into a task nobody awaits."""
         try:
-            await self.conn.publish(topic, raw)
+            await self._put(topic, raw)
         except ConnectionError:
             pass
         except Exception as exc:  # a detached task: log it, never lose it silently
@@ -468,7 +497,7 @@ class Endpoint:
             held, self._held = self._held, []
             for _, topic, raw in held:
                 with contextlib.suppress(ConnectionError):
-                    await self.conn.publish(topic, raw)
+                    await self._put(topic, raw)
         for action in self.outbox.due(now):
             if isinstance(action, Resend):
                 with contextlib.suppress(ConnectionError):

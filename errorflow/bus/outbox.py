@@ -40,6 +40,10 @@ computed from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from errorflow.bus.transport import Delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +52,7 @@ class Resend:
 
     message_id: str
     topic: str
-    raw: bytes
+    raw: Delivery
     sends: int
 
 
@@ -69,7 +73,7 @@ MAX_TIMEOUT_S = 60.0
 @dataclass(slots=True)
 class _Pending:
     topic: str
-    raw: bytes
+    raw: Delivery
     sends: int
     due: float
     sent: float  # the first send
@@ -99,7 +103,7 @@ class Outbox:
     def __contains__(self, message_id: object) -> bool:
         return message_id in self._pending
 
-    def add(self, message_id: str, topic: str, raw: bytes, now: float) -> None:
+    def add(self, message_id: str, topic: str, raw: Delivery, now: float) -> None:
         """Track a message that has just been sent for the first time."""
         timeout = self.timeout()
         self._pending[message_id] = _Pending(topic, raw, 1, now + timeout, now, timeout)

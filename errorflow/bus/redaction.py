@@ -28,7 +28,12 @@ def holds_secret(env: Envelope, text: str, ids: bool = False) -> bool:
     start, end = text.find(_ERRORS), text.rfind(_TS)  # the first, and the last
     if might_hold_secret(text, *((start, end) if 0 <= start < end else (0, None))):
         return True
-    return ids and might_hold_secret(" ".join((env.id, env.trace_id, *env.derived_from)))
+    return ids and ids_hold_secret(env)
+
+
+def ids_hold_secret(env: Envelope) -> bool:
+    """Whether the free-form ids of `env` may hold something redaction would change."""
+    return might_hold_secret(" ".join((env.id, env.trace_id, *env.derived_from)))
 
 
 def redacted(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes]:
@@ -39,12 +44,28 @@ def redacted(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes]:
     raw = env.encode(key)
     if not holds_secret(env, raw.decode()):
         return env, raw
+    clean = _cleaned(env)
+    return (env, raw) if clean is env else (clean, clean.encode(key))
+
+
+def screened(env: Envelope) -> tuple[Envelope, str, bool]:
+    """`redacted` for a receiver in this process: the envelope, its JSON text (unsigned),
+    and whether that text is known clean (`holds_secret` of it is False, so the store
+    need not search it again: a text still suspect after redaction is not)."""
+    text = env.encode().decode()
+    if not holds_secret(env, text):
+        return env, text, True
+    clean = _cleaned(env)
+    return (env, text, False) if clean is env else (clean, clean.encode().decode(), False)
+
+
+def _cleaned(env: Envelope) -> Envelope:
+    """`env` with its payload and errors redacted; `env` itself if that changes nothing."""
     payload = redact_obj(env.payload)
     errors = [_redacted_error(e) for e in env.errors]
     if payload == env.payload and errors == env.errors:
-        return env, raw
-    clean = env.model_copy(update={"payload": payload, "errors": errors})
-    return clean, clean.encode(key)
+        return env
+    return env.model_copy(update={"payload": payload, "errors": errors})
 
 
 def _redacted_error(error: WireError) -> WireError:

@@ -5,6 +5,12 @@ to topic filters and yields the messages that match. The MQTT transport
 (`errorflow.bus.mqtt`) implements the same interface over a broker; the in-process
 one is for unit tests and very large sweeps, where a broker would be the bottleneck.
 
+On the in-process bus nobody outside the process can listen, so an endpoint hands its
+receivers the envelope it built (`Posted`: the object and its JSON text, unsigned)
+instead of bytes to decode, verify and validate again; bytes published on it are still
+checked like bytes from a broker. Signing, verification and validation stay wherever
+the bus leaves the process (the MQTT transports carry bytes only).
+
 Liveness needs two things only a broker connection has: a last will (`WillFactory`, the
 topic and bytes the broker publishes when a session ends without a goodbye) and
 `offline_s()` (how long the broker has been unreachable). `offline_s(conn)` reads the
@@ -18,10 +24,28 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol, runtime_checkable
 
+from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.topics import matches
 
 #: Bounded queues: a slow subscriber applies back-pressure instead of eating memory.
 QUEUE_LIMIT = 10_000
+
+
+class Posted:
+    """An envelope handed over inside the process: the object its sender built (frozen,
+    validated when built, redacted) and its JSON text as the store keeps it. Receivers
+    share the object: they read it, never change it."""
+
+    __slots__ = ("clean", "env", "text")
+
+    def __init__(self, env: Envelope, text: str, clean: bool) -> None:
+        self.env = env
+        self.text = text
+        self.clean = clean  # its sender's redaction net found nothing left in `text`
+
+
+#: What a connection yields: bytes off a wire, or an envelope posted in the process.
+Delivery = bytes | Posted
 
 
 class Connection(Protocol):
@@ -31,7 +55,7 @@ class Connection(Protocol):
 
     async def subscribe(self, pattern: str) -> None: ...
 
-    def messages(self) -> AsyncIterator[tuple[str, bytes]]: ...
+    def messages(self) -> AsyncIterator[tuple[str, Delivery]]: ...
 
     async def close(self) -> None: ...
 
@@ -62,6 +86,15 @@ class Queued(Protocol):
 def backlog(conn: object) -> int:
     """Messages `conn` has received and its reader has not taken yet (0: cannot tell)."""
     return conn.backlog() if isinstance(conn, Queued) else 0
+
+
+@runtime_checkable
+class Local(Protocol):
+    """A connection whose messages never leave the process: it takes `Posted` envelopes."""
+
+    async def post(self, topic: str, posted: Posted) -> None: ...
+
+    def post_nowait(self, topic: str, posted: Posted) -> bool: ...
 
 
 class Bus(Protocol):
@@ -107,7 +140,7 @@ class InProcessBus:
         """A subscription was added or a connection left: routes are worked out again."""
         self._routes.clear()
 
-    async def deliver(self, topic: str, payload: bytes) -> None:
+    async def deliver(self, topic: str, payload: Delivery) -> None:
         route = self._routes.get(topic)
         if route is None:
             route = self._route(topic)
@@ -117,6 +150,19 @@ class InProcessBus:
                 conn.queue.put_nowait(item)
             except asyncio.QueueFull:  # a slow subscriber: wait for room (back-pressure)
                 await conn.queue.put(item)
+
+    def deliver_nowait(self, topic: str, payload: Delivery) -> bool:
+        """Deliver at once if every subscriber has room; False (nothing delivered) if one
+        has not, for the caller to wait with `deliver`."""
+        route = self._routes.get(topic)
+        if route is None:
+            route = self._route(topic)
+        if any(conn.queue.full() for conn in route):
+            return False
+        item = (topic, payload)
+        for conn in route:
+            conn.queue.put_nowait(item)
+        return True
 
     def drop(self, conn: InProcessConnection) -> None:
         if conn in self._conns:
@@ -133,11 +179,17 @@ class InProcessConnection:
         self.bus = bus
         self.client_id = client_id
         self.patterns: list[str] = []
-        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.queue: asyncio.Queue[tuple[str, Delivery] | None] = asyncio.Queue(QUEUE_LIMIT)
         self._closed = False
 
     async def publish(self, topic: str, payload: bytes) -> None:
         await self.bus.deliver(topic, payload)
+
+    async def post(self, topic: str, posted: Posted) -> None:
+        await self.bus.deliver(topic, posted)
+
+    def post_nowait(self, topic: str, posted: Posted) -> bool:
+        return self.bus.deliver_nowait(topic, posted)
 
     async def subscribe(self, pattern: str) -> None:
         self.patterns.append(pattern)
@@ -146,7 +198,7 @@ class InProcessConnection:
     def backlog(self) -> int:
         return self.queue.qsize()
 
-    async def messages(self) -> AsyncIterator[tuple[str, bytes]]:
+    async def messages(self) -> AsyncIterator[tuple[str, Delivery]]:
         while True:
             item = await self.queue.get()
             if item is None:

@@ -23,7 +23,7 @@ import aiosqlite
 
 from errorflow.bus.endpoint import rejection_reason
 from errorflow.bus.seen_seqs import CompactSeenSet
-from errorflow.bus.transport import Connection, backlog
+from errorflow.bus.transport import Connection, Delivery, Posted, backlog
 from errorflow.core.redact import redact
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
@@ -142,7 +142,7 @@ class Recorder:
                 await flusher
             await self.flush()
 
-    def handle(self, topic: str, raw: bytes) -> None:
+    def handle(self, topic: str, raw: Delivery) -> None:
         """File one message; whatever it holds, it never stops the recorder."""
         try:
             self._handle(topic, raw)
@@ -150,30 +150,34 @@ class Recorder:
             log.error("recorder: message on %s not filed: %s", topic, redact(repr(exc))[:300])
             self._reject(topic, "handler_error", type(exc).__name__, raw, time.time())
 
-    def _handle(self, topic: str, raw: bytes) -> None:
+    def _handle(self, topic: str, raw: Delivery) -> None:
         self.handled += 1
         now = time.time()
-        try:
-            env = decode(raw)
-        except RejectedMessage as exc:
-            self._reject(topic, exc.reason, exc.detail, raw, now)
-            return
-        reason = rejection_reason(env, self.run_id, self.members)
-        if reason is None and self.key is not None:
-            reason = signing.verify(self.key, raw)
+        if isinstance(raw, Posted):  # built and validated in this process (transport.py)
+            env, text, clean = raw.env, raw.text, raw.clean
+            reason = rejection_reason(env, self.run_id, self.members)
+        else:
+            try:
+                env = decode(raw)
+            except RejectedMessage as exc:
+                self._reject(topic, exc.reason, exc.detail, raw, now)
+                return
+            text, clean = raw.decode(), False
+            reason = rejection_reason(env, self.run_id, self.members)
+            if reason is None and self.key is not None:
+                reason = signing.verify(self.key, raw)
         if reason is None:
             reason = self.seen.repeat(env)  # `duplicate` or `replayed_seq`
         if reason is not None:
             self._reject(topic, reason, f"sender={env.sender} seq={env.seq} id={env.id}", raw, now)
             return
         self.counts[env.kind.value] += 1
-        text = raw.decode()
         if self.causes is not None:
             self._trace(env, self.causes)
         if env.kind is Kind.EVENT:
-            self._events.append(EventRow.from_envelope(env, now, text))
+            self._events.append(EventRow.from_envelope(env, now, text, clean))
             return
-        self._messages.append(MessageRow.from_envelope(env, topic, now, text))
+        self._messages.append(MessageRow.from_envelope(env, topic, now, text, clean))
         # Acks are most of the control traffic and say nothing about the run's end:
         # skipped before parsing (as Endpoint.receive does).
         if env.kind is Kind.CONTROL and not is_ack(env.payload):
@@ -198,8 +202,10 @@ class Recorder:
         if self.end_seen and self.byes >= self.agents:
             self.ended.set()  # everyone said their last word: nothing else is coming
 
-    def _reject(self, topic: str, reason: str, detail: str, raw: bytes, now: float) -> None:
+    def _reject(self, topic: str, reason: str, detail: str, raw: Delivery, now: float) -> None:
         self.rejects[reason] += 1
+        if isinstance(raw, Posted):
+            raw = raw.text.encode()
         # Kept for inspection, but nothing unredacted reaches the store: the bytes are
         # read as Latin-1 (lossless for any input), redacted, and written back.
         kept = redact(raw[:65536].decode("latin-1")).encode("latin-1", "replace")

@@ -8,7 +8,7 @@ from typing import NamedTuple, Self
 
 import aiosqlite
 
-from errorflow.bus.redaction import holds_secret
+from errorflow.bus.redaction import holds_secret, ids_hold_secret
 from errorflow.core.redact import redact, redact_json
 from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.events import event_type
@@ -25,8 +25,11 @@ from errorflow.store.failures import writing
 _new_row = tuple.__new__
 
 
-def _stored(env: Envelope, text: str) -> str:
-    return redact_json(text) if holds_secret(env, text, ids=True) else text
+def _stored(env: Envelope, text: str, clean: bool = False) -> str:
+    """`text` as the store may keep it; `clean`: its sender's net already searched its
+    errors and payload (a `Posted` envelope), so only the ids are left to search."""
+    suspect = ids_hold_secret(env) if clean else holds_secret(env, text, ids=True)
+    return redact_json(text) if suspect else text
 
 
 class MessageRow(NamedTuple):
@@ -45,10 +48,16 @@ class MessageRow(NamedTuple):
 
     @classmethod
     def from_envelope(
-        cls, env: Envelope, topic: str, received: float, text: str | None = None
+        cls,
+        env: Envelope,
+        topic: str,
+        received: float,
+        text: str | None = None,
+        clean: bool = False,
     ) -> Self:
         """`text`: the envelope's JSON as it came off the wire, if at hand (the recorder
-        has it; encoding it again would cost the recorder's hot path)."""
+        has it; encoding it again would cost the recorder's hot path); `clean`: see
+        `_stored`."""
         return _new_row(
             cls,
             (
@@ -62,7 +71,7 @@ class MessageRow(NamedTuple):
                 env.status.value,
                 env.confidence,
                 topic,
-                _stored(env, env.encode().decode() if text is None else text),
+                _stored(env, env.encode().decode() if text is None else text, clean),
                 received,
             ),
         )
@@ -79,7 +88,9 @@ class EventRow(NamedTuple):
     received: float
 
     @classmethod
-    def from_envelope(cls, env: Envelope, received: float, text: str | None = None) -> Self:
+    def from_envelope(
+        cls, env: Envelope, received: float, text: str | None = None, clean: bool = False
+    ) -> Self:
         return _new_row(
             cls,
             (
@@ -89,7 +100,7 @@ class EventRow(NamedTuple):
                 env.seq,
                 env.sender,
                 event_type(env.payload),
-                _stored(env, env.encode().decode() if text is None else text),
+                _stored(env, env.encode().decode() if text is None else text, clean),
                 received,
             ),
         )
