@@ -8,11 +8,17 @@ only for the recent messages (`RECENT_IDS`): a resend repeats its message's id w
 seconds, and is then a `duplicate`; a copy older than that is still refused, as a
 `replayed_seq`. Same interface as `SeenSet` (the bounded window kept before), whose dict of every
 id grows by about 250 bytes a message up to its window of 500,000.
+
+Both windows forget their oldest id with `OrderedDict.popitem(last=False)`: deleting a
+plain dict's first key leaves a hole that every later `next(iter(...))` walks over again
+until the dict is resized, so a full window of a plain dict costs a scan of thousands of
+slots per message.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 
 from errorflow.protocol.envelope import Envelope
 
@@ -37,7 +43,7 @@ class SeenSet:
     WINDOW = 500_000
 
     def __init__(self) -> None:
-        self._ids: dict[str, tuple[str, int]] = {}  # insertion order: oldest first
+        self._ids: OrderedDict[str, tuple[str, int]] = OrderedDict()  # oldest first
         self._seqs: set[tuple[str, int]] = set()
 
     def repeat(self, env: Envelope) -> str | None:
@@ -50,7 +56,7 @@ class SeenSet:
         self._ids[env.id] = key
         self._seqs.add(key)
         if len(self._ids) > self.WINDOW:
-            self._seqs.discard(self._ids.pop(next(iter(self._ids))))
+            self._seqs.discard(self._ids.popitem(last=False)[1])
         return None
 
 
@@ -109,7 +115,7 @@ class CompactSeenSet(SeenSet):
     def __init__(self, recent_ids: int = RECENT_IDS) -> None:
         super().__init__()
         self.recent_ids = recent_ids
-        self._recent: dict[str, None] = {}  # insertion order: oldest first
+        self._recent: OrderedDict[str, None] = OrderedDict()  # oldest first
         self._runs: dict[str, SeqRuns] = {}
 
     def repeat(self, env: Envelope) -> str | None:
@@ -123,7 +129,7 @@ class CompactSeenSet(SeenSet):
         ids = self._recent
         ids[env.id] = None
         if len(ids) > self.recent_ids:
-            del ids[next(iter(ids))]
+            ids.popitem(last=False)
         return None
 
     def size(self) -> tuple[int, int]:
