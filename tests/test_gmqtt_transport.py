@@ -88,6 +88,55 @@ async def test_publish_returns_on_the_puback_and_sends_nagle_free(embedded: Brok
         await bus.close()
 
 
+class _Socket:
+    """A transport that notes each write (and whether it was closed)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info {name}"
+
+
+async def test_writes_of_one_turn_of_the_loop_go_out_as_one_in_order() -> None:
+    sock = _Socket()
+    corked = gmqtt_transport._Corked(sock)  # type: ignore[arg-type]
+    for part in (b"a", bytearray(b"b"), b"c"):
+        corked.write(part)
+    assert sock.writes == []  # nothing sent during the turn
+    await asyncio.sleep(0)
+    assert sock.writes == [b"abc"]
+    corked.write(b"d")
+    corked.close()  # what was collected goes out before the close
+    assert sock.writes == [b"abc", b"d"] and sock.closed
+    assert corked.get_extra_info("socket") == "info socket"  # the rest is the transport's
+    corked.write(b"e")
+    await asyncio.sleep(0)
+    assert sock.writes == [b"abc", b"d"]  # nothing written to a closed transport
+
+
+async def test_a_session_writes_through_one_corked_transport(embedded: BrokerURL) -> None:
+    bus = MqttBus(dataclasses.replace(embedded, client="gmqtt"))
+    try:
+        conn = await bus.connect("corked")
+        assert isinstance(conn, GmqttConnection) and conn._client is not None
+        connection = conn._client._connection
+        assert isinstance(connection._transport, gmqtt_transport._Corked)
+        assert connection._protocol._transport is connection._transport
+    finally:
+        await bus.close()
+
+
 @pytest.mark.mosquitto
 async def test_a_publish_without_its_puback_is_sent_again(
     mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch

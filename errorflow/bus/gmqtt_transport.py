@@ -15,6 +15,10 @@ compared in bench/RESULTS.md. It gives less than we need out of the box, so this
   with capped exponential backoff and subscribes again (as `bus.mqtt` does).
 - **Awaited subscriptions.** `subscribe()` returns on the SUBACK, so a participant is
   subscribed before it says it is present.
+- **One send per turn of the loop.** gmqtt writes every packet (each PUBLISH, each
+  PUBACK) to the socket at once, a `send` system call each; `_Corked` collects what one
+  session writes during a turn of the event loop and sends it as one write at the end
+  of the turn (same bytes, same order).
 - **Back-pressure.** Incoming messages go to a bounded inbox; past `QUEUE_LIMIT` the
   socket stops being read (the broker holds the rest) until the consumer catches up.
   A consumer stalled for two keepalives loses its session as a dead one would; the
@@ -100,6 +104,47 @@ class _AckStore:
                 fut.set_exception(ConnectionError("session lost before PUBACK"))
 
 
+class _Corked:
+    """A session's socket transport whose writes during one turn of the event loop go
+    out together, in order, in one `write` at the end of the turn (gmqtt writes each
+    packet by itself: a PUBACK for every message received, a PUBLISH for every send).
+    Everything else is the transport's own; `close` sends what is collected first."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending = []
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _cork(client: _Session) -> None:
+    """Route a connected session's writes (gmqtt's connection and protocol each hold
+    the transport) through one `_Corked`."""
+    connection = client._connection
+    corked = _Corked(connection._transport)
+    connection._transport = corked
+    connection._protocol._transport = corked
+
+
 def _ssl_context(url: BrokerURL) -> ssl.SSLContext | bool:
     if not url.tls:
         return False
@@ -174,6 +219,7 @@ class GmqttConnection:
             ),
             ACK_TIMEOUT_S,
         )
+        _cork(client)
         self._client = client
         for pattern in self.subscribed:
             await self._subscribe(client, pattern)
