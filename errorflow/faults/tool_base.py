@@ -20,7 +20,7 @@ and such a dump loads again: a field another kind owns is accepted while it is n
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
@@ -193,24 +193,40 @@ class FaultPlan:
     a fault depends only on (seed, trial, agent, tool, position): adding a fault to
     another tool, or appending one to this tool, never shifts it."""
 
-    def __init__(self, faults: Sequence[ToolFaultBase], rng: random.Random | None) -> None:
-        """`rng` may be None for a tool without faults (nothing ever draws from it)."""
+    def __init__(
+        self,
+        faults: Sequence[ToolFaultBase],
+        rng: random.Random | Callable[[], random.Random] | None,
+    ) -> None:
+        """`rng` may be None for a tool without faults (nothing ever draws from it), or
+        what makes the stream: then it is made and drawn from at the first call (most
+        agents never call most tools; the draws are the same either way)."""
         self._faults = list(faults)
         self._rngs: list[random.Random] = []
         self._base = 0
+        self._make: Callable[[], random.Random] | None = None
         if self._faults:
             if rng is None:
                 raise ValueError("a fault plan with faults needs its random stream")
-            self._base = rng.getrandbits(64)
-            self._rngs = [random.Random(f"{self._base}:{i}") for i in range(len(self._faults))]
+            if isinstance(rng, random.Random):
+                self._seed_from(rng)
+            else:
+                self._make = rng
         self._picks: dict[int, random.Random] = {}
         self.calls = 0
         #: The position (in this plan's faults) of the fault that fired on the last call.
         self.fired: int | None = None
 
+    def _seed_from(self, rng: random.Random) -> None:
+        self._base = rng.getrandbits(64)
+        self._rngs = [random.Random(f"{self._base}:{i}") for i in range(len(self._faults))]
+
     def next(self) -> ToolFaultBase | None:
         """Advance the call counter and return the first fault that fires. Every fault
         draws, fired or shadowed."""
+        if self._make is not None:
+            self._seed_from(self._make())
+            self._make = None
         index = self.calls
         self.calls += 1
         fired: ToolFaultBase | None = None
@@ -240,8 +256,8 @@ def plan_for(
     places = [i for i, f in enumerate(faults) if f.stage == stage]
     if not places:
         return FaultPlan([], None), places
-    rng = stream(seed, trial, agent, tool, *(("mal",) if stage == "args" else ()))
-    return FaultPlan([faults[i] for i in places], rng), places
+    names = (agent, tool, *(("mal",) if stage == "args" else ()))
+    return FaultPlan([faults[i] for i in places], lambda: stream(seed, trial, *names)), places
 
 
 def withheld(faults: Sequence[ToolFaultBase], seed: int, trial: int, need: str) -> int | None:
