@@ -121,10 +121,32 @@ async def test_same_seed_same_messages_and_outcomes(embedded: BrokerURL, tmp_pat
 async def test_in_process_bus_gives_the_same_outcomes_as_mqtt(
     embedded: BrokerURL, tmp_path: Path
 ) -> None:
+    """And the same store: every message and event (the in-process recorder hears all
+    the runner does, so the runner does not write its copies again), the same causes."""
     s = scenario("contamination", trials=10)
     mqtt = await run_scenario(s, RunOptions(broker=embedded, db_path=tmp_path / "a.db"))
     local = await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=tmp_path / "b.db"))
     assert normalised(mqtt) == normalised(local)
+    assert events_by_trial(tmp_path / "a.db", mqtt.run_id) == events_by_trial(
+        tmp_path / "b.db", local.run_id
+    )
+    stored = [_stored_counts(tmp_path / "a.db", mqtt.run_id)]
+    stored.append(_stored_counts(tmp_path / "b.db", local.run_id))
+    assert stored[0] == stored[1] and stored[0][2]
+
+
+def _stored_counts(db: Path, run_id: str) -> list[list[tuple[Any, ...]]]:
+    """Tasks and results by trial, acks, and the root causes of a stored run (the
+    presence messages differ: a broker's session has a roll call of its own)."""
+    conn = sqlite3.connect(db)
+    queries = [
+        "SELECT trial, kind, COUNT(*) FROM messages WHERE run_id = ? "
+        "AND kind IN ('task', 'result') GROUP BY trial, kind",
+        """SELECT COUNT(*) FROM messages WHERE run_id = ? AND envelope LIKE '%"action":"ack"%'""",
+        "SELECT trial, kind, agent, tool, code, depth FROM root_causes WHERE run_id = ? "
+        "ORDER BY trial",
+    ]
+    return [conn.execute(q, (run_id,)).fetchall() for q in queries]
 
 
 async def test_what_the_runner_publishes_parses_as_typed_contracts(tmp_path: Path) -> None:

@@ -131,3 +131,15 @@ async def test_a_posted_envelope_is_what_its_text_decodes_to(name: str, tmp_path
     result = await run_plan(plan, RunOptions(bus=bus, db_path=tmp_path / "r.db"))
     assert sum(result.outcomes.values()) == 4
     assert bus.posted > 40 and bus.differ == []
+
+
+async def test_a_recorder_hears_all_only_on_the_same_in_process_bus() -> None:
+    bus, other = InProcessBus(), InProcessBus()
+    recorder, runner, elsewhere = (
+        await bus.connect("rec"),
+        await bus.connect("run"),
+        await other.connect("run"),
+    )
+    assert transport.hears_all(recorder, runner)
+    assert not transport.hears_all(recorder, elsewhere)  # another bus
+    assert not transport.hears_all(recorder, None) and not transport.hears_all(object(), runner)

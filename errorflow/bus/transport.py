@@ -174,6 +174,17 @@ class InProcessBus:
             await conn.close()
 
 
+def hears_all(recording: object, conn: object) -> bool:
+    """Whether `recording` (subscribed to everything) gets every message `conn` does:
+    both on one in-process bus, where a message reaches every subscriber (waiting for
+    room, never dropped) and no broker can be lost in between."""
+    return (
+        isinstance(recording, InProcessConnection)
+        and isinstance(conn, InProcessConnection)
+        and recording.bus is conn.bus
+    )
+
+
 class InProcessConnection:
     def __init__(self, bus: InProcessBus, client_id: str) -> None:
         self.bus = bus

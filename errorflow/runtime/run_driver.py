@@ -18,7 +18,7 @@ import aiosqlite
 
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.seen_seqs import CompactSeenSet
-from errorflow.bus.transport import Bus, Connection
+from errorflow.bus.transport import Bus, Connection, hears_all
 from errorflow.core.redact import redact
 from errorflow.faults.agent import AgentFaultTally
 from errorflow.faults.tool_tally import ToolFaultTally
@@ -306,7 +306,8 @@ class RunDriver:
             TrialRow.from_score(self.run_id, score),
             [LabelRow.from_label(self.run_id, trial, lb) for lb in score.labels],
         )
-        self._backfill(messages)
+        if not hears_all(self.recording, self.endpoint.conn if self.endpoint else None):
+            self._backfill(messages)  # the recorder may have missed some (an outage)
         if self.options.keep_messages:
             self.kept[trial] = messages
 
