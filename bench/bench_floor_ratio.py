@@ -12,17 +12,20 @@ Printed: envelopes per second (every envelope stored, counted in the store), the
 errorflow ÷ floor (best round of each), and MQTT's own cost per envelope (the time per
 envelope on Mosquitto minus the time in one process). `--default-path` also times the
 command a user types, `errorflow run contamination --trials N`, for N just under and at
-the worker threshold, against the fastest path with the same outcomes.
+the worker threshold, against the fastest path with the same outcomes. `--tree DIR` also
+runs errorflow's children on another source tree (a checkout before a change), in the
+same rounds, and prints its ratios beside this tree's.
 Goals (issue "half of what one lean Python process can do"): ratio >= 0.5 on both paths;
 MQTT's cost per envelope <= 1.5x the floor's.
 
     python bench/bench_floor_ratio.py [--quick] [--trials N] [--rounds R] [--only PATH]
-                                      [--default-path]
+                                      [--default-path] [--tree DIR]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -80,13 +83,21 @@ async def child(config: str, trials: int) -> dict[str, Any]:
     }
 
 
-def spawn(args: list[str], timeout: float = 1200) -> dict[str, Any] | None:
+def spawn(
+    args: list[str], timeout: float = 1200, tree: Path | None = None
+) -> dict[str, Any] | None:
+    """One child; on `tree`, its own bench script with its package first on the path."""
+    here = Path(__file__).resolve()
+    script = here if tree is None else tree / "bench" / here.name
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), *args],
+        [sys.executable, str(script), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        cwd=script.parent,
+        env=env,
     )
     if proc.returncode != 0:
         print(f"{args}: child failed\n{proc.stderr[-3000:]}")
@@ -94,14 +105,21 @@ def spawn(args: list[str], timeout: float = 1200) -> dict[str, Any] | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def ratios(trials: int, rounds: int, only: str | None) -> None:
+def ratios(trials: int, rounds: int, only: str | None, tree: Path | None = None) -> None:
     configs = tuple(c for c in CONFIGS if only is None or c.endswith(only))
+    if tree is not None:  # "before/...": errorflow's children on the other tree
+        configs = tuple(x for c in configs for x in (c, *((f"before/{c.split('/')[1]}",)
+                        if c.startswith("errorflow") else ())))  # fmt: skip
+    names = CONFIGS + tuple(c for c in configs if c.startswith("before"))
     best: dict[str, dict[str, Any]] = {}
-    all_rates: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    all_rates: dict[str, list[float]] = {c: [] for c in names}
     for r in range(rounds):
         order = configs if r % 2 == 0 else configs[::-1]
         for config in order:
-            res = spawn(["--child", config, "--trials", str(trials)])
+            other = config.startswith("before")
+            child_config = config.replace("before/", "errorflow/")
+            res = spawn(["--child", child_config, "--trials", str(trials)],
+                        tree=tree if other else None)  # fmt: skip
             if res is None:
                 continue
             rate = res["envelopes"] / res["wall"]
@@ -110,7 +128,7 @@ def ratios(trials: int, rounds: int, only: str | None) -> None:
                 best[config] = res
     print(f"contamination, {trials} trials, {rounds} round(s); best round of each side")
     print(f"  {'configuration':<24}{'env/s':>9}{'envelopes':>11}{'peak MB':>9}  all rounds env/s")
-    for c in CONFIGS:
+    for c in names:
         if c in best:
             b = best[c]
             every = ", ".join(f"{x:.0f}" for x in all_rates[c])
@@ -120,20 +138,20 @@ def ratios(trials: int, rounds: int, only: str | None) -> None:
             )
     print()
     rate = {c: best[c]["envelopes"] / best[c]["wall"] for c in best}
-    for path in ("in-process", "mosquitto"):
-        f, e = rate.get(f"floor/{path}"), rate.get(f"errorflow/{path}")
-        if f and e:
-            print(f"  {path:<12} errorflow / floor = {e / f:.2f}  (goal >= 0.50)")
-    if all(c in rate for c in CONFIGS):
-        cost = {
-            side: 1e6 / rate[f"{side}/mosquitto"] - 1e6 / rate[f"{side}/in-process"]
-            for side in ("floor", "errorflow")
-        }
-        print(
-            f"  MQTT's cost per envelope: floor {cost['floor']:.0f} us, errorflow "
-            f"{cost['errorflow']:.0f} us = {cost['errorflow'] / cost['floor']:.2f}x "
-            "(goal <= 1.5x)"
-        )
+    for side in ("errorflow", "before"):
+        for path in ("in-process", "mosquitto"):
+            f, e = rate.get(f"floor/{path}"), rate.get(f"{side}/{path}")
+            if f and e:
+                print(f"  {path:<12} {side} / floor = {e / f:.2f}  (goal >= 0.50)")
+        if all(f"{s}/{p}" in rate for s in ("floor", side) for p in ("in-process", "mosquitto")):
+            cost = {
+                s: 1e6 / rate[f"{s}/mosquitto"] - 1e6 / rate[f"{s}/in-process"]
+                for s in ("floor", side)
+            }
+            print(
+                f"  MQTT's cost per envelope: floor {cost['floor']:.0f} us, {side} "
+                f"{cost[side]:.0f} us = {cost[side] / cost['floor']:.2f}x (goal <= 1.5x)"
+            )
 
 
 def _cli_wall(n: int, extra: list[str]) -> tuple[float, Any]:
@@ -184,6 +202,7 @@ def main() -> None:
             ("--default-path", {"action": "store_true", "help": "also time the CLI default"}),
             ("--sizes", {"type": int, "nargs": "+", "help": "--default-path trial counts"}),
             ("--only", {"choices": ["in-process", "mosquitto"], "help": "one path only"}),
+            ("--tree", {"type": Path, "help": "also run errorflow on this tree (before)"}),
         ],
     )
     trials = args.trials or (1000 if args.quick else 3000)
@@ -191,7 +210,7 @@ def main() -> None:
         print(json.dumps(run(child(args.child, trials))))
         return
     rounds = args.rounds or (1 if args.quick else 3)
-    ratios(trials, rounds, args.only)
+    ratios(trials, rounds, args.only, args.tree)
     if args.default_path:
         print()
         default_path(args.sizes or [200, 1000, 1999, 2000], rounds)
