@@ -158,3 +158,35 @@ def test_paired_outcomes_leave_out_pairs_with_an_infra_fault() -> None:
     assert paired["success"]["n"] == 2
     with pytest.raises(ValueError, match="same number"):
         paired_outcomes(a, b[:3])
+
+
+@pytest.mark.parametrize("trials", [1500, 2600])
+def test_a_long_run_read_again_gives_the_intervals_a_single_pass_gives(trials: int) -> None:
+    """Past the bootstrap's size, scores that can be read again are read a cost at a time
+    instead of being copied: the same summary as from a one-pass iterator."""
+    import random
+
+    from errorflow.scoring.score_table import ScoreTable
+
+    rng = random.Random(trials)
+    outcomes = [Outcome.SUCCESS, Outcome.CONTAMINATED, Outcome.BUS_FAULT, Outcome.INFRA_FAULT]
+    scores = [
+        TrialScore(
+            t,
+            rng.choices(outcomes, [70, 20, 5, 5])[0],
+            1,
+            costs=Costs(
+                backend_calls=rng.randint(1, 9),
+                model_calls=rng.randint(2, 12),
+                input_tokens=rng.randint(500, 4000),
+                output_tokens=rng.randint(20, 400),
+                retries=rng.randint(0, 3),
+                sim_seconds=rng.random() * 30,
+            ),
+        )
+        for t in range(trials)
+    ]
+    once = summarize(iter(scores))
+    assert summarize(scores) == once
+    assert summarize(ScoreTable(dict(enumerate(scores))).ordered()) == once
+    assert "per_trial_ci95" in once["metrics"]

@@ -19,7 +19,7 @@ from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
 from errorflow.faults.tally import FaultCount, ToolFaultCount
-from errorflow.scoring.bootstrap import mean_intervals
+from errorflow.scoring.bootstrap import BOOTSTRAP_MAX_N, mean_interval, mean_intervals
 from errorflow.scoring.credit import add_credit
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.service_load import ServiceJson
@@ -129,13 +129,16 @@ class RunJson(TypedDict):
 
 def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     """The run's outcomes and metrics from its scores, in trial order. One pass, holding
-    five costs per trial as machine doubles (for their intervals) and counts for the
-    rest: a run's scores may be a lazily read `ScoreTable` view of 100,000 trials."""
+    counts, and five costs per trial as machine doubles for their intervals while the
+    bootstrap may need them; past `BOOTSTRAP_MAX_N` costed trials of scores that can be
+    read again (a lazily read `ScoreTable` view of 100,000 trials), the normal interval
+    reads one cost at a time from them instead."""
     counts: Counter[str] = Counter()
     total, costed, n = Costs(), 0, 0
     depth_sum, depth_n, depth_max = 0, 0, 0
     successes = 0
-    spread: dict[str, array[float]] = {k: array("d") for k in INTERVAL_COSTS}
+    spread: dict[str, array[float]] | None = {k: array("d") for k in INTERVAL_COSTS}
+    again = isinstance(scores, Sequence)
     policy: dict[str, Counter[str]] = {}
     recovered = 0
     credits: dict[str, dict[str, int]] = {}
@@ -148,7 +151,10 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         # and counting it as zero would make every other trial look cheaper.
         if s.outcome is not Outcome.BUS_FAULT:
             total, costed = total + s.costs, costed + 1
-            _add_spread(spread, s.costs)
+            if spread is not None:
+                _add_spread(spread, s.costs)
+                if again and costed > BOOTSTRAP_MAX_N:
+                    spread = None
         if s.outcome is Outcome.CONTAMINATED:
             depth_sum, depth_n = depth_sum + s.depth, depth_n + 1
             depth_max = max(depth_max, s.depth)
@@ -174,8 +180,13 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         "pass^3": pass_hat_k(n, successes, 3) if n >= 3 else None,
     }
     if costed:
+        if spread is None:
+            assert isinstance(scores, Sequence)
+            intervals = {k: mean_interval(_cost_column(scores, k)) for k in INTERVAL_COSTS}
+        else:
+            intervals = mean_intervals(spread)
         metrics["per_trial_ci95"] = {
-            k: [round(x, 4) for x in interval] for k, interval in mean_intervals(spread).items()
+            k: [round(x, 4) for x in interval] for k, interval in intervals.items()
         }
     totals = rounded_policy(policy)
     if totals:
@@ -188,10 +199,24 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
 
 def _add_spread(spread: dict[str, array[float]], costs: Costs) -> None:
     for key, values in spread.items():
-        if key == "tokens":
-            values.append(costs.input_tokens + costs.output_tokens)
-        else:
-            values.append(getattr(costs, key))
+        values.append(_cost(costs, key))
+
+
+def _cost(costs: Costs, key: str) -> float:
+    return costs.input_tokens + costs.output_tokens if key == "tokens" else getattr(costs, key)
+
+
+def _cost_column(scores: Sequence[TrialScore], key: str) -> array[float]:
+    """One interval cost of every costed trial, in trial order (as `_add_spread` keeps
+    them)."""
+    return array(
+        "d",
+        (
+            _cost(s.costs, key)
+            for s in scores
+            if s.outcome not in NOT_MEASURED and s.outcome is not Outcome.BUS_FAULT
+        ),
+    )
 
 
 def bus_recovery_line(r: BusRecovery) -> str:
