@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from errorflow.calibration.compare import CompareError, simulated_twin
+from errorflow.calibration.compare import CompareError, compare, simulated_twin
 from errorflow.scenario.bundled import scenarios_dir
 from errorflow.scenario.loader import load
+from errorflow.scoring.score import Outcome, TrialScore
 from tests.behaviour_server import Behaviour, BehaviourServer
 
 
@@ -73,3 +74,17 @@ def test_only_a_scenario_with_a_real_model_compares() -> None:
     assert done.returncode == 2 and "nothing to compare" in done.stderr
     done = _cli("run", "contamination", "--compare-real")
     assert done.returncode == 2 and "--profile" in done.stderr
+
+
+def test_a_trial_without_a_scored_answer_is_left_out_of_every_pair() -> None:
+    # trial 1 timed out in the real run (a slow model), trial 2 hit the infrastructure in
+    # the simulated one: only trial 0 is a pair
+    real = [TrialScore(0, Outcome.CONTAINED, 0), TrialScore(1, Outcome.BUS_FAULT, 0),
+            TrialScore(2, Outcome.SUCCESS, 0)]  # fmt: skip
+    simulated = [TrialScore(0, Outcome.CONTAMINATED, 1), TrialScore(1, Outcome.SUCCESS, 0),
+                 TrialScore(2, Outcome.INFRA_FAULT, 0)]  # fmt: skip
+    labels = {t: {"writer": "contaminated"} for t in range(3)}
+    rows = {r.measure: r for r in compare(real, simulated, {0: {"writer": "contained"}}, labels)}
+    assert all(r.difference["n"] == 1 for r in rows.values())
+    assert rows["outcome contained"].real == 1.0 and rows["outcome contained"].simulated == 0.0
+    assert rows["writer contaminated"].simulated == 1.0 and rows["writer contained"].real == 1.0

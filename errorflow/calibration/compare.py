@@ -19,7 +19,7 @@ from errorflow.runtime.experiment import Arm
 from errorflow.scenario.overrides import apply
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scoring.score import TrialScore
+from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.stats import PairedDifference, paired_difference
 from errorflow.scoring.summary import NOT_MEASURED
 from errorflow.store.agent_labels import AgentLabels
@@ -27,6 +27,9 @@ from errorflow.store.agent_labels import AgentLabels
 REAL, SIMULATED = "real", "simulated"
 OUTCOMES = ("success", "contained", "contaminated")
 LABELS = ("contained", "contaminated")
+#: Outcomes that leave a trial out of every pair: no final answer was scored (a trial
+#: that timed out with a slow real model is a bus fault, not a model's outcome).
+UNPAIRED = NOT_MEASURED | {Outcome.BUS_FAULT}
 
 
 class CompareError(InputError):
@@ -88,8 +91,8 @@ def compare(
         (r, by_trial[r.trial])
         for r in sorted(real, key=lambda s: s.trial)
         if r.trial in by_trial
-        and r.outcome not in NOT_MEASURED
-        and by_trial[r.trial].outcome not in NOT_MEASURED
+        and r.outcome not in UNPAIRED
+        and by_trial[r.trial].outcome not in UNPAIRED
     ]
     rows = [
         _row(
