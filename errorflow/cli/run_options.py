@@ -12,6 +12,7 @@ from errorflow.cli.args import (
     nonneg,
     nonneg_float,
     positive,
+    wait_seconds,
 )
 from errorflow.cli.console import say
 from errorflow.cli.errors import UsageError
@@ -22,7 +23,7 @@ from errorflow.cli.serving_options import model_options, serving_of
 from errorflow.models import serving
 from errorflow.runtime import broker_workers
 from errorflow.runtime.liveness import DEFAULT_GRACE_S
-from errorflow.runtime.run_options import RunOptions
+from errorflow.runtime.run_options import DEFAULT_TRIAL_TIMEOUT_S, RunOptions
 from errorflow.runtime.workers import (
     AUTO,
     LARGE_RUN,
@@ -75,6 +76,7 @@ def run_options(
         on_trial=bars.trial,
         presence_timeout_s=getattr(args, "wait", 30.0),
         grace_s=getattr(args, "grace_s", DEFAULT_GRACE_S),
+        trial_timeout_s=getattr(args, "trial_timeout", DEFAULT_TRIAL_TIMEOUT_S),
         keep_messages=False,  # the store has them; memory stays flat on long runs
         run_key=run_key,
     )
@@ -102,6 +104,18 @@ def grace_option(sp: argparse.ArgumentParser) -> None:
         help="how long a participant that went away (an `errorflow agent`, the broker) "
         "is waited for before the run ends, its trials in flight marked infra_fault "
         f"(default: {DEFAULT_GRACE_S:g}); an agent restarted meanwhile rejoins",
+    )
+
+
+def trial_timeout_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--trial-timeout",
+        type=wait_seconds,
+        default=DEFAULT_TRIAL_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the runner waits for a trial's final result before it scores the "
+        f"trial bus_fault (default: {DEFAULT_TRIAL_TIMEOUT_S:g}); a trial of real models "
+        "makes several calls of up to --model-timeout each, one after another",
     )
 
 

@@ -14,6 +14,9 @@ from errorflow.runtime.liveness import DEFAULT_GRACE_S, SILENCE_S
 from errorflow.scoring.score import TrialScore
 from errorflow.store.opening import DEFAULT_DB
 
+#: How long a trial's final result is waited for (wall seconds).
+DEFAULT_TRIAL_TIMEOUT_S = 120.0
+
 
 @dataclass
 class RunOptions:
@@ -30,7 +33,7 @@ class RunOptions:
     resume: bool = False  # run_id names an interrupted run: finish its missing trials
     keep_messages: bool = True  # RunResult.messages; off for long runs (memory stays flat)
     presence_timeout_s: float = 30.0
-    trial_timeout_s: float = 120.0
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
     # How long a participant (an agent, the broker) that went away is waited for before
     # the run ends; an agent restarted meanwhile rejoins.
     grace_s: float = DEFAULT_GRACE_S

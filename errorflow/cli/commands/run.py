@@ -50,6 +50,7 @@ from errorflow.cli.run_options import (
     run_options,
     scenario_of,
     scenario_options,
+    trial_timeout_option,
     workers_option,
 )
 from errorflow.cli.signals import Terminated, interruptible
@@ -412,6 +413,7 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "present (default: 30)",
     )
     grace_option(r)
+    trial_timeout_option(r)
     workers_option(r)
     remote_workers_option(r)
     r.add_argument(
