@@ -226,6 +226,7 @@ ROWS: dict[str, tuple[list[str], Callable[[str], str]]] = {
     "topologies": (["sweep", "topologies"], topologies),
     "support-pipeline": (["run", "support-pipeline", "--propagation", "both"], paired),
     "analytics-pipeline": (["run", "analytics-pipeline", "--propagation", "both"], paired),
+    "research-chain": (["run", "research-chain", "--propagation", "both"], paired),
     "order-desk": (["run", "order-desk", "--propagation", "both"], paired),
     "order-desk-mcp": (["run", "order-desk-mcp", "--propagation", "both"], paired),
     "own-agent": (["run", "own-agent", "--propagation", "both"], paired),
