@@ -2,15 +2,16 @@
 OpenAI-compatible server, tests/llama_server.py), and `run --compare-real` with the
 profile it wrote.
 
-One server and one calibration for the module: a few probes of six families (the
-researcher's transient retry and repair with options; the writer's heed of an upstream
-failure, fabrication on a missing or empty value, its own evidence against two peers),
-a profile file whose measured parameters name the model, and a replay of the recorded
-cassette that gives the same estimates with no server. Then the real model against its
-calibrated simulation on `contamination` (two agents) and on `research-chain`, where it
-plays all three agents of a researcher → analyst → writer chain: every trial scored,
-no infrastructure fault, a row per agent, the interval printed. Slow (seconds a reply):
-two probes a family, three trials a comparison."""
+One server and one calibration, in one test (so one pytest-xdist worker does it): a few
+probes of six families (the researcher's transient retry and repair with options; the
+writer's heed of an upstream failure, fabrication on a missing or empty value, its own
+evidence against two peers) at temperature 0, as the runs use; a profile file whose
+measured parameters name the model; a replay of the recorded cassette that gives the
+same estimates with no server. Then the real model against its calibrated simulation
+on `contamination` (two agents) and on `research-chain`, where it plays all three
+agents of a researcher → analyst → writer chain: every trial scored, no infrastructure
+fault, a row per agent, the interval printed. Slow (seconds a reply): two probes a
+family, three trials a comparison."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,10 +77,9 @@ class Calibrated:
         return [arg for a in agents for arg in ("--set", f"agents.{a}.model={spec}")]
 
 
-@pytest.fixture(scope="module")
-def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Calibrated]:
+@contextmanager
+def _calibrated(workdir: Path) -> Iterator[Calibrated]:
     python, gguf = require_llama()
-    workdir = tmp_path_factory.mktemp("llama")
     with LlamaServer(python, gguf, workdir) as server:
         # at the temperature the runs use (0): the profile is of the model the compare runs
         done = _calibrate("--backend", "openai", "--model", str(gguf), "--base-url", server.url,
@@ -106,11 +107,7 @@ def _compare(c: Calibrated, scenario: str, agents: tuple[str, ...], *more: str) 
     return done.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.llama
-@pytest.mark.timeout(1800)
-def test_calibrate_a_real_local_model(calibrated: Calibrated) -> None:
-    c = calibrated
+def _check_calibration(c: Calibrated) -> None:
     assert c.done.returncode == 0, (c.done.stderr, c.server.tail())
     found = json.loads(c.done.stdout)
     assert set(found) == MEASURED
@@ -129,12 +126,8 @@ def test_calibrate_a_real_local_model(calibrated: Calibrated) -> None:
     assert json.loads(replay.stdout) == found
 
 
-@pytest.mark.slow
-@pytest.mark.llama
-@pytest.mark.timeout(1800)
-def test_compare_real_on_contamination(calibrated: Calibrated) -> None:
-    assert calibrated.done.returncode == 0, calibrated.done.stderr
-    out = _compare(calibrated, "contamination", ("researcher", "writer"), "--json")
+def _check_contamination(c: Calibrated) -> None:
+    out = _compare(c, "contamination", ("researcher", "writer"), "--json")
     rows = json.loads(out)["compare_real"]
     assert rows["outcome contaminated"]["n"] == TRIALS and "writer contaminated" in rows
 
@@ -146,15 +139,11 @@ ROW = re.compile(
 )
 
 
-@pytest.mark.slow
-@pytest.mark.llama
-@pytest.mark.timeout(1800)
-def test_compare_real_on_a_multi_agent_chain(calibrated: Calibrated) -> None:
+def _check_chain(c: Calibrated) -> None:
     """The real model plays researcher, analyst and writer; the trial timeout leaves
     room for a chain of real replies one after another."""
-    assert calibrated.done.returncode == 0, calibrated.done.stderr
     agents = ("researcher", "analyst", "writer")
-    out = _compare(calibrated, "research-chain", agents, "--trial-timeout", "900")
+    out = _compare(c, "research-chain", agents, "--trial-timeout", "900")
     assert "Real model vs its simulation" in out and "real − simulated (95% CI)" in out
     rows = {m["measure"]: m for m in ROW.finditer(out)}
     outcomes = [f"outcome {o}" for o in ("success", "contained", "contaminated")]
@@ -167,3 +156,16 @@ def test_compare_real_on_a_multi_agent_chain(calibrated: Calibrated) -> None:
         assert abs(diff - (int(row["real"]) - int(row["sim"]))) <= 1, name  # rounded
     assert sum(int(rows[o]["real"]) for o in outcomes) in range(99, 102)
     assert "measured" in out  # the profile line: which parameters were measured
+
+
+@pytest.mark.slow
+@pytest.mark.llama
+@pytest.mark.timeout(2400)
+def test_calibrate_a_real_local_model_and_compare_it_with_its_simulation(
+    tmp_path: Path,
+) -> None:
+    # one test, so that one pytest-xdist worker starts one server and calibrates once
+    with _calibrated(tmp_path) as c:
+        _check_calibration(c)
+        _check_contamination(c)
+        _check_chain(c)
