@@ -80,6 +80,8 @@ def test_wire_format_is_plain_json_with_the_design_fields() -> None:
         (lambda d: d["errors"][0].update(code="oops"), "invalid"),
         (lambda d: d["errors"][0].update(secret="x"), "unknown_field"),
         (lambda d: d.pop("sender"), "invalid"),
+        (lambda d: d.update(seq=2**63), "invalid"),  # beyond SQLite's and the seen runs'
+        (lambda d: d.update(seq=-1), "invalid"),
     ],
 )
 def test_strict_rejections(mutate: object, reason: str) -> None:

@@ -24,10 +24,10 @@ def test_runs_merge_whatever_the_order() -> None:
     order = list(range(100, 200))
     random.Random(1).shuffle(order)
     assert all(runs.add(s) for s in order)
-    assert (runs.los, runs.his) == ([100], [199])
+    assert (list(runs.los), list(runs.his)) == ([100], [199])
     assert not any(runs.add(s) for s in (100, 150, 199))
     assert runs.add(300) and runs.add(201) and runs.add(200)
-    assert (runs.los, runs.his) == ([100, 300], [201, 300])
+    assert (list(runs.los), list(runs.his)) == ([100, 300], [201, 300])
 
 
 def test_a_resend_is_a_duplicate_and_a_new_id_on_an_old_seq_a_replay() -> None:

@@ -32,6 +32,8 @@ MAX_MESSAGE_BYTES = 256 * 1024
 #: recursively, and the JSON parser itself stops at 200 levels.
 MAX_PAYLOAD_DEPTH = 32
 MAX_PAYLOAD_VALUES = 20_000
+#: Largest seq (and what SQLite's INTEGER and a receiver's seen runs hold).
+MAX_SEQ = 2**63 - 1
 
 #: A JSON object as a sender builds it (an envelope's payload, a JSON schema).
 JsonObject = dict[str, JsonValue]
@@ -102,7 +104,11 @@ class Envelope(BaseModel):
     id: str = Field(default_factory=lambda: new_id(), min_length=1, max_length=64)
     run_id: Name
     trial: int = Field(ge=0)
-    seq: int = Field(ge=0, description="Per-sender sequence number: detects loss and duplicates.")
+    seq: int = Field(
+        ge=0,
+        le=MAX_SEQ,
+        description="Per-sender sequence number: detects loss and duplicates.",
+    )
     sender: Name
     recipient: Name
     kind: Kind
