@@ -44,6 +44,7 @@ from errorflow.store.failures import (
     StoreFailed,
     StoreFile,
     check_in_place,
+    store_fault,
     store_file,
 )
 from errorflow.store.rows import (
@@ -272,9 +273,10 @@ class Recorder:
             log.debug("store write failed, %d rows not stored: %r", sum(len(b) for b in batch), exc)
 
     def _failed(self, exc: Exception) -> StoreFailed:
-        """A failure the store did not name itself, said of the store."""
+        """A failure the store did not name itself, said of the store (in SQLite's words
+        when it is the store's own fault, as a failed batch of rows is)."""
         path = self._file.path if self._file is not None else "(the run's store)"
-        return StoreFailed(path, redact(f"{type(exc).__name__}: {exc}")[:300])
+        return StoreFailed(path, store_fault(exc) or redact(f"{type(exc).__name__}: {exc}")[:300])
 
     async def _write(
         self,
