@@ -68,7 +68,7 @@ class SeqRuns:
     __slots__ = ("his", "los")
 
     def __init__(self) -> None:
-        # Machine integers (8 bytes a bound, where a list holds a 36-byte int object): a
+        # Machine integers (8 bytes a bound; a list holds a 32-byte int and its slot): a
         # receiver that hears only some of a sender's messages keeps up to MAX_RUNS runs.
         self.los: array[int] = array("q")
         self.his: array[int] = array("q")
