@@ -246,3 +246,32 @@ async def test_a_trial_whose_results_are_filed_before_its_task_is_scored(
         assert (messages[-1].sender, messages[-1].kind) == (topics.RUNNER, Kind.TASK)
     assert result.outcomes["bus_fault"] == 0
     assert result.outcomes["contaminated"] == 4
+
+
+async def test_a_lane_cancelled_as_its_trial_completes_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C cancels the lanes; one whose trial's final result is filed in the same
+    step of the loop must stop too. (On Python 3.11 `asyncio.wait_for` returned the
+    result and dropped the cancel: that lane ran every trial left, and the run never
+    ended.) Here trial 2's lane is cancelled as its result is filed."""
+    lanes: dict[int, asyncio.Task[Any]] = {}
+    trial, resolve = run_driver.RunDriver._trial, run_driver.RunDriver._resolve
+
+    async def noting_lane(self: Any, number: int) -> None:
+        lanes[number] = asyncio.current_task()  # type: ignore[assignment]
+        await trial(self, number)
+
+    def resolve_and_cancel(self: Any, number: int | None) -> None:
+        resolve(self, number)
+        if number == 2 and number in lanes:
+            lanes[number].cancel()
+
+    monkeypatch.setattr(run_driver.RunDriver, "_trial", noting_lane)
+    monkeypatch.setattr(run_driver.RunDriver, "_resolve", resolve_and_cancel)
+    done: list[TrialScore] = []
+    s = scenario("contamination", trials=200, max_in_flight=1)
+    options = RunOptions(bus=InProcessBus(), db_path=tmp_path / "c.db", on_trial=done.append)
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run_scenario(s, options), 60)
+    assert len(done) == 2  # trials 0 and 1; trial 2's lane stopped before scoring it

@@ -234,7 +234,8 @@ class Handout:
             exc = self.reader.exception() if not self.reader.cancelled() else None
             raise ShardFailed(f"run {self.run_id}: the broker connection was lost ({exc})")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), POLL_S)
+            async with asyncio.timeout(POLL_S):
+                await self.changed.wait()
         self.changed.clear()
 
     async def wait_ready(self) -> None:

@@ -133,7 +133,8 @@ class Participants:
         while not self.present_all.is_set():
             await self.endpoint.control(roll_call, trace="presence")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.present_all.wait(), timeout=interval)
+                async with asyncio.timeout(interval):
+                    await self.present_all.wait()
             interval = min(1.0, interval * 2)
             if time.monotonic() > deadline and not self.present_all.is_set():
                 missing = sorted(self.agents - self.present)
@@ -194,9 +195,8 @@ class Participants:
         assert self.endpoint is not None
         roll_call = RollCall(scenario=identity.public(self.plan.scenario))
         with contextlib.suppress(ConnectionError, TimeoutError):
-            await asyncio.wait_for(
-                self.endpoint.control(roll_call, trace="presence"), ROLL_CALL_EVERY_S
-            )
+            async with asyncio.timeout(ROLL_CALL_EVERY_S):
+                await self.endpoint.control(roll_call, trace="presence")
 
     async def _replay(self, agent: str) -> None:
         """A restarted agent lost the work it held: give it those inputs again, as they

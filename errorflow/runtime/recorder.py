@@ -132,7 +132,8 @@ class Recorder:
             deadline = asyncio.get_running_loop().time() + DRAIN_MAX_S
             while not self.ended.is_set() and asyncio.get_running_loop().time() < deadline:
                 try:
-                    topic, raw = await asyncio.wait_for(anext(incoming), DRAIN_QUIET_S)
+                    async with asyncio.timeout(DRAIN_QUIET_S):
+                        topic, raw = await anext(incoming)
                 except (TimeoutError, StopAsyncIteration):
                     break
                 self.handle(topic, raw)
@@ -323,7 +324,8 @@ class Recorder:
                     return False  # it stopped before the end: nothing more is coming
                 before = self.handled
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.ended.wait(), stall_s)
+                    async with asyncio.timeout(stall_s):
+                        await self.ended.wait()
                 if not self.ended.is_set() and self.handled == before:
                     return False
             return True

@@ -265,7 +265,11 @@ class RunDriver:
             if self.tracker.add(env):
                 self._resolve(trial)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.options.trial_timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 a wait_for whose future
+            # completes as its task is cancelled drops the cancel, and this lane went on
+            # through every trial left after Ctrl-C.
+            async with asyncio.timeout(self.options.trial_timeout_s):
+                await asyncio.shield(fut)
             messages = self.tracker.messages(trial)
             score = (
                 self.crashed.pop(trial, None)
