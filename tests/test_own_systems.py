@@ -296,3 +296,26 @@ def test_a_silent_wrong_input_makes_the_derived_answer_false() -> None:
         reasons = [s.reason for s in result.raw.scores if s.outcome.value == "contaminated"]
         assert len(reasons) >= 10, (propagation, result.outcomes)
         assert all("week_usd" in r for r in reasons), reasons
+
+
+#: Two more systems a new user wrote from FORMAT.md alone, run as written (the default
+#: simulated model, its own slips included): nested managers with a writer after them,
+#: and the user's own Python tools with a dependent need, a stale cache checked against a
+#: second source and a reviewer.
+UNSEEN = [TOOLS.parent / "incident_desk.yaml", TOOLS.parent / "ship_quote.yaml"]
+
+
+@pytest.mark.parametrize("path", UNSEEN, ids=lambda p: p.stem)
+def test_a_new_users_own_system_gets_true_labels(path: Path) -> None:
+    """Fault-free at least 90 % succeed; with the faults explicit contaminates fewer
+    trials than implicit; no final answer whose every fact is right is contaminated."""
+    scenario = api.load(path)
+    clean = api.baseline(scenario)
+    assert clean.outcomes["success"] >= 0.9 * scenario.trials, clean.outcomes
+    both = api.run(scenario, propagation="both")
+    explicit, implicit = both.explicit.outcomes, both.implicit.outcomes
+    assert explicit["contaminated"] < implicit["contaminated"], (explicit, implicit)
+    for result in (clean, both.explicit, both.implicit):
+        for score in result.raw.scores:
+            if score.outcome == "contaminated":
+                assert "wrong" in score.credit.values(), (path.stem, score.trial, score.credit)
