@@ -60,6 +60,7 @@ The API key is handed to the SDK client and nowhere else: it is not kept on the
 backend, not shown by ``repr``, not logged, and every error message is scrubbed
 (literal key and `redact` patterns) before it leaves this module.
 """
+
 from __future__ import annotations
 
 import logging
@@ -111,7 +112,6 @@ def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
     if value is None or not value.strip():
         return None
     return value.strip()
-
 
 
 # --------------------------------------------------------------------------- backend
@@ -186,7 +186,6 @@ class AnthropicBackend(SdkBackend):
     async def aclose(self) -> None:
         await self._client.close()
 
-
     def _status_error(self, exc: anthropic.APIStatusError) -> ModelCallError:
         status = exc.status_code
         err_type = getattr(exc, "type", None)
@@ -204,7 +203,6 @@ class AnthropicBackend(SdkBackend):
             infrastructure=self._infrastructure(status, detail),
         )
 
-
     async def check(self) -> None:
         """One cheap request before the first trial: the server answers, accepts the key,
         has the model and answers in the API's shapes (`models.retrieve`; a server without
@@ -220,7 +218,6 @@ class AnthropicBackend(SdkBackend):
         if reason is not None:
             log.debug("anthropic check failed model=%s server=%s", self.model, self.server)
             raise InfrastructureError(reason)
-
 
     async def _lookup_model(self) -> ModelCallError | None:
         client = self._client.with_options(timeout=self._check_s)
@@ -305,7 +302,6 @@ _MESSAGES_REQUEST = "a Messages API request"
 _MESSAGES_REPLY = "a Messages API reply"
 
 
-
 def _used_tokens(reply: JsonObject) -> int:
     usage = reply.get("usage")
     if not isinstance(usage, dict):
@@ -313,4 +309,3 @@ def _used_tokens(reply: JsonObject) -> int:
     names = ("input_tokens", "output_tokens", "cache_read_input_tokens",
              "cache_creation_input_tokens")  # fmt: skip
     return sum(as_int(usage.get(n)) for n in names)
-

@@ -205,11 +205,9 @@ def parse_message(message: Message, name_map: Mapping[str, str] | None = None) -
     return final(FinalAnswer(flags=["no_structured_answer"]))
 
 
-
 def parse_reply(reply: Mapping[str, object], name_map: Mapping[str, str]) -> ModelResponse:
     """A reply's JSON body (from the server, the response cache or a cassette) →
     ModelResponse, as `parse_message` reads the SDK's Message."""
     # `construct` builds the typed blocks without validating, as the SDK does with a reply.
     message = Message.construct(**dict(reply))  # type: ignore[arg-type]
     return parse_message(message, name_map)
-

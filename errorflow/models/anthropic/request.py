@@ -349,7 +349,6 @@ def render_system(system: str) -> str:
     return f"{system.rstrip()}\n\n{SYSTEM_ADDENDUM}" if system.strip() else SYSTEM_ADDENDUM
 
 
-
 # --------------------------------------------------------------------------- wire
 
 #: A Messages API request body as errorflow sends it: JSON values only, so that it can
@@ -422,4 +421,3 @@ class WireFormat:
         if self.temperature is not None:
             body["temperature"] = self.temperature
         return body, name_map
-

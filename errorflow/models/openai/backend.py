@@ -148,9 +148,7 @@ class OpenAIBackend(SdkBackend):
     async def aclose(self) -> None:
         await self._client.close()
 
-
     # -- failures --------------------------------------------------------------------
-
 
     def _server_failed(self, status: int, detail: str) -> str | None:
         """A 5xx: servers behind this API (llama.cpp, vLLM, proxies) answer one when
@@ -177,7 +175,6 @@ class OpenAIBackend(SdkBackend):
             infrastructure=self._infrastructure(status, detail),
         )
 
-
     # -- the check before the first trial ----------------------------------------------
 
     async def check(self) -> None:
@@ -194,7 +191,6 @@ class OpenAIBackend(SdkBackend):
             return  # load: the policy layer meets it, and gives up on it, in the trials
         log.debug("openai check failed model=%s server=%s", self.model, self.server)
         raise InfrastructureError(failure.infrastructure)
-
 
     async def _lookup_model(self) -> ModelCallError | None:
         client = self._client.with_options(timeout=self._check_s)
@@ -252,7 +248,6 @@ class OpenAIBackend(SdkBackend):
         body, names = self.wire.render(request)
         log.debug("openai call agent=%s model=%s", request.agent, self.model)
         return self.wire.parse(await self.send(body), names)
-
 
 
 def _used_tokens(reply: JsonObject) -> int:

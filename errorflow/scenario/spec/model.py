@@ -310,9 +310,7 @@ class Scenario(Extended):
         spec = self.agents[agent]
         if tool in spec.tools and spec.does.gathers:
             return True
-        return any(
-            self._fetches(d, tool, seen | {agent}) for d in spec.delegates if d not in seen
-        )
+        return any(self._fetches(d, tool, seen | {agent}) for d in spec.delegates if d not in seen)
 
     def reaches(self, src: str, dst: str) -> bool:
         """Whether `src`'s results reach `dst` (through any number of agents). A manager
