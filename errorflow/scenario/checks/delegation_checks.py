@@ -62,12 +62,20 @@ def _delegate_problems(
             "its waits_for",
             spec.waits_for,
         )
-    senders = [n for n, a in s.agents.items() if worker in a.sends_to or worker in a.waits_for]
+    senders = [n for n, a in s.agents.items() if worker in a.sends_to]
     if senders:
         yield Reference(
             loc,
             f"{worker!r} is a delegate of {manager!r} and also receives from "
             f"{', '.join(senders)}; a delegate's only input is its manager's sub-task",
+            worker,
+        )
+    waiting = [n for n, a in s.agents.items() if worker in a.waits_for]
+    if waiting:  # `b: {waits_for: [w]}` is `w: {sends_to: [b]}`
+        yield Reference(
+            loc,
+            f"{', '.join(waiting)} waits for {worker!r}, a delegate of {manager!r}, so "
+            f"{back}; a delegate answers its manager only",
             worker,
         )
     if spec.peers or spec.returns_to is not None:
