@@ -130,6 +130,11 @@ class InProcessBus:
         return conn
 
     def _route(self, topic: str) -> tuple[InProcessConnection, ...]:
+        """The connections subscribed to `topic`: a dict lookup once worked out."""
+        route = self._routes.get(topic)
+        return route if route is not None else self._work_out(topic)
+
+    def _work_out(self, topic: str) -> tuple[InProcessConnection, ...]:
         if len(self._routes) >= ROUTES_LIMIT:
             self._routes.clear()
         route = tuple(c for c in self._conns if any(matches(topic, p) for p in c.patterns))
@@ -141,9 +146,7 @@ class InProcessBus:
         self._routes.clear()
 
     async def deliver(self, topic: str, payload: Delivery) -> None:
-        route = self._routes.get(topic)
-        if route is None:
-            route = self._route(topic)
+        route = self._route(topic)
         item = (topic, payload)
         for conn in route:
             try:
@@ -154,9 +157,7 @@ class InProcessBus:
     def deliver_nowait(self, topic: str, payload: Delivery) -> bool:
         """Deliver at once if every subscriber has room; False (nothing delivered) if one
         has not, for the caller to wait with `deliver`."""
-        route = self._routes.get(topic)
-        if route is None:
-            route = self._route(topic)
+        route = self._route(topic)
         if any(conn.queue.full() for conn in route):
             return False
         item = (topic, payload)
