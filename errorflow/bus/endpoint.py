@@ -388,18 +388,11 @@ class Endpoint:
         may not have had our ack), not passed on; a replayed seq is neither. A `Posted`
         envelope was validated when built, in this process: it is neither decoded nor
         verified; everything after that is the same for it."""
-        if isinstance(raw, Posted):
-            env = raw.env
-            reason = rejection_reason(env, self.run_id, self.members)
-        else:
-            try:
-                env = decode(raw)
-            except RejectedMessage as exc:
-                self.rejects[exc.reason] += 1
-                return None, None
-            reason = rejection_reason(env, self.run_id, self.members)
-            if reason is None and self.key is not None:
-                reason = signing.verify(self.key, raw)  # before anything acts on it, acks too
+        try:
+            env, reason = admission(raw, self.run_id, self.members, self.key)
+        except RejectedMessage as exc:
+            self.rejects[exc.reason] += 1
+            return None, None
         if reason is not None:
             self.rejects[reason] += 1
             return None, None
@@ -528,6 +521,22 @@ class Endpoint:
         )
         with contextlib.suppress(ConnectionError):
             await self.publish_event(sent.trial, sent.trace_id, event)
+
+
+def admission(
+    raw: Delivery, run_id: str, members: set[str] | None, key: bytes | None
+) -> tuple[Envelope, str | None]:
+    """The envelope `raw` holds and why it must be dropped (None: it may be read), checked
+    before anything acts on it. A `Posted` envelope was validated when built, in this
+    process: it is neither decoded nor verified. Raises `RejectedMessage` for bytes that
+    are not an envelope."""
+    if isinstance(raw, Posted):
+        return raw.env, rejection_reason(raw.env, run_id, members)
+    env = decode(raw)
+    reason = rejection_reason(env, run_id, members)
+    if reason is None and key is not None:
+        reason = signing.verify(key, raw)
+    return env, reason
 
 
 def rejection_reason(env: Envelope, run_id: str, members: set[str] | None) -> str | None:

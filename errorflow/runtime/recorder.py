@@ -21,11 +21,11 @@ from collections import Counter
 
 import aiosqlite
 
-from errorflow.bus.endpoint import rejection_reason
+from errorflow.bus.endpoint import admission
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Connection, Delivery, Posted, backlog
 from errorflow.core.redact import redact
-from errorflow.protocol import signing, topics
+from errorflow.protocol import topics
 from errorflow.protocol.control import (
     Bye,
     End,
@@ -36,7 +36,6 @@ from errorflow.protocol.envelope import (
     Envelope,
     Kind,
     RejectedMessage,
-    decode,
 )
 from errorflow.protocol.events import event_type
 from errorflow.store import root_causes
@@ -155,19 +154,13 @@ class Recorder:
     def _handle(self, topic: str, raw: Delivery) -> None:
         self.handled += 1
         now = time.time()
-        if isinstance(raw, Posted):  # built and validated in this process (transport.py)
-            env, text, clean = raw.env, raw.text, raw.clean
-            reason = rejection_reason(env, self.run_id, self.members)
-        else:
-            try:
-                env = decode(raw)
-            except RejectedMessage as exc:
-                self._reject(topic, exc.reason, exc.detail, raw, now)
-                return
-            text, clean = raw.decode(), False
-            reason = rejection_reason(env, self.run_id, self.members)
-            if reason is None and self.key is not None:
-                reason = signing.verify(self.key, raw)
+        try:
+            env, reason = admission(raw, self.run_id, self.members, self.key)
+        except RejectedMessage as exc:
+            self._reject(topic, exc.reason, exc.detail, raw, now)
+            return
+        # A `Posted` envelope's text comes with it, searched by its sender's net.
+        text, clean = (raw.text, raw.clean) if isinstance(raw, Posted) else (raw.decode(), False)
         if reason is None:
             reason = self.seen.repeat(env)  # `duplicate` or `replayed_seq`
         if reason is not None:
