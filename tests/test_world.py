@@ -105,19 +105,19 @@ def test_a_fault_on_another_tool_does_not_change_the_draws() -> None:
 def test_appending_a_fault_to_the_same_tool_keeps_the_first_ones_draws() -> None:
     one = [TransientFault(kind="transient", p=0.3)]
     two = [*one, TimeoutFault(kind="timeout", p=0.3)]
-    a = FaultPlan(one, random.Random("s"))
-    b = FaultPlan(two, random.Random("s"))
+    a = FaultPlan(one, lambda: random.Random("s"))
+    b = FaultPlan(two, lambda: random.Random("s"))
     pa = [a.next() is not None for _ in range(300)]
     pb = [(f := b.next()) is not None and f.kind == "transient" for _ in range(300)]
     assert pa == pb
 
 
 def test_fault_plan_first_n_and_always() -> None:
-    plan = FaultPlan([TransientFault(kind="transient", first_n=2)], random.Random(1))
+    plan = FaultPlan([TransientFault(kind="transient", first_n=2)], lambda: random.Random(1))
     assert [plan.next() is not None for _ in range(5)] == [True, True, False, False, False]
-    always = FaultPlan([PermissionFault(kind="permission")], random.Random(1))
+    always = FaultPlan([PermissionFault(kind="permission")], lambda: random.Random(1))
     assert all(always.next() is not None for _ in range(10))
-    assert FaultPlan([], random.Random(1)).next() is None
+    assert FaultPlan([], lambda: random.Random(1)).next() is None
 
 
 def test_partial_item_draws_are_per_tool() -> None:

@@ -188,44 +188,35 @@ def _takes(kind: type[ToolFaultBase], key: str, value: object) -> bool:
 class FaultPlan:
     """Decides, call by call, which injected fault (if any) fires on a tool.
 
-    Each fault has its own random stream, derived from `rng` and the fault's position,
-    and draws one number on every call whether it fires or not. So the hit pattern of
-    a fault depends only on (seed, trial, agent, tool, position): adding a fault to
-    another tool, or appending one to this tool, never shifts it."""
+    Each fault has its own random stream, derived from the plan's stream and the fault's
+    position, and draws one number on every call whether it fires or not. So the hit
+    pattern of a fault depends only on (seed, trial, agent, tool, position): adding a
+    fault to another tool, or appending one to this tool, never shifts it."""
 
     def __init__(
         self,
         faults: Sequence[ToolFaultBase],
-        rng: random.Random | Callable[[], random.Random] | None,
+        make_rng: Callable[[], random.Random] | None,
     ) -> None:
-        """`rng` may be None for a tool without faults (nothing ever draws from it), or
-        what makes the stream: then it is made and drawn from at the first call (most
-        agents never call most tools; the draws are the same either way)."""
+        """`make_rng` makes the plan's stream, at the first call (most agents never call
+        most tools); None for a tool without faults (nothing ever draws from it)."""
         self._faults = list(faults)
         self._rngs: list[random.Random] = []
         self._base = 0
-        self._make: Callable[[], random.Random] | None = None
-        if self._faults:
-            if rng is None:
-                raise ValueError("a fault plan with faults needs its random stream")
-            if isinstance(rng, random.Random):
-                self._seed_from(rng)
-            else:
-                self._make = rng
+        if self._faults and make_rng is None:
+            raise ValueError("a fault plan with faults needs its random stream")
+        self._make = make_rng if self._faults else None
         self._picks: dict[int, random.Random] = {}
         self.calls = 0
         #: The position (in this plan's faults) of the fault that fired on the last call.
         self.fired: int | None = None
 
-    def _seed_from(self, rng: random.Random) -> None:
-        self._base = rng.getrandbits(64)
-        self._rngs = [random.Random(f"{self._base}:{i}") for i in range(len(self._faults))]
-
     def next(self) -> ToolFaultBase | None:
         """Advance the call counter and return the first fault that fires. Every fault
         draws, fired or shadowed."""
         if self._make is not None:
-            self._seed_from(self._make())
+            self._base = self._make().getrandbits(64)
+            self._rngs = [random.Random(f"{self._base}:{i}") for i in range(len(self._faults))]
             self._make = None
         index = self.calls
         self.calls += 1
