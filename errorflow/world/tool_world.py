@@ -8,6 +8,9 @@ never holds the scenario: the world reads its tools, tables, services and seed h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from pydantic import JsonValue
 
 from errorflow.scenario.spec.model import NeedSpec, Scenario
@@ -26,14 +29,18 @@ class ToolWorld:
         #: What each tool is (its arguments, description and schema), made once: an MCP
         #: tool's is read from its server.
         self.catalog = ToolCatalog.of(scenario)
+        self._truths: Mapping[str, JsonValue] | None = None
 
     def client(self, trial: int, owner: str) -> ToolClient:
         """The tool calls of `owner` (an agent, or one of its rounds) in `trial`."""
         return ToolClient(self._scenario, trial, owner, self.catalog, self.services)
 
-    def truths(self) -> dict[str, JsonValue]:
-        """Each need's true answer, by need id (it may call Python and MCP tools)."""
-        return need_truths(self._scenario, self.catalog)
+    def truths(self) -> Mapping[str, JsonValue]:
+        """Each need's true answer, by need id: worked out once (it may call Python and
+        MCP tools)."""
+        if self._truths is None:
+            self._truths = MappingProxyType(need_truths(self._scenario, self.catalog))
+        return self._truths
 
     def hidden(self, trial: int, need: NeedSpec) -> bool:
         """Whether a fault withholds `need`'s real identifier from the model in `trial`."""
