@@ -115,13 +115,20 @@ class _CheckingBus(InProcessBus):
         self.posted = 0
         self.differ: list[str] = []
 
-    async def deliver(self, topic: str, payload: transport.Delivery) -> None:
+    def _check(self, topic: str, payload: transport.Delivery) -> None:
         if isinstance(payload, transport.Posted):
             self.posted += 1
             back = decode(payload.text.encode())
             if back != payload.env or _typed(back.payload) != _typed(payload.env.payload):
                 self.differ.append(topic)
+
+    async def deliver(self, topic: str, payload: transport.Delivery) -> None:
+        self._check(topic, payload)
         await super().deliver(topic, payload)
+
+    def deliver_nowait(self, topic: str, payload: transport.Delivery) -> bool:
+        self._check(topic, payload)  # (a full inbox: checked again by `deliver`)
+        return super().deliver_nowait(topic, payload)
 
 
 @pytest.mark.parametrize("name", ["contamination", "support-pipeline", "lineage-guard"])

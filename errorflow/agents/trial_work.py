@@ -457,8 +457,17 @@ class TrialEvents:
         if getattr(event, "at", 0.0) is None:  # stamped with the trial's run time
             event = event.model_copy(update={"at": round(self.clock.now, 6)})
         self.tally.add(event)
-        publishing = self.endpoint.publish_event(self.trial, self.trace_id, event)
-        self.pending.append(asyncio.create_task(publishing))
+        if self.pending:  # one is still on its way: this one goes after it
+            publishing = self.endpoint.publish_event(self.trial, self.trace_id, event)
+            self.pending.append(asyncio.create_task(publishing))
+            return
+        try:
+            later = self.endpoint.post_event(self.trial, self.trace_id, event)
+        except Exception as exc:  # as `settle` takes a failed publish: telemetry lost
+            log.warning("event not published: %s", redact(str(exc)))
+            return
+        if later is not None:
+            self.pending.append(asyncio.create_task(later))
 
     async def settle(self) -> None:
         await _settle_tasks(self.pending)

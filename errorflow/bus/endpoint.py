@@ -40,8 +40,9 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
 from errorflow.bus.redaction import redacted, screened
@@ -346,6 +347,26 @@ class Endpoint:
             trace_id=trace_id,
             payload=event.to_payload(),
         )
+
+    def post_event(
+        self, trial: int, trace_id: str, event: Event
+    ) -> Coroutine[Any, Any, None] | None:
+        """`publish_event` at once where it need not wait (an in-process bus with room in
+        every inbox, nothing held back by a reorder fault): None then, else what is left
+        to await. A task per event cost more than the event itself."""
+        if self._local is None or self._held:
+            return self.publish_event(trial, trace_id, event)
+        env = self._envelope(
+            kind=Kind.EVENT,
+            recipient="observers",
+            trial=trial,
+            trace_id=trace_id,
+            payload=event.to_payload(),
+        )
+        env, text, clean = screened(env)
+        raw = Posted(env, text, clean)
+        topic = topics.for_message(self.run_id, Kind.EVENT, self.name, "observers")
+        return None if self._local.post_nowait(topic, raw) else self._publish(topic, raw)
 
     async def control(self, action: Control, *, recipient: str = "all", trace: str) -> None:
         """Publish one control action (trial 0; `trace` names the conversation:
