@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.classify import Failure
 from errorflow.protocol.envelope import Envelope
-from errorflow.protocol.result import ResultPayload
+from errorflow.protocol.result import lateness
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,8 @@ def arrivals(inputs: Sequence[Envelope], wait_s: float) -> Arrivals:
     missing: list[Failure] = []
     waited = 0.0
     for env in inputs:
-        payload = ResultPayload.from_wire(env.payload)
-        delay = payload.delay_s
-        if payload.withheld or delay > wait_s:
+        withheld, delay = lateness(env.payload)
+        if withheld or delay > wait_s:
             missing.append(
                 Failure(
                     ErrorCode.TIMEOUT,

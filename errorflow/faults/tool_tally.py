@@ -18,7 +18,7 @@ from typing import Protocol
 from errorflow.faults.tally import Tally, ToolFaultCount
 from errorflow.faults.tool_base import ToolFaultBase, withheld
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.protocol.result import ResultPayload
+from errorflow.protocol.result import tool_faults_of
 
 
 class _Tool(Protocol):
@@ -52,7 +52,7 @@ class ToolFaultTally:
         for m in messages:
             if m.kind is not Kind.RESULT:
                 continue
-            for path, n in ResultPayload.from_wire(m.payload).tool_faults.items():
+            for path, n in tool_faults_of(m.payload).items():
                 if path in self.kinds:
                     seen[path] += n
         seen.update(self._withheld(trial))

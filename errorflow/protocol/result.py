@@ -145,6 +145,18 @@ class ResultPayload:
         )
 
 
+def lateness(payload: Mapping[str, object]) -> tuple[str | None, float]:
+    """A copy's `withheld` and `delay_s` as `ResultPayload.from_wire` reads them, without
+    reading the rest (a recipient asks it of every input)."""
+    withheld = payload.get("withheld")
+    return (None if not withheld else str(withheld)), _number(payload.get("delay_s")) or 0.0
+
+
+def tool_faults_of(payload: Mapping[str, object]) -> dict[str, int]:
+    """`ResultPayload.from_wire(payload).tool_faults`, without reading the rest."""
+    return _counts(_trace(payload).get("tool_faults"))
+
+
 def round_of(payload: Mapping[str, object]) -> int:
     """The round a task or result is for (0 when it says none, or not as an integer)."""
     value = payload.get("round", 0)
@@ -185,11 +197,13 @@ def _trace(payload: Mapping[str, object]) -> Mapping[str, object]:
 
 def _code(value: object) -> ErrorCode:
     return (
-        ErrorCode(value) if isinstance(value, str) and value in _CODES else ErrorCode.INTERNAL_ERROR
+        _CODES.get(value, ErrorCode.INTERNAL_ERROR)
+        if isinstance(value, str)
+        else ErrorCode.INTERNAL_ERROR
     )
 
 
-_CODES = frozenset(c.value for c in ErrorCode)
+_CODES = {c.value: c for c in ErrorCode}  # a lookup: `ErrorCode(value)` is several calls
 
 
 def _stop(value: object) -> StopReason | None:

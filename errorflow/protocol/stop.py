@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from errorflow.core.taxonomy import ErrorCode
 
 UNRECOVERABLE_PREFIX = "unrecoverable:"
-_CODES = frozenset(c.value for c in ErrorCode)
+_CODES = {c.value: c for c in ErrorCode}
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class StopReason:
         """The inverse of `wire`: a code that is not an `ErrorCode` stays a string."""
         unrecoverable = wire.startswith(UNRECOVERABLE_PREFIX)
         value = wire.removeprefix(UNRECOVERABLE_PREFIX) if unrecoverable else wire
-        code: ErrorCode | str = ErrorCode(value) if value in _CODES else value
+        code: ErrorCode | str = _CODES.get(value, value)
         return cls(code, unrecoverable)
 
 

@@ -23,7 +23,6 @@ from typing import Protocol
 
 from errorflow.faults.tool_base import withheld
 from errorflow.protocol.claims import FinalAnswer
-from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.result import ResultPayload
 from errorflow.scenario.spec.model import Scenario
 
@@ -60,20 +59,15 @@ def fact_credit(answers: Iterable[FinalAnswer], truth: _Truth) -> dict[str, Cred
     return out
 
 
-def struck(scenario: Scenario, trial: int, messages: Iterable[Envelope]) -> bool:
-    """A fault struck the trial: a result reports a failure, or a tool fault fired on
-    its sender's calls (a silent wrong answer leaves no failure, only the firing), or a
-    per-trial fault withheld a need's identifier from the task (`bad_args`)."""
+def struck(scenario: Scenario, trial: int, results: Iterable[ResultPayload]) -> bool:
+    """A fault struck the trial: a result (of `results`, its payloads) reports a failure,
+    or a tool fault fired on its sender's calls (a silent wrong answer leaves no failure,
+    only the firing), or a per-trial fault withheld a need's identifier from the task
+    (`bad_args`)."""
     for need in scenario.task.needs:
         if withheld(scenario.tools[need.tool].faults, scenario.seed, trial, need.id) is not None:
             return True
-    for m in messages:
-        if m.kind is not Kind.RESULT:
-            continue
-        payload = ResultPayload.from_wire(m.payload)
-        if payload.failures or payload.tool_faults or payload.faults:
-            return True
-    return False
+    return any(p.failures or p.tool_faults or p.faults for p in results)
 
 
 def credit_counts(

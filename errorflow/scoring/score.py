@@ -118,10 +118,12 @@ class Truth:
         return bool(expected == value)
 
 
-def label_message(env: Envelope, truth_: Truth, touched: bool) -> MessageLabel:
+def label_message(
+    env: Envelope, truth_: Truth, touched: bool, payload: ResultPayload | None = None
+) -> MessageLabel:
     """The labelling rule (see the module's docstring; `touched` and silence as
-    errorflow.scoring.labels decides them)."""
-    answer = ResultPayload.from_wire(env.payload).answer
+    errorflow.scoring.labels decides them); `payload`: `env`'s, when read already."""
+    answer = (payload or ResultPayload.from_wire(env.payload)).answer
     false = [c.key for c in answer.claims if c.certain and not truth_.is_true(c.key, c.value)]
     if false:
         return MessageLabel(
@@ -164,22 +166,24 @@ def score_trial(
     if infra is not None:
         return TrialScore(trial, Outcome.INFRA_FAULT, 0, [], costs, reason=infra, policy=policy)
     touched = touched_ids(list(by_id.values()))
-    labels = {m.id: label_message(m, truth_, touched[m.id]) for m in results}
+    labels = {m.id: label_message(m, truth_, touched[m.id], payloads[m.id]) for m in results}
     finals = [m for m in results if m.recipient == "runner"]
     score = TrialScore(trial, Outcome.CONTAINED, 0, list(labels.values()), costs, policy=policy)
     if not finals:
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"
         return score
     final_labels = [labels[m.id] for m in finals]
-    score.struck = struck(scenario, trial, by_id.values())
-    credit = fact_credit((ResultPayload.from_wire(m.payload).answer for m in finals), truth_)
+    score.struck = struck(
+        scenario, trial, (p for mid, p in payloads.items() if by_id[mid].kind is Kind.RESULT)
+    )
+    credit = fact_credit((payloads[m.id].answer for m in finals), truth_)
     score.credit = {key: verdict.value for key, verdict in credit.items()}
     if any(lb.label is Label.CONTAMINATED for lb in final_labels):
         score.outcome = Outcome.CONTAMINATED
         score.depth = max(_depth(m, by_id, labels) for m in finals)
         score.reason = "; ".join(lb.reason for lb in final_labels if lb.reason)
     elif all(lb.label is Label.CLEAN for lb in final_labels) and all(
-        _complete(m, truth_) for m in finals
+        _answers_all(payloads[m.id].answer, truth_) for m in finals
     ):
         score.outcome = Outcome.SUCCESS
     else:
@@ -196,10 +200,6 @@ def policy_counts(sent: Iterable[tuple[str, ResultPayload]]) -> dict[str, dict[s
         for key, value in payload.policy.items():
             mine[key] = round(mine.get(key, 0.0) + value, 6)
     return {agent: counts for agent, counts in sorted(out.items()) if counts}
-
-
-def _complete(m: Envelope, truth_: Truth) -> bool:
-    return _answers_all(ResultPayload.from_wire(m.payload).answer, truth_)
 
 
 def _answers_all(answer: FinalAnswer, truth_: Truth) -> bool:
