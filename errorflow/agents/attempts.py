@@ -33,7 +33,6 @@ counting contract). `ObservedBreaker` publishes every transition as a `breaker` 
 from __future__ import annotations
 
 import dataclasses
-import random
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -43,7 +42,7 @@ from errorflow.policies.breaker import BreakerBank, BreakerDecision, Transition
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import RetryConfig
-from errorflow.policies.retry import RetryDecision, decide_retry
+from errorflow.policies.retry import Jitter, RetryDecision, decide_retry
 from errorflow.protocol.events import BreakerChange, Emit
 
 T = TypeVar("T")
@@ -150,7 +149,7 @@ class ObservedBreaker:
 class AttemptLoop:
     """The retry machinery of one gate, with its tally of retries over all its calls."""
 
-    def __init__(self, *, clock: SimClock, rng: random.Random, budget: Budget) -> None:
+    def __init__(self, *, clock: SimClock, rng: Jitter, budget: Budget) -> None:
         self.clock, self.rng, self.budget = clock, rng, budget
         self.retries = 0
 

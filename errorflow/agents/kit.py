@@ -19,7 +19,7 @@ from errorflow.agents.loop import Persona
 from errorflow.agents.model_gate import ModelGate
 from errorflow.agents.tool_gate import ToolGate, TraceEntry
 from errorflow.bus.endpoint import Endpoint
-from errorflow.core.seeding import stream
+from errorflow.core.seeding import LazyStream, stream
 from errorflow.core.simclock import SimClock
 from errorflow.faults.agent import AgentFaults
 from errorflow.models.backend import (
@@ -103,7 +103,7 @@ class AgentKit:
             self.backends.for_trial(trial, owner),
             self.policy,
             clock,
-            stream(self.plan.seed, trial, owner, "model-retry"),
+            LazyStream(self.plan.seed, trial, owner, "model-retry"),
             budget,
             emit,
             agent=self.name,
@@ -132,7 +132,7 @@ class AgentKit:
             policy=self.policy,
             client=self.world.client(trial, owner),
             clock=clock,
-            rng=stream(self.plan.seed, trial, owner, "retry"),
+            rng=LazyStream(self.plan.seed, trial, owner, "retry"),
             budget=budget,
             breakers=breakers,
             limits=self._limits_for_trial(),

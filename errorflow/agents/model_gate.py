@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 
 from errorflow.agents.attempts import (
     Answered,
@@ -42,7 +41,7 @@ from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.config import PolicyConfig
-from errorflow.policies.retry import RetryDecision
+from errorflow.policies.retry import Jitter, RetryDecision
 from errorflow.protocol.events import Emit, ModelCall, ModelError
 
 #: The name the model's breaker and failures go by (events, errors, costs).
@@ -65,7 +64,7 @@ class ModelGate:
         backend: ModelBackend,
         policy: PolicyConfig,
         clock: SimClock,
-        rng: random.Random,
+        rng: Jitter,
         budget: Budget,
         emit: Emit,
         *,

@@ -11,7 +11,6 @@ the bus or the model.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,7 @@ from errorflow.policies.classify import Failure, classify_body, classify_excepti
 from errorflow.policies.config import PolicyConfig
 from errorflow.policies.loop_guard import LoopGuard, canonical_args
 from errorflow.policies.observation import observe_failure, observe_success
-from errorflow.policies.retry import RetryDecision
+from errorflow.policies.retry import Jitter, RetryDecision
 from errorflow.protocol.events import (
     Emit,
     GuardBlock,
@@ -95,7 +94,7 @@ class ToolGate:
         policy: PolicyConfig,
         client: ToolClient,
         clock: SimClock,
-        rng: random.Random,
+        rng: Jitter,
         budget: Budget,
         breakers: BreakerBank,
         guard: LoopGuard,

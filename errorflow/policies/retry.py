@@ -33,11 +33,17 @@ stays reproducible whatever Retry-After headers it meets.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.policies.config import RetryConfig
+
+
+class Jitter(Protocol):
+    """Where full jitter is drawn from (a `random.Random`, or anything drawing the same)."""
+
+    def uniform(self, a: float, b: float) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +64,7 @@ def backoff_ceiling(cfg: RetryConfig, attempt: int) -> float:
     return min(cfg.cap_s, cfg.base_s * 2.0 ** min(attempt - 1, 64))
 
 
-def backoff_delay(cfg: RetryConfig, attempt: int, rng: random.Random) -> float:
+def backoff_delay(cfg: RetryConfig, attempt: int, rng: Jitter) -> float:
     """Seconds to wait after failed attempt `attempt` (1 = after the first failure)."""
     ceiling = backoff_ceiling(cfg, attempt)
     if cfg.jitter == "full" and ceiling > 0.0:
@@ -72,7 +78,7 @@ def decide_retry(
     code: ErrorCode,
     attempt: int,
     retry_after_s: float | None,
-    rng: random.Random,
+    rng: Jitter,
     idempotent: bool,
     has_idempotency_key: bool,
     budget_left_s: float | None,
