@@ -9,9 +9,11 @@ backend it talks to.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from pydantic import JsonValue
@@ -31,6 +33,12 @@ class ToolDef:
     input_schema: JsonObject  # a JSON Schema
     #: The tool delivers the agent's output (a report sink) rather than fetching facts.
     delivers: bool = False
+
+    @cached_property
+    def schema_chars(self) -> int:
+        """The length of `input_schema` as JSON text (what a prompt spends on it), worked
+        out once: a tool is offered on every model call."""
+        return len(json.dumps(self.input_schema))
 
 
 @dataclass(frozen=True)

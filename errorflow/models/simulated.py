@@ -26,6 +26,7 @@ from errorflow.models.backend import (
     ObservationTurn,
     TaskTurn,
     ToolCall,
+    Turn,
     UpstreamTurn,
     Usage,
 )
@@ -78,6 +79,7 @@ class SimulatedModel:
         self._gaps: set[str] = set()  # needs (and batch items) upstream left unresolved
         self._sampled: set[str] | None = None  # an inspector's claims to check, drawn once
         self._challenged: set[str] | None = None  # a challenger's claims to re-check
+        self._turn_chars: dict[int, tuple[Turn, int]] = {}  # by id: the turn, its length
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         acts = behaviour_of(request.role, request.behaviour).simulated_as
@@ -588,9 +590,17 @@ class SimulatedModel:
         return ModelResponse(final=answer, stop_reason="end_turn")
 
     # -- usage ----------------------------------------------------------------
+    def _chars(self, turn: Turn) -> int:
+        """The length of `turn`'s text: each turn measured once in the conversation
+        (every call reads all the turns before it again)."""
+        known = self._turn_chars.get(id(turn))
+        if known is None or known[0] is not turn:
+            known = self._turn_chars[id(turn)] = (turn, len(turn_text(turn)))
+        return known[1]
+
     def _usage(self, request: ModelRequest, response: ModelResponse) -> Usage:
-        chars = len(request.system) + sum(len(turn_text(t)) for t in request.turns)
-        chars += sum(len(t.description) + len(json.dumps(t.input_schema)) for t in request.tools)
+        chars = len(request.system) + sum(self._chars(t) for t in request.turns)
+        chars += sum(len(t.description) + t.schema_chars for t in request.tools)
         out = self.b.output_tokens_per_call * max(1, len(response.calls))
         if response.final is not None:
             out += 10 * len(response.final.claims)
