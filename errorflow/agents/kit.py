@@ -90,6 +90,7 @@ class AgentKit:
         self.memory: dict[int, Memory] = {}  # discussion members, by trial
         self._fault_pool: list[JsonValue] | None = None
         self._need_shapes: dict[str, str | None] | None = None
+        self._views: dict[tuple[str, bool], NeedView] = {}  # by need and hidden: the same
         # `scope: run`: one breaker (limiter, bulkhead) per tool for the whole run, which
         # is reproducible because such runs take their trials one at a time, in order.
         self._run_breakers = BreakerBank(self.policy.breaker)
@@ -163,8 +164,15 @@ class AgentKit:
         assigned to it."""
         task = self.plan.task
         given = [n for n in task.needs if self.assigned is None or n.id in self.assigned]
-        needs = [self._need_view(n, self.world.hidden(trial, n)) for n in given]
+        needs = [self._view(n, self.world.hidden(trial, n)) for n in given]
         return TaskTurn(task.prompt, needs)
+
+    def _view(self, need: NeedSpec, hidden: bool) -> NeedView:
+        """`_need_view`, made once for each need and hidden-ness (frozen, never changed)."""
+        view = self._views.get((need.id, hidden))
+        if view is None:
+            view = self._views[need.id, hidden] = self._need_view(need, hidden)
+        return view
 
     def own_needs(self, needs: list[NeedView]) -> list[NeedView]:
         """The needs among `needs` this agent answers for (its behaviour says which)."""

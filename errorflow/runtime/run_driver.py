@@ -27,6 +27,7 @@ from errorflow.protocol import signing, topics
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.events import (
     AgentCrashed,
+    Event,
     LabelEvent,
     TrialOutcomeEvent,
     parse_event,
@@ -376,15 +377,19 @@ class RunDriver:
         """Labels and the outcome of a trial, as events, as soon as it is scored."""
         assert self.endpoint is not None
         trace_id = f"{self.run_id}-t{score.trial}"
-        for lb in score.labels:
-            label = LabelEvent(
+        events: list[Event] = [
+            LabelEvent(
                 message_id=lb.message_id, agent=lb.sender, label=lb.label.value, reason=lb.reason
             )
-            await self.endpoint.publish_event(score.trial, trace_id, label)
-        outcome = TrialOutcomeEvent(
-            outcome=score.outcome.value, depth=score.depth, reason=score.reason
+            for lb in score.labels
+        ]
+        events.append(
+            TrialOutcomeEvent(outcome=score.outcome.value, depth=score.depth, reason=score.reason)
         )
-        await self.endpoint.publish_event(score.trial, trace_id, outcome)
+        for event in events:  # each out before the next, at once where nothing waits
+            later = self.endpoint.post_event(score.trial, trace_id, event)
+            if later is not None:
+                await later
 
     def _backfill(self, messages: list[Envelope]) -> None:
         """Every task and result the runner holds reaches the store, even if the recorder
