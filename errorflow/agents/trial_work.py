@@ -454,15 +454,14 @@ class TrialEvents:
     pending: list[asyncio.Task[None]] = field(default_factory=list)
 
     def emit(self, event: AgentEvent) -> None:
-        if getattr(event, "at", 0.0) is None:  # stamped with the trial's run time
-            event = event.model_copy(update={"at": round(self.clock.now, 6)})
+        at = round(self.clock.now, 6)  # the trial's run time, for an event not stamped yet
         self.tally.add(event)
         if self.pending:  # one is still on its way: this one goes after it
-            publishing = self.endpoint.publish_event(self.trial, self.trace_id, event)
+            publishing = self.endpoint.publish_event(self.trial, self.trace_id, event, at)
             self.pending.append(asyncio.create_task(publishing))
             return
         try:
-            later = self.endpoint.post_event(self.trial, self.trace_id, event)
+            later = self.endpoint.post_event(self.trial, self.trace_id, event, at)
         except Exception as exc:  # as `settle` takes a failed publish: telemetry lost
             log.warning("event not published: %s", redact(str(exc)))
             return

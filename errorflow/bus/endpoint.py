@@ -338,30 +338,32 @@ class Endpoint:
         self.seq += 1
         return env
 
-    async def publish_event(self, trial: int, trace_id: str, event: Event) -> None:
-        """Publish one telemetry event to the run's observers."""
+    async def publish_event(
+        self, trial: int, trace_id: str, event: Event, at: float | None = None
+    ) -> None:
+        """Publish one telemetry event to the run's observers (`at`: see `to_payload`)."""
         await self.send(
             kind=Kind.EVENT,
             recipient="observers",
             trial=trial,
             trace_id=trace_id,
-            payload=event.to_payload(),
+            payload=event.to_payload(at),
         )
 
     def post_event(
-        self, trial: int, trace_id: str, event: Event
+        self, trial: int, trace_id: str, event: Event, at: float | None = None
     ) -> Coroutine[Any, Any, None] | None:
         """`publish_event` at once where it need not wait (an in-process bus with room in
         every inbox, nothing held back by a reorder fault): None then, else what is left
         to await. A task per event cost more than the event itself."""
         if self._local is None or self._held:
-            return self.publish_event(trial, trace_id, event)
+            return self.publish_event(trial, trace_id, event, at)
         env = self._envelope(
             kind=Kind.EVENT,
             recipient="observers",
             trial=trial,
             trace_id=trace_id,
-            payload=event.to_payload(),
+            payload=event.to_payload(at),
         )
         env, text, clean = screened(env)
         raw = Posted(env, text, clean)

@@ -21,10 +21,15 @@ from errorflow.core.taxonomy import ErrorCode
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    def to_payload(self) -> dict[str, Any]:
+    def to_payload(self, at: float | None = None) -> dict[str, Any]:
+        """The wire payload; an event not stamped yet (`at` None) takes `at` (the agent's
+        run time, stamped here rather than by a copy of the model) or goes without."""
         payload = self.model_dump(mode="json", by_alias=True)
-        if payload.get("at", 0.0) is None:  # not stamped (a gate used on its own)
-            del payload["at"]
+        if payload.get("at", 0.0) is None:
+            if at is None:  # not stamped (a gate used on its own)
+                del payload["at"]
+            else:
+                payload["at"] = at
         return payload
 
 
@@ -58,8 +63,8 @@ class ToolCallEvent(_Event):
     #: the call is ok and its value is not the truth.
     silent: list[str] = Field(default_factory=list)
 
-    def to_payload(self) -> dict[str, Any]:
-        payload = super().to_payload()
+    def to_payload(self, at: float | None = None) -> dict[str, Any]:
+        payload = super().to_payload(at)
         for key in ("faults", "silent"):
             if not payload[key]:  # most calls: the wire stays as it was
                 del payload[key]
@@ -138,8 +143,8 @@ class ModelCall(_Event):
     prompt: str | None = None
     response: str | None = None
 
-    def to_payload(self) -> dict[str, Any]:
-        payload = super().to_payload()
+    def to_payload(self, at: float | None = None) -> dict[str, Any]:
+        payload = super().to_payload(at)
         for name in ("prompt", "response"):
             if payload.get(name) is None:
                 del payload[name]
