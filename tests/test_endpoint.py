@@ -304,7 +304,7 @@ async def test_in_process_acks_go_out_at_once_without_a_task() -> None:
     assert not b._acking
     acks = [_posted(spy.queue.get_nowait()[1]) for _ in range(2)]  # type: ignore[attr-defined]
     assert [ack.payload["id"] for ack in acks] == [m.id for m in sent]
-    spy.queue._maxsize = 1  # type: ignore[attr-defined]
+    spy.queue.maxsize = 1  # type: ignore[attr-defined]
     spy.queue.put_nowait(("x", b""))  # type: ignore[attr-defined]
     reader_b = asyncio.create_task(_drain(b, got, 3))
     third = await a.send(kind=Kind.TASK, recipient="b", trial=1, trace_id="t")

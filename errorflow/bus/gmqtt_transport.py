@@ -40,6 +40,7 @@ from typing import Any
 import gmqtt  # type: ignore[import-untyped]  # no type hints
 from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
 
+from errorflow.bus.inbox import Inbox
 from errorflow.bus.lost_cancel import cancels, raise_lost_cancel
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
@@ -179,7 +180,7 @@ class GmqttConnection:
         self._store = _AckStore()
         self._subacks: dict[int, asyncio.Future[None]] = {}
         # Unbounded as a queue, bounded by reading: past QUEUE_LIMIT the socket pauses.
-        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
+        self.queue: Inbox[tuple[str, bytes] | None] = Inbox()
         self._paused = False
         self._inflight = asyncio.Semaphore(INFLIGHT_LIMIT)
         self._connected = asyncio.Event()

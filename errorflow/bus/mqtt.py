@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, cast
 import aiomqtt
 
 from errorflow.bus.aiomqtt_client import LoopClient
+from errorflow.bus.inbox import Inbox
 from errorflow.bus.lost_cancel import cancels, raise_lost_cancel
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
@@ -174,7 +175,7 @@ class MqttConnection:
         self.subscribed = Subscriptions()
         # Filled from paho's callback, which cannot wait: unbounded, as aiomqtt's own
         # queue is (aiomqtt has no way to stop reading the socket).
-        self.queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
+        self.queue: Inbox[tuple[str, bytes] | None] = Inbox()
         self.reconnects = 0
         self._client: aiomqtt.Client | None = None
         self._connected = asyncio.Event()

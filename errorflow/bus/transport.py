@@ -24,6 +24,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol, runtime_checkable
 
+from errorflow.bus.inbox import Inbox
 from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.topics import matches
 
@@ -192,7 +193,7 @@ class InProcessConnection:
         self.bus = bus
         self.client_id = client_id
         self.patterns: list[str] = []
-        self.queue: asyncio.Queue[tuple[str, Delivery] | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.queue: Inbox[tuple[str, Delivery] | None] = Inbox(QUEUE_LIMIT)
         self._closed = False
 
     async def publish(self, topic: str, payload: bytes) -> None:
