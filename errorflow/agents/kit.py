@@ -35,9 +35,10 @@ from errorflow.policies.breaker import BreakerBank
 from errorflow.policies.budget import Budget
 from errorflow.policies.classify import Failure
 from errorflow.policies.loop_guard import LoopGuard
-from errorflow.protocol.claims import FinalAnswer, answer_from_wire
+from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, JsonObject
 from errorflow.protocol.events import Emit
+from errorflow.protocol.result import answer_of
 from errorflow.scenario.agent_plan import AgentPlan
 from errorflow.scenario.python_agent_ref import AgentCallable, load_agent_callable
 from errorflow.scenario.spec.model import FromNeed, NeedSpec
@@ -207,7 +208,7 @@ class AgentKit:
             status=env.status.value,
             confidence=env.confidence,
             errors=[e.model_dump(mode="json") for e in env.errors],
-            answer=answer_from_wire(env.payload.get("answer")),  # as `ResultPayload` reads it
+            answer=answer_of(env.payload),
         )
 
     def missing_turn(self, failure: Failure) -> UpstreamTurn:

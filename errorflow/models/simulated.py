@@ -26,7 +26,6 @@ from errorflow.models.backend import (
     ObservationTurn,
     TaskTurn,
     ToolCall,
-    Turn,
     UpstreamTurn,
     Usage,
 )
@@ -34,6 +33,7 @@ from errorflow.models.deliberation import deliberate
 from errorflow.models.simulated_reading import (
     NeedState,
     Obs,
+    TurnLengths,
     agrees,
     best_option,
     check_claim,
@@ -55,7 +55,6 @@ from errorflow.models.simulated_reading import (
     substantial,
     task_turn,
     troubled,
-    turn_text,
     upstream_turns,
 )
 from errorflow.protocol.claims import Claim, FinalAnswer
@@ -79,7 +78,7 @@ class SimulatedModel:
         self._gaps: set[str] = set()  # needs (and batch items) upstream left unresolved
         self._sampled: set[str] | None = None  # an inspector's claims to check, drawn once
         self._challenged: set[str] | None = None  # a challenger's claims to re-check
-        self._turn_chars: dict[int, tuple[Turn, int]] = {}  # by id: the turn, its length
+        self._turn_chars = TurnLengths()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         acts = behaviour_of(request.role, request.behaviour).simulated_as
@@ -590,16 +589,8 @@ class SimulatedModel:
         return ModelResponse(final=answer, stop_reason="end_turn")
 
     # -- usage ----------------------------------------------------------------
-    def _chars(self, turn: Turn) -> int:
-        """The length of `turn`'s text: each turn measured once in the conversation
-        (every call reads all the turns before it again)."""
-        known = self._turn_chars.get(id(turn))
-        if known is None or known[0] is not turn:
-            known = self._turn_chars[id(turn)] = (turn, len(turn_text(turn)))
-        return known[1]
-
     def _usage(self, request: ModelRequest, response: ModelResponse) -> Usage:
-        chars = len(request.system) + sum(self._chars(t) for t in request.turns)
+        chars = len(request.system) + sum(map(self._turn_chars, request.turns))
         chars += sum(len(t.description) + t.schema_chars for t in request.tools)
         out = self.b.output_tokens_per_call * max(1, len(response.calls))
         if response.final is not None:

@@ -258,6 +258,20 @@ def turn_text(turn: Turn) -> str:
     return ""
 
 
+class TurnLengths:
+    """The length of each turn's text, measured once in a conversation (every model call
+    reads all the turns before it again): called with a turn, its `len(turn_text)`."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Turn, int]] = {}  # by id: the turn, its length
+
+    def __call__(self, turn: Turn) -> int:
+        known = self._known.get(id(turn))
+        if known is None or known[0] is not turn:
+            known = self._known[id(turn)] = (turn, len(turn_text(turn)))
+        return known[1]
+
+
 def claim_text(claim: Claim) -> dict[str, object]:
     """A claim as the model reads it (its provenance only when it was carried on)."""
     text: dict[str, object] = {"key": claim.key, "value": claim.value, "certain": claim.certain}

@@ -145,6 +145,11 @@ class ResultPayload:
         )
 
 
+def answer_of(payload: Mapping[str, object]) -> FinalAnswer:
+    """`ResultPayload.from_wire(payload).answer`, without reading the rest."""
+    return answer_from_wire(payload.get("answer"))
+
+
 def lateness(payload: Mapping[str, object]) -> tuple[str | None, float]:
     """A copy's `withheld` and `delay_s` as `ResultPayload.from_wire` reads them, without
     reading the rest (a recipient asks it of every input)."""

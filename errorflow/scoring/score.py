@@ -173,9 +173,7 @@ def score_trial(
         score.outcome, score.reason = Outcome.BUS_FAULT, "no final result"
         return score
     final_labels = [labels[m.id] for m in finals]
-    score.struck = struck(
-        scenario, trial, (p for mid, p in payloads.items() if by_id[mid].kind is Kind.RESULT)
-    )
+    score.struck = struck(scenario, trial, [payloads[m.id] for m in results])
     credit = fact_credit((payloads[m.id].answer for m in finals), truth_)
     score.credit = {key: verdict.value for key, verdict in credit.items()}
     if any(lb.label is Label.CONTAMINATED for lb in final_labels):
