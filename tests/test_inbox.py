@@ -72,3 +72,19 @@ async def test_a_writer_cancelled_while_waiting_leaves_the_line() -> None:
     assert box.get_nowait() == 0
     await asyncio.wait_for(stays, 1)
     assert box.get_nowait() == 2 and box.empty()
+
+
+async def test_a_writer_cancelled_in_line_does_not_wake_another_out_of_turn() -> None:
+    box: Inbox[str] = Inbox(1)
+    box.put_nowait("0")
+    gone = asyncio.create_task(box.put("x"))
+    writers = [asyncio.create_task(box.put(f"a{i}")) for i in (1, 2, 3)]
+    await asyncio.sleep(0)  # all four wait for room, in this order
+    gone.cancel()  # the first is cancelled in line ...
+    order = [box.get_nowait()]  # ... as room is made, before its task runs
+    for _ in range(3):
+        for _ in range(5):
+            await asyncio.sleep(0)
+        order.append(box.get_nowait())
+    await asyncio.gather(*writers)
+    assert order == ["0", "a1", "a2", "a3"]

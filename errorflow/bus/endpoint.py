@@ -354,9 +354,10 @@ class Endpoint:
         self, trial: int, trace_id: str, event: Event, at: float | None = None
     ) -> Coroutine[Any, Any, None] | None:
         """`publish_event` at once where it need not wait (an in-process bus with room in
-        every inbox, nothing held back by a reorder fault): None then, else what is left
-        to await. A task per event cost more than the event itself."""
-        if self._local is None or self._held:
+        every inbox, no bus faults: an event's publish also lets out what a reorder fault
+        held back): None then, else what is left to await. A task per event cost more
+        than the event itself."""
+        if self._local is None or self.faults is not None or self._held:
             return self.publish_event(trial, trace_id, event, at)
         env = self._envelope(
             kind=Kind.EVENT,

@@ -84,9 +84,9 @@ async def _wait(waiters: deque[asyncio.Future[None]], ready: Callable[[], bool])
     try:
         await waiter
     except BaseException:
-        waiter.cancel()
+        waiter.cancel()  # (a waiter already woken stays woken: not cancelled)
         if waiter in waiters:
             waiters.remove(waiter)
-        elif ready():
+        if not waiter.cancelled() and ready():
             _wake(waiters)
         raise
