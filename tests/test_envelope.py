@@ -150,3 +150,18 @@ def test_any_other_failure_while_decoding_is_a_rejection(monkeypatch: pytest.Mon
     with pytest.raises(RejectedMessage) as info:
         decode(json.dumps(_BASE).encode())
     assert info.value.reason == "undecodable"
+
+
+def test_encode_writes_what_pydantic_writes_and_falls_back_for_what_it_cannot() -> None:
+    odd = {"model": WireError(code=ErrorCode.TIMEOUT, origin="a"), "n": 2**70, "f": 1e-7}
+    for env in (make(), make(payload=odd), make(payload={"text": "é\u2028\x00<>"})):
+        assert env.encode() == env.model_dump_json(exclude={"sig"}).encode()
+        signed = decode(env.encode(b"k" * 32))
+        assert signed.encode() == signed.model_dump_json().encode()  # its signature, last
+
+
+def test_a_signed_envelope_signed_again_is_signed_over_its_body_alone() -> None:
+    first = decode(make().encode(b"k" * 32))
+    again = first.encode(b"j" * 32)
+    assert again.count(b'"sig"') == 1 and decode(again).sig != first.sig
+    assert again[: again.rindex(b',"sig"')] == first.encode()[: first.encode().rindex(b',"sig"')]

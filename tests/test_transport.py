@@ -4,6 +4,7 @@ connection order, and routes that follow every subscription and every close."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,22 @@ def _typed(value: object) -> object:
     return (type(value).__name__, value)
 
 
+def _members(text: str) -> object:
+    """The JSON `text` with its members in order and every value's type."""
+
+    def tagged(value: object) -> object:
+        if isinstance(value, tuple):  # an object, already tagged
+            return value
+        if isinstance(value, list):
+            return ("list", tuple(tagged(v) for v in value))
+        return (type(value).__name__, value)
+
+    def members(pairs: list[tuple[str, object]]) -> object:
+        return tuple((k, tagged(v)) for k, v in pairs)
+
+    return tagged(json.loads(text, object_pairs_hook=members))
+
+
 class _CheckingBus(InProcessBus):
     """An in-process bus that decodes the text of every envelope posted on it: the
     receivers, who get the object, must see exactly what a broker's would decode."""
@@ -121,6 +138,10 @@ class _CheckingBus(InProcessBus):
             back = decode(payload.text.encode())
             if back != payload.env or _typed(back.payload) != _typed(payload.env.payload):
                 self.differ.append(topic)
+            # the text is what pydantic writes: the same members, in order, same values
+            ours, theirs = payload.text, payload.env.model_dump_json(exclude={"sig"})
+            if _members(ours) != _members(theirs):
+                self.differ.append(f"{topic}: {ours} != {theirs}")
 
     async def deliver(self, topic: str, payload: transport.Delivery) -> None:
         self._check(topic, payload)
