@@ -275,3 +275,25 @@ async def test_a_lane_cancelled_as_its_trial_completes_stops(
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(run_scenario(s, options), 60)
     assert len(done) == 2  # trials 0 and 1; trial 2's lane stopped before scoring it
+
+
+@pytest.mark.parametrize("name", ["contamination", "support-pipeline"])
+async def test_a_trial_leaves_no_reference_cycle_behind(name: str, tmp_path: Path) -> None:
+    """What a trial makes is freed by reference counting as it ends: a cycle (a closure
+    that calls itself, a raised error its frame still holds) would keep the trial's
+    envelopes until the garbage collector ran, and make it run longer."""
+    import gc
+
+    async def unreachable_after(trials: int, db: str) -> int:
+        gc.collect()
+        gc.disable()
+        try:
+            s = scenario(name, trials=trials)
+            await run_scenario(s, RunOptions(bus=InProcessBus(), db_path=tmp_path / db))
+            return gc.collect()  # what only a collection could free
+        finally:
+            gc.enable()
+
+    await unreachable_after(2, "warm.db")  # what a first run builds once (schemas, caches)
+    few, many = await unreachable_after(10, "few.db"), await unreachable_after(40, "many.db")
+    assert many - few < 30 * 2, (few, many)  # < 2 objects a trial (before: ~185)

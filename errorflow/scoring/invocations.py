@@ -128,15 +128,25 @@ def works_of(messages: Sequence[Envelope], events: Sequence[Envelope]) -> list[W
 def levels_of(works: Sequence[Work]) -> list[int]:
     made_by = {env.id: i for i, w in enumerate(works) for env in w.outputs}
     levels: dict[int, int] = {}
+    return [_level(i, frozenset(), works, made_by, levels) for i in range(len(works))]
 
-    def level(i: int, seen: frozenset[int] = frozenset()) -> int:
-        if i not in levels:
-            parents = {made_by[d] for d in works[i].outputs[0].derived_from if d in made_by}
-            parents -= seen | {i}
-            levels[i] = 1 + max((level(p, seen | {i}) for p in parents), default=-1)
-        return levels[i]
 
-    return [level(i) for i in range(len(works))]
+def _level(
+    i: int,
+    seen: frozenset[int],
+    works: Sequence[Work],
+    made_by: Mapping[str, int],
+    levels: dict[int, int],
+) -> int:
+    # A module function, not a closure calling itself (a reference cycle: see
+    # labels._reaches).
+    if i not in levels:
+        parents = {made_by[d] for d in works[i].outputs[0].derived_from if d in made_by}
+        parents -= seen | {i}
+        levels[i] = 1 + max(
+            (_level(p, seen | {i}, works, made_by, levels) for p in parents), default=-1
+        )
+    return levels[i]
 
 
 def _purpose(call_id: str | None, args: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from errorflow.protocol import topics
 from errorflow.protocol.claims import FinalAnswer
@@ -50,14 +50,20 @@ def reached_ids(messages: Sequence[Envelope], sources: set[str]) -> dict[str, bo
     """Which messages are `sources` or derived from one, through `derived_from`."""
     by_id = {m.id: m for m in messages}
     reached: dict[str, bool] = {}
-
-    def reaches(m: Envelope) -> bool:
-        if m.id not in reached:
-            reached[m.id] = False  # provenance is acyclic; this guards bad input
-            upstream = any(reaches(by_id[d]) for d in m.derived_from if d in by_id)
-            reached[m.id] = m.id in sources or upstream
-        return reached[m.id]
-
     for m in messages:
-        reaches(m)
+        _reaches(m, by_id, sources, reached)
     return reached
+
+
+def _reaches(
+    m: Envelope, by_id: Mapping[str, Envelope], sources: set[str], reached: dict[str, bool]
+) -> bool:
+    # A module function, not a closure calling itself: that closure would be a reference
+    # cycle holding the trial's envelopes until the garbage collector ran.
+    if m.id not in reached:
+        reached[m.id] = False  # provenance is acyclic; this guards bad input
+        upstream = any(
+            _reaches(by_id[d], by_id, sources, reached) for d in m.derived_from if d in by_id
+        )
+        reached[m.id] = m.id in sources or upstream
+    return reached[m.id]

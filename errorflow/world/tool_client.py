@@ -276,7 +276,11 @@ class ToolClient:
         elif isinstance(before, Failure):
             if before.served and spec.kind == "report_sink":
                 self._send(args, idempotency_key)  # the report went out all the same
-            raise before.error
+            error = before.error
+            try:
+                raise error
+            finally:  # this frame lets go of the error its traceback holds: no cycle
+                del error, before
         elif isinstance(before, Instead):
             return ToolResult(
                 before.value, latency, business_error=before.business_error, empty=before.empty
