@@ -30,6 +30,7 @@ from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
 from errorflow.faults.crash import CrashNotice
 from errorflow.models.backends import ConfigurationError, check_backends, check_servers
+from errorflow.runtime.gc_pacing import paced_collector
 from errorflow.runtime.participants import make_agent
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
@@ -65,7 +66,8 @@ async def run_agent_process(
         agent.backends.on_crash = ProcessCrash(agent)
         conn.will = agent.presence.will  # signed by the agent for each session it opens
         await conn.start()
-        await serve(agent)
+        with paced_collector():  # as a run's own process paces it (runtime/gc_pacing)
+            await serve(agent)
         if agent.mismatch:
             raise ConfigurationError(agent.mismatch)
     finally:
