@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from errorflow.runtime.gc_pacing import YOUNG_THRESHOLD, paced_collector
+from errorflow.core.gc_pacing import YOUNG_THRESHOLD, paced_collector
 
 
 @pytest.fixture

@@ -33,8 +33,8 @@ import aiosqlite
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import Bus, InProcessBus
+from errorflow.core.gc_pacing import paced_collector
 from errorflow.models.backends import check_backends, check_servers
-from errorflow.runtime.gc_pacing import paced_collector
 from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.run_driver import RunDriver
 from errorflow.runtime.run_options import RunOptions
