@@ -64,7 +64,7 @@ from errorflow.store.runs import finish_run, resume_run
 #: process below. Starting the workers and merging their stores costs a second or more:
 #: below this size one process is at most 1.3x the time of the workers, above it the
 #: workers win (bench/RESULTS.md, "default path").
-LARGE_RUN = 800
+LARGE_RUN = 2000
 AUTO: Literal["auto"] = "auto"
 WorkerCount = int | Literal["auto"]
 #: How often the parent looks at its workers while waiting for their results.
