@@ -139,6 +139,8 @@ class Envelope(BaseModel):
 
 #: The JSON of an envelope as pydantic writes it (fields in order, the same values), in
 #: a third of the time; anything in a payload msgspec has no JSON for goes to pydantic.
+#: Two differences: bytes are base64 (pydantic: UTF-8 text; no payload we build holds
+#: any), and a float of 1e16 or more is `1e20` (pydantic: `1e+20`, the same number).
 _ENCODER = msgspec.json.Encoder(enc_hook=lambda obj: _members_of(obj))
 _NO_SIG = b',"sig":null}'
 
