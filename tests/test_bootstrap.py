@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
+from functools import reduce
+from operator import add
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from errorflow.scoring import bootstrap
 from errorflow.scoring.bootstrap import BOOTSTRAP_MAX_N, mean_interval, mean_intervals
 
 
@@ -64,3 +68,42 @@ def test_intervals_drawn_once_for_all_columns_are_each_columns_own(n: int) -> No
     assert mean_intervals(columns) == {k: mean_interval(v) for k, v in columns.items()}
     uneven = {"a": columns["a"], "b": columns["b"][:-1]}  # not one trial per value: each alone
     assert mean_intervals(uneven) == {k: mean_interval(v) for k, v in uneven.items()}
+
+
+def _sequential_reference(values: list[float], resamples: int = 1000) -> tuple[float, float]:
+    """The interval as first written: `random.Random(n).choices` resample by resample,
+    each summed left to right in plain Python."""
+    n = len(values)
+    rng = random.Random(n)
+    means = sorted(reduce(add, rng.choices(values, k=n), 0) / n for _ in range(resamples))
+
+    def quantile(q: float) -> float:
+        at = q * (n_means - 1)
+        low = math.floor(at)
+        high = min(low + 1, n_means - 1)
+        return means[low] + (means[high] - means[low]) * (at - low)
+
+    n_means = len(means)
+    return quantile(0.025), quantile(0.975)
+
+
+@pytest.mark.parametrize("n", [1, 5, 127, 128, 129, 700, BOOTSTRAP_MAX_N])
+def test_the_vectorised_resamples_are_the_loops_own_numbers(n: int) -> None:
+    rnd = random.Random(n + 1)
+    columns: dict[str, list[float]] = {
+        "floats": [rnd.lognormvariate(5, 1.2) for _ in range(n)],
+        "ints": [rnd.randint(0, 40) for _ in range(n)],
+        "mixed": [rnd.choice([0, 1, 2.5, rnd.random() * 1e4]) for _ in range(n)],
+    }
+    drawn = mean_intervals(columns)
+    for k, values in columns.items():
+        assert drawn[k] == _sequential_reference(values), k
+        assert mean_interval(values) == drawn[k]
+
+
+def test_numpy_and_the_loop_make_the_same_means(monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(9)
+    columns = {k: [rnd.expovariate(0.1) for _ in range(300)] for k in "ab"}
+    vectorised = bootstrap._resampled_means(columns, 300, 250)
+    monkeypatch.setattr(bootstrap, "_NUMPY_FROM_N", 10**9)
+    assert bootstrap._resampled_means(columns, 300, 250) == vectorised
