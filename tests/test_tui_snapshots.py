@@ -5,7 +5,9 @@ the graph of a 6-agent and a 12-agent system (chain with a send-back, fan-in, st
 Deterministic by construction: stored runs replayed at once from a database built
 here, one trial at a time (max_in_flight 1), fixed run ids and terminal sizes, and
 nothing on screen that changes between runs (no timestamps, ports or generated ids:
-the message beside the feed on wide screens, which has them, is left blank).
+the message beside the feed on wide screens, which has them, is left blank; the feed
+and a graph bigger than its panel, whose scroll positions follow the replay's timing, are
+pinned to the top once what they followed has been checked).
 Update after an intended change with `pytest tests/test_tui_snapshots.py --snapshot-update`.
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
 
 from errorflow.bus.transport import InProcessBus
@@ -45,6 +48,22 @@ async def _settled(pilot: Pilot[int], app: ErrorflowApp) -> None:
     await _scrollbar_caught_up(pilot, app)
     app._side_pending = None  # the envelope beside the feed has ids and timestamps
     app.side_detail.update("")
+    await pilot.pause(0.1)
+
+
+async def _graph_followed_then_pinned(pilot: Pilot[int], app: ErrorflowApp) -> None:
+    # A graph bigger than its panel has followed the messages: the box the last one went
+    # to is in view. Where the panel stands besides depends on which batches the replay's
+    # ticks happened to show (a loaded machine shows fewer, larger ones), so the snapshot
+    # pins it to the top left.
+    lay, panel = app.graph.layout_, app.graph_panel
+    assert lay is not None
+    last = max(app.channel.model.edges.values(), key=lambda e: e.order)
+    box = lay.boxes[last.dst]
+    width, height = panel.scrollable_content_region.size
+    seen = Region(round(panel.scroll_x), round(panel.scroll_y), width, height)
+    assert seen.contains_region(Region(box.x, box.y, box.w, box.h)), (seen, box)
+    panel.scroll_home(animate=False, immediate=True)
     await pilot.pause(0.1)
 
 
@@ -112,5 +131,7 @@ def test_system_graph(
         if (name, size) != ("twelve", (80, 24)):  # twelve agents six deep scroll at 80x24
             width, height = app.graph_room()
             assert lay.width <= width and lay.height <= height
+        else:
+            await _graph_followed_then_pinned(pilot, app)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
