@@ -167,6 +167,80 @@ async def test_a_publish_without_its_puback_is_sent_again(
         await bus.close()
 
 
+async def test_publish_soon_writes_in_order_and_settles_on_the_puback(
+    embedded: BrokerURL,
+) -> None:
+    bus = MqttBus(dataclasses.replace(embedded, client="gmqtt"))
+    try:
+        sub = await bus.connect("sub-soon")
+        await sub.subscribe("errorflow/s/#")
+        pub = await bus.connect("pub-soon")
+        assert isinstance(pub, GmqttConnection)
+        written = [pub.publish_soon("errorflow/s/inbox/x", b"%d" % i) for i in range(20)]
+        await pub.publish("errorflow/s/inbox/x", b"last")  # after them, as written
+        assert all(w is not None for w in written)
+        await asyncio.wait_for(asyncio.gather(*(w for w in written if w is not None)), 5)
+        assert pub._store.waiting == {}  # every PUBACK consumed
+        got = [(await _next(sub))[1] for _ in range(21)]
+        assert got == [b"%d" % i for i in range(20)] + [b"last"]
+    finally:
+        await bus.close()
+    assert pub.publish_soon("errorflow/s/inbox/x", b"x") is None  # closed: `publish` says
+
+
+@pytest.mark.mosquitto
+async def test_publish_soon_without_its_puback_is_sent_again(
+    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gmqtt_transport, "ACK_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(gmqtt_transport, "SWEEP_S", 0.1)
+    bus = MqttBus(dataclasses.replace(mosquitto.url, client="gmqtt"))
+    try:
+        sub = await bus.connect("sub")
+        await sub.subscribe("errorflow/q/#")
+        pub = await bus.connect("pub")
+        assert isinstance(pub, GmqttConnection)
+        lost = pub._store.remove_message_by_mid
+        dropped: list[int] = []
+
+        def drop_first(mid: int) -> None:  # the first PUBACK never reaches the publisher
+            if not dropped:
+                dropped.append(mid)
+                return
+            lost(mid)
+
+        monkeypatch.setattr(pub._store, "remove_message_by_mid", drop_first)
+        written = pub.publish_soon("errorflow/q/inbox/x", b"once")
+        assert written is not None
+        await asyncio.wait_for(written, 5)  # settled by the copy sent again
+        assert dropped and pub._store.waiting == {}
+        assert await _next(sub) == ("errorflow/q/inbox/x", b"once")
+        assert await _next(sub) == ("errorflow/q/inbox/x", b"once")
+    finally:
+        await bus.close()
+
+
+@pytest.mark.mosquitto
+async def test_publish_soon_of_a_lost_session_is_sent_on_the_next(
+    mosquitto: Mosquitto,
+) -> None:
+    bus = MqttBus(dataclasses.replace(mosquitto.url, client="gmqtt"))
+    try:
+        sub = await bus.connect("sub")
+        await sub.subscribe("errorflow/l/#")
+        pub = await bus.connect("pub")
+        assert isinstance(pub, GmqttConnection)
+        written = pub.publish_soon("errorflow/l/inbox/x", b"kept")
+        assert written is not None
+        assert pub._client is not None
+        pub._client._connection._transport.abort()  # lost before it left the process
+        await asyncio.wait_for(written, 10)  # settled on the next session
+        assert pub.reconnects == 1
+        assert await _next(sub) == ("errorflow/l/inbox/x", b"kept")
+    finally:
+        await bus.close()
+
+
 @pytest.mark.mosquitto
 async def test_a_will_per_session_is_published_when_it_drops_not_when_it_closes(
     mosquitto: Mosquitto,

@@ -1,6 +1,8 @@
 """How an agent's gates hand a trial's events to the bus (`TrialEvents`): in one process,
-posted at once without a task; behind a full inbox or over a broker, by tasks settled
-before the result; in emit order either way."""
+posted at once without a task; over a broker connection that writes at once (gmqtt's),
+written at once, their PUBACKs settled before the result; behind a full inbox, over
+any other broker or a session that is down, by tasks settled before the result; in
+emit order every way."""
 
 from __future__ import annotations
 
@@ -91,3 +93,43 @@ async def test_over_a_broker_an_event_is_published_by_a_task() -> None:
     await events.settle()
     ((topic, raw),) = wire.sent
     assert topic == topics.events("r", "a") and decode(raw).trial == 1
+
+
+class _SoonWire(_Wire):
+    """A broker connection that writes a publish at once (as gmqtt's does), until it is
+    told the session is down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = True
+        self.acked = False  # PUBACKs come at once
+        self.written: list[asyncio.Future[None]] = []
+
+    def publish_soon(self, topic: str, payload: bytes) -> asyncio.Future[None] | None:
+        if not self.up:
+            return None
+        self.sent.append((topic, payload))
+        self.written.append(asyncio.get_running_loop().create_future())
+        if self.acked:
+            self.written[-1].set_result(None)
+        return self.written[-1]
+
+
+async def test_over_a_broker_that_writes_at_once_an_event_takes_no_task() -> None:
+    wire = _SoonWire()
+    events = TrialEvents(Endpoint(wire, "r", "a"), 1, "t-1", SimClock())  # type: ignore[arg-type]
+    for i in range(3):
+        events.emit(AgentStart(agent=f"x{i}", inputs=[], at=0.0))
+    assert len(wire.sent) == 3  # written before any await
+    assert events.pending == wire.written and not events.queued  # PUBACKs to come, no task
+    wire.up = False  # the session is lost: the next one waits its turn in a task ...
+    events.emit(AgentStart(agent="x3", inputs=[], at=0.0))
+    wire.up = True
+    events.emit(AgentStart(agent="x4", inputs=[], at=0.0))  # ... and so does every later one
+    assert events.queued and len(wire.sent) == 3
+    wire.acked = True
+    for written in wire.written:
+        written.set_result(None)
+    await events.settle()
+    assert _agents([decode(raw) for _, raw in wire.sent]) == [f"x{i}" for i in range(5)]
+    assert not events.queued and events.pending == []

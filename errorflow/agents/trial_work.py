@@ -430,7 +430,7 @@ class DiscussionRound:
         ]
 
 
-async def _settle_tasks(pending: list[asyncio.Task[None]]) -> None:
+async def _settle_tasks(pending: list[asyncio.Future[None]]) -> None:
     """Wait for event publishes; a lost event is telemetry lost, not a failed trial."""
     if not pending:
         return
@@ -444,19 +444,21 @@ async def _settle_tasks(pending: list[asyncio.Task[None]]) -> None:
 @dataclass
 class TrialEvents:
     """How the gates hand a trial's events over: stamped with the run time, counted for
-    the policy tally, published (the tasks to settle before the result)."""
+    the policy tally, published (what to settle before the result: publishes written
+    and waiting for their PUBACK, and tasks)."""
 
     endpoint: Endpoint
     trial: int
     trace_id: str
     clock: SimClock
     tally: PolicyTally = field(default_factory=PolicyTally)
-    pending: list[asyncio.Task[None]] = field(default_factory=list)
+    pending: list[asyncio.Future[None]] = field(default_factory=list)
+    queued: bool = False  # a task among them may not have published yet
 
     def emit(self, event: AgentEvent) -> None:
         at = round(self.clock.now, 6)  # the trial's run time, for an event not stamped yet
         self.tally.add(event)
-        if self.pending:  # one is still on its way: this one goes after it
+        if self.queued:  # one is still waiting for its turn: this one goes after it
             publishing = self.endpoint.publish_event(self.trial, self.trace_id, event, at)
             self.pending.append(asyncio.create_task(publishing))
             return
@@ -465,11 +467,15 @@ class TrialEvents:
         except Exception as exc:  # as `settle` takes a failed publish: telemetry lost
             log.warning("event not published: %s", redact(str(exc)))
             return
-        if later is not None:
+        if isinstance(later, asyncio.Future):  # written already
+            self.pending.append(later)
+        elif later is not None:
             self.pending.append(asyncio.create_task(later))
+            self.queued = True
 
     async def settle(self) -> None:
         await _settle_tasks(self.pending)
+        self.queued = self.queued and bool(self.pending)  # (none added meanwhile)
 
     def cancel(self) -> None:
         """Nobody will wait for these events any more."""

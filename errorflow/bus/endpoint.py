@@ -47,7 +47,7 @@ from typing import Any
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
 from errorflow.bus.redaction import redacted, screened
 from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
-from errorflow.bus.transport import Connection, Delivery, Local, Posted
+from errorflow.bus.transport import Connection, Delivery, Local, Posted, publish_soon
 from errorflow.core.redact import redact
 from errorflow.faults.bus import (
     BusFaultPlan,
@@ -135,6 +135,9 @@ class Endpoint:
         # A connection that never leaves the process takes our envelopes as they are
         # (`Posted`): no signing, and its receivers neither decode nor verify them.
         self._local = conn if isinstance(conn, Local) else None
+        # A broker connection that writes a publish at once (gmqtt's) is used so: no task
+        # and no coroutine chain of its own for each event and ack.
+        self._soon = publish_soon(conn) if self._local is None else None
         # The run key: everything we send is signed and everything we accept must carry a
         # valid signature. None only for a read-only observer that cannot verify (it
         # neither signs nor checks; the TUI says so in its header).
@@ -162,7 +165,7 @@ class Endpoint:
         # Acks publishing: the receive loop does not wait for the broker's PUBACK of each
         # one before the next message (a 32-wide fan-in's runner would otherwise take its
         # results one round trip at a time); controls wait for them (`control`).
-        self._acking: set[asyncio.Task[None]] = set()
+        self._acking: set[asyncio.Future[None]] = set()
 
     @property
     def pending(self) -> int:
@@ -187,8 +190,8 @@ class Endpoint:
             task.cancel()
         if self._acking:  # acks already accepted for sending go out, within a bound
             _, late = await asyncio.wait(set(self._acking), timeout=CLOSE_WAIT_S)
-            for task in late:
-                task.cancel()
+            for ack in late:
+                ack.cancel()
         if self._resender is not None:
             self._resender.cancel()
             done, _ = await asyncio.wait({self._resender}, timeout=CLOSE_WAIT_S)
@@ -252,6 +255,8 @@ class Endpoint:
         if isinstance(raw, Posted):
             assert self._local is not None  # only a local connection's sends are Posted
             await self._local.post(topic, raw)
+        elif self._soon is not None and (written := self._soon(topic, raw)) is not None:
+            await written
         else:
             await self.conn.publish(topic, raw)
 
@@ -352,12 +357,15 @@ class Endpoint:
 
     def post_event(
         self, trial: int, trace_id: str, event: Event, at: float | None = None
-    ) -> Coroutine[Any, Any, None] | None:
-        """`publish_event` at once where it need not wait (an in-process bus with room in
-        every inbox, no bus faults: an event's publish also lets out what a reorder fault
-        held back): None then, else what is left to await. A task per event cost more
-        than the event itself."""
-        if self._local is None or self.faults is not None or self._held:
+    ) -> Coroutine[Any, Any, None] | asyncio.Future[None] | None:
+        """`publish_event` at once where it need not wait (no bus faults: an event's
+        publish also lets out what a reorder fault held back). On an in-process bus with
+        room in every inbox: None, delivered. On a broker connection that writes at
+        once: a future, the message written after everything sent before it, to await
+        for its PUBACK. Else the coroutine to await. A task per event cost more than the
+        event itself."""
+        local, soon = self._local, self._soon
+        if (local is None and soon is None) or self.faults is not None or self._held:
             return self.publish_event(trial, trace_id, event, at)
         env = self._envelope(
             kind=Kind.EVENT,
@@ -366,10 +374,16 @@ class Endpoint:
             trace_id=trace_id,
             payload=event.to_payload(at),
         )
+        topic = topics.for_message(self.run_id, Kind.EVENT, self.name, "observers")
+        raw: Delivery
+        if local is None:
+            assert soon is not None
+            env, raw = redacted(env, self.key)
+            written = soon(topic, raw)
+            return written if written is not None else self._publish(topic, raw)
         env, text, clean = screened(env)
         raw = Posted(env, text, clean)
-        topic = topics.for_message(self.run_id, Kind.EVENT, self.name, "observers")
-        return None if self._local.post_nowait(topic, raw) else self._publish(topic, raw)
+        return None if local.post_nowait(topic, raw) else self._publish(topic, raw)
 
     async def control(self, action: Control, *, recipient: str = "all", trace: str) -> None:
         """Publish one control action (trial 0; `trace` names the conversation:
@@ -479,11 +493,22 @@ class Endpoint:
                 return
         else:
             raw = ack.encode(self.key)
+            if self._soon is not None and (written := self._soon(topic, raw)) is not None:
+                self._acking.add(written)  # written: no task, its PUBACK to come
+                written.add_done_callback(self._ack_settled)
+                return
         while len(self._acking) >= ACKS_IN_FLIGHT:
             await asyncio.wait(set(self._acking), return_when=asyncio.FIRST_COMPLETED)
         task = asyncio.create_task(self._publish_ack(topic, raw))
         self._acking.add(task)
         task.add_done_callback(self._acking.discard)
+
+    def _ack_settled(self, written: asyncio.Future[None]) -> None:
+        """An ack written at once is out, or failed as `_publish_ack` takes it."""
+        self._acking.discard(written)
+        exc = None if written.cancelled() else written.exception()
+        if exc is not None and not isinstance(exc, ConnectionError):
+            log.warning("%s: ack not sent: %s", self.name, redact(repr(exc))[:300])
 
     async def _publish_ack(self, topic: str, raw: Delivery) -> None:
         """One ack out; a lost connection loses it (the sender resends and is acked

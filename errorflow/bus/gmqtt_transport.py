@@ -35,7 +35,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import gmqtt  # type: ignore[import-untyped]  # no type hints
 from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
@@ -55,8 +55,12 @@ PUBLISH_OUTAGE_LIMIT_S = 60.0
 KEEPALIVE_S = 15
 #: CONNECT to CONNACK, SUBSCRIBE to SUBACK, PUBLISH to PUBACK: aiomqtt's `timeout`.
 ACK_TIMEOUT_S = 10.0
-#: Publishes awaiting their PUBACK at once (packet ids are 16 bits; this bounds memory).
+#: Publishes awaiting their PUBACK at once, on each of the two paths (`publish`,
+#: `publish_soon`): packet ids are 16 bits, and this bounds memory.
 INFLIGHT_LIMIT = 4096
+#: How often a connection looks for late PUBACKs of what `publish_soon` wrote: one is
+#: sent again between `ACK_TIMEOUT_S` and `ACK_TIMEOUT_S + SWEEP_S` after it was written.
+SWEEP_S = 1.0
 
 
 class _Session(gmqtt.Client):  # type: ignore[misc]  # gmqtt has no type hints
@@ -67,14 +71,24 @@ class _Session(gmqtt.Client):  # type: ignore[misc]  # gmqtt has no type hints
         return None
 
 
+class _Awaiting(Protocol):
+    """What waits for a PUBACK: a publisher's future, or a `_Soon`."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: None) -> None: ...
+
+    def set_exception(self, exception: BaseException) -> None: ...
+
+
 class _AckStore:
-    """gmqtt's `persistent_storage` for one session: QoS 1 packet id -> publisher's
-    future, resolved on PUBACK. Nothing is stored for replay: a new session is clean
-    and `publish()` sends again what a lost one did not confirm."""
+    """gmqtt's `persistent_storage` for one session: QoS 1 packet id -> what waits for
+    its PUBACK, resolved then. Nothing is stored for replay: a new session is clean and
+    `publish()` sends again what a lost one did not confirm."""
 
     def __init__(self) -> None:
         self.last_mid = 0
-        self.waiting: dict[int, asyncio.Future[None]] = {}
+        self.waiting: dict[int, _Awaiting] = {}
 
     def push_message(self, mid: int, raw_package: bytes) -> None:
         self.last_mid = mid
@@ -155,9 +169,54 @@ def _ssl_context(url: BrokerURL) -> ssl.SSLContext | bool:
     return ctx
 
 
-def _expire(fut: asyncio.Future[None]) -> None:
+def _expire(fut: _Awaiting) -> None:
     if not fut.done():
         fut.set_exception(ConnectionError(f"no PUBACK within {ACK_TIMEOUT_S:g}s"))
+
+
+class _Soon:
+    """A publish sent without a task of its own (`GmqttConnection.publish_soon`): it
+    waits for its PUBACK in the session's `_AckStore` in place of a future and settles
+    `result`; lost on the way (no PUBACK in time, the session gone), it becomes an
+    ordinary `publish`, which sends it again once connected, within the same deadline."""
+
+    __slots__ = ("conn", "due", "mid", "payload", "result", "settled", "store", "topic")
+
+    def __init__(
+        self, conn: GmqttConnection, store: _AckStore, topic: str, payload: bytes, due: float
+    ) -> None:
+        self.conn, self.store, self.topic, self.payload = conn, store, topic, payload
+        self.mid = store.last_mid
+        self.due = due  # its PUBACK is late from then (`GmqttConnection._sweep`)
+        self.result: asyncio.Future[None] = conn.loop.create_future()
+        self.settled = False  # its PUBACK came, or it was handed to `publish`
+
+    def done(self) -> bool:
+        return self.settled
+
+    def set_result(self, result: None) -> None:
+        self.settled = True
+        if not self.result.done():  # cancelled by a caller that stopped waiting
+            self.result.set_result(None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self.settled = True
+        if self.store.waiting.get(self.mid) is self:
+            del self.store.waiting[self.mid]
+        if self.result.done():
+            return
+        again = asyncio.create_task(self.conn.publish(self.topic, self.payload))
+        again.add_done_callback(self._again)
+
+    def _again(self, task: asyncio.Task[None]) -> None:
+        if self.result.done():
+            return
+        if task.cancelled():
+            self.result.cancel()
+        elif (exc := task.exception()) is not None:
+            self.result.set_exception(exc)
+        else:
+            self.result.set_result(None)
 
 
 class GmqttConnection:
@@ -189,7 +248,9 @@ class GmqttConnection:
         self._closing = False
         self._ssl = _ssl_context(url)
         self._task: asyncio.Task[None] | None = None
-        self._first = asyncio.get_running_loop().create_future()
+        self.loop = asyncio.get_running_loop()
+        self._first = self.loop.create_future()
+        self._sweeper: asyncio.TimerHandle | None = None  # for late PUBACKs of `publish_soon`
 
     # -- sessions -------------------------------------------------------------------
 
@@ -348,6 +409,40 @@ class GmqttConnection:
                 if store.waiting.get(mid) is fut:
                     del store.waiting[mid]
 
+    def publish_soon(self, topic: str, payload: bytes) -> asyncio.Future[None] | None:
+        """`publish` without a task while the session is up: the PUBLISH is written now,
+        after every one written before it, and the future it returns settles as
+        `publish` would return or raise (lost on the way, it is sent again within the
+        same deadline). None when the session is not up, or when `INFLIGHT_LIMIT`
+        publishes of this path wait for their PUBACK: then `publish`."""
+        client, store = self._client, self._store
+        if client is None or not self._connected.is_set() or len(store.waiting) >= INFLIGHT_LIMIT:
+            return None
+        client.publish(topic, payload, qos=1)
+        soon = _Soon(self, store, topic, payload, self.loop.time() + ACK_TIMEOUT_S)
+        store.waiting[soon.mid] = soon
+        if self._sweeper is None:
+            self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+        return soon.result
+
+    def _sweep(self) -> None:
+        """What `publish_soon` wrote and has had no PUBACK for `ACK_TIMEOUT_S` is sent
+        again: one timer a connection, not one a publish. The store keeps the order
+        they were written in, so the first one not due ends the look."""
+        self._sweeper = None
+        now, waiting, late = self.loop.time(), self._store.waiting, []
+        left = False
+        for awaiting in waiting.values():
+            if isinstance(awaiting, _Soon):
+                if awaiting.due > now:
+                    left = True
+                    break
+                late.append(awaiting)
+        for soon in late:
+            _expire(soon)
+        if left:
+            self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+
     async def publish(self, topic: str, payload: bytes) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.publish_wait_s
@@ -407,6 +502,8 @@ class GmqttConnection:
         if self._closing:
             return
         self._closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -89,6 +89,19 @@ def backlog(conn: object) -> int:
     return int(read()) if callable(read) else 0
 
 
+class PublishSoon(Protocol):
+    """A broker connection's `publish` without a task (gmqtt's): the message written
+    now, a future for its outcome; None when it must be `publish` (not connected)."""
+
+    def __call__(self, topic: str, payload: bytes) -> asyncio.Future[None] | None: ...
+
+
+def publish_soon(conn: object) -> PublishSoon | None:
+    """`conn.publish_soon`, where the connection has it."""
+    soon = getattr(conn, "publish_soon", None)
+    return soon if callable(soon) else None
+
+
 @runtime_checkable
 class Local(Protocol):
     """A connection whose messages never leave the process: it takes `Posted` envelopes."""
