@@ -92,7 +92,7 @@ class Walk:
     stopped: str | None = None
     calls: list[ToolCallView] = field(default_factory=list)
     failures: list[FailureView] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
+    decisions: list[Decision] | None = field(default_factory=list)  # None: not kept
 
     def read(self, env: Envelope) -> None:
         facts = EventFacts.from_wire(env.payload)
@@ -111,6 +111,8 @@ class Walk:
         failure = _failure(parsed, step, env, facts.at)
         if failure is not None:
             self.failures.append(failure)
+        if self.decisions is None:
+            return
         text = _decision_text(parsed)
         if text is None:
             return

@@ -34,8 +34,12 @@ def genealogy(
     events: Sequence[Envelope],
     labels: Mapping[str, StoredLabel],
     propagation: str,
+    *,
+    whole: bool = True,
 ) -> Genealogy:
-    """The genealogy of one trial from its stored rows (any order)."""
+    """The genealogy of one trial from its stored rows (any order). Not `whole`: what a
+    root cause reads, without the timeline and what each invocation was shown (built
+    for every failed trial as it ends, so it costs a part of every run)."""
     work_messages = [m for m in messages if m.kind in (Kind.TASK, Kind.RESULT)]
     by_id = {m.id: m for m in work_messages}
     payloads = {m.id: ResultPayload.from_wire(m.payload) for m in work_messages}
@@ -49,7 +53,7 @@ def genealogy(
     for index, i in enumerate(order):
         implicit = propagation == "implicit"
         inv, decisions = invocation_of(
-            index, works[i], levels[i], by_id, answers, payloads, implicit
+            index, works[i], levels[i], by_id, answers, payloads, implicit, whole=whole
         )
         invocations.append(inv)
         timeline.extend(decisions)

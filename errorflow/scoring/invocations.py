@@ -170,6 +170,17 @@ def _healed(failures: Sequence[FailureView], calls: Sequence[ToolCallView]) -> l
     return out
 
 
+def _shown(
+    inputs: Sequence[str],
+    by_id: Mapping[str, Envelope],
+    answers: Mapping[str, FinalAnswer],
+    calls: Sequence[ToolCallView],
+) -> list[Shown]:
+    """What an invocation's model was shown: its inputs, then its tools' answers."""
+    shown = [Shown("input", by_id[d].sender, d, _input_text(by_id[d], answers[d])) for d in inputs]
+    return shown + [Shown("observation", f"{c.tool} {c.call_id}", None, c.shown) for c in calls]
+
+
 def invocation_of(
     index: int,
     work: Work,
@@ -178,16 +189,18 @@ def invocation_of(
     answers: Mapping[str, FinalAnswer],
     payloads: Mapping[str, ResultPayload],
     implicit: bool,
+    *,
+    whole: bool = True,
 ) -> tuple[Invocation, list[Decision]]:
-    """The `index`-th invocation in the order of work, and its timeline entries."""
-    walk = Walk(index, work.agent, implicit)
+    """The `index`-th invocation in the order of work, and its timeline entries (not
+    `whole`: neither those nor what it was shown)."""
+    walk = Walk(index, work.agent, implicit, decisions=[] if whole else None)
     for env in work.segment.events if work.segment is not None else []:
         walk.read(env)
     walk.failures = _healed(walk.failures, walk.calls)
     first = work.outputs[0]
     inputs = tuple(d for d in first.derived_from if d in by_id)
-    shown = [Shown("input", by_id[d].sender, d, _input_text(by_id[d], answers[d])) for d in inputs]
-    shown += [Shown("observation", f"{c.tool} {c.call_id}", None, c.shown) for c in walk.calls]
+    shown = _shown(inputs, by_id, answers, walk.calls) if whole else []
     start = work.segment.start if work.segment is not None else None
     stopped = payloads[first.id].stopped
     spent = (sim_seconds(payloads[env.id]) for env in work.outputs)
@@ -207,4 +220,4 @@ def invocation_of(
         events=work.segment is not None,
         start_ts=start.ts if start is not None else None,
     )
-    return invocation, walk.decisions
+    return invocation, walk.decisions or []

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import aiosqlite
 
-from errorflow.scoring.root_cause import FAILED_OUTCOMES, RootCause
+from errorflow.scoring.genealogy import genealogy
+from errorflow.scoring.root_cause import FAILED_OUTCOMES, RootCause, root_cause
 from errorflow.store.opening import connect_ro
 from errorflow.store.trial_store import (
     RunMeta,
@@ -30,7 +31,6 @@ from errorflow.store.trial_store import (
     read_range,
     read_range_async,
     run_meta,
-    trace_of,
 )
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,12 @@ def row_of(run_id: str, trial: int, cause: RootCause) -> tuple[object, ...]:
 
 
 def cause_of(meta: RunMeta, rows: TrialRows) -> RootCause | None:
-    return trace_of(meta, rows).root_cause
+    """`trace_of(meta, rows).root_cause`, from only what a root cause reads."""
+    outcome = rows.outcome
+    if outcome is None or outcome.outcome not in FAILED_OUTCOMES:
+        return None
+    g = genealogy(rows.messages, rows.events, rows.labels, meta.propagation, whole=False)
+    return root_cause(g, outcome.outcome, outcome.depth)
 
 
 async def record(db: aiosqlite.Connection, run_id: str, *, finished: bool = True) -> int:
