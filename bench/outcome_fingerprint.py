@@ -1,7 +1,8 @@
 """The outcome fingerprint of a folder that capture_outcomes.sh filled: its `--json`
 outputs without timings, ids, ports or timing-dependent duplicate counts, and per stored
 run every trial's outcome, depth, reason and costs, every label, event counts by type,
-and the status and confidence of every task and result message.
+the status and confidence of every task and result message, and every root cause (its
+message ids, which are random, as `ID`).
 
     python bench/outcome_fingerprint.py FOLDER
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 
 VOLATILE = {"rejects", "wall_seconds", "run_id", "group_id", "broker", "started", "finished"}
 RUN_SUFFIX = re.compile(r"-[0-9a-f]{6}\b")  # group ids inside labels and names
+MESSAGE_ID = re.compile(r"\b[0-9a-f]{32}\b")
 
 
 def strip(value: object) -> object:
@@ -43,9 +45,13 @@ def stored(db: sqlite3.Connection) -> list[str]:
             ("M", "SELECT trial, sender, recipient, kind, status, confidence FROM messages"
                   " WHERE run_id = ? AND kind != 'control'"
                   " ORDER BY trial, sender, recipient, kind, status, confidence"),
+            ("C", "SELECT trial, cause_json FROM root_causes WHERE run_id = ? ORDER BY trial"),
         ]  # fmt: skip
         for tag, sql in queries:
-            lines += [f"{tag} " + " ".join(map(str, row)) for row in db.execute(sql, (run_id,))]
+            lines += [
+                f"{tag} " + MESSAGE_ID.sub("ID", " ".join(map(str, row)))
+                for row in db.execute(sql, (run_id,))
+            ]
     return lines
 
 
