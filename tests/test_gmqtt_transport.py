@@ -138,10 +138,12 @@ async def test_a_session_writes_through_one_corked_transport(embedded: BrokerURL
 
 
 @pytest.mark.mosquitto
+@pytest.mark.parametrize("way", ["publish", "publish_soon"])
 async def test_a_publish_without_its_puback_is_sent_again(
-    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch
+    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
     monkeypatch.setattr(gmqtt_transport, "ACK_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(gmqtt_transport, "SWEEP_S", 0.1)  # publish_soon's look for late ones
     bus = MqttBus(dataclasses.replace(mosquitto.url, client="gmqtt"))
     try:
         sub = await bus.connect("sub")
@@ -158,8 +160,13 @@ async def test_a_publish_without_its_puback_is_sent_again(
             lost(mid)
 
         monkeypatch.setattr(pub._store, "remove_message_by_mid", drop_first)
-        await asyncio.wait_for(pub.publish("errorflow/p/inbox/x", b"once"), 5)
-        assert dropped
+        if way == "publish":
+            await asyncio.wait_for(pub.publish("errorflow/p/inbox/x", b"once"), 5)
+        else:
+            written = pub.publish_soon("errorflow/p/inbox/x", b"once")
+            assert written is not None
+            await asyncio.wait_for(written, 5)  # settled by the copy sent again
+        assert dropped and pub._store.waiting == {}
         # at least once: the broker had it, and got it again (receivers drop the copy)
         assert await _next(sub) == ("errorflow/p/inbox/x", b"once")
         assert await _next(sub) == ("errorflow/p/inbox/x", b"once")
@@ -186,38 +193,6 @@ async def test_publish_soon_writes_in_order_and_settles_on_the_puback(
     finally:
         await bus.close()
     assert pub.publish_soon("errorflow/s/inbox/x", b"x") is None  # closed: `publish` says
-
-
-@pytest.mark.mosquitto
-async def test_publish_soon_without_its_puback_is_sent_again(
-    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(gmqtt_transport, "ACK_TIMEOUT_S", 0.3)
-    monkeypatch.setattr(gmqtt_transport, "SWEEP_S", 0.1)
-    bus = MqttBus(dataclasses.replace(mosquitto.url, client="gmqtt"))
-    try:
-        sub = await bus.connect("sub")
-        await sub.subscribe("errorflow/q/#")
-        pub = await bus.connect("pub")
-        assert isinstance(pub, GmqttConnection)
-        lost = pub._store.remove_message_by_mid
-        dropped: list[int] = []
-
-        def drop_first(mid: int) -> None:  # the first PUBACK never reaches the publisher
-            if not dropped:
-                dropped.append(mid)
-                return
-            lost(mid)
-
-        monkeypatch.setattr(pub._store, "remove_message_by_mid", drop_first)
-        written = pub.publish_soon("errorflow/q/inbox/x", b"once")
-        assert written is not None
-        await asyncio.wait_for(written, 5)  # settled by the copy sent again
-        assert dropped and pub._store.waiting == {}
-        assert await _next(sub) == ("errorflow/q/inbox/x", b"once")
-        assert await _next(sub) == ("errorflow/q/inbox/x", b"once")
-    finally:
-        await bus.close()
 
 
 @pytest.mark.mosquitto
