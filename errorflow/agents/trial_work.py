@@ -453,7 +453,12 @@ class TrialEvents:
     clock: SimClock
     tally: PolicyTally = field(default_factory=PolicyTally)
     pending: list[asyncio.Future[None]] = field(default_factory=list)
-    queued: bool = False  # a task among them may not have published yet
+
+    @property
+    def queued(self) -> bool:
+        """A task among the pending may not have published yet (a written one has).
+        Every event after a task goes by a task, so the last one tells."""
+        return bool(self.pending) and isinstance(self.pending[-1], asyncio.Task)
 
     def emit(self, event: AgentEvent) -> None:
         at = round(self.clock.now, 6)  # the trial's run time, for an event not stamped yet
@@ -471,11 +476,9 @@ class TrialEvents:
             self.pending.append(later)
         elif later is not None:
             self.pending.append(asyncio.create_task(later))
-            self.queued = True
 
     async def settle(self) -> None:
         await _settle_tasks(self.pending)
-        self.queued = self.queued and bool(self.pending)  # (none added meanwhile)
 
     def cancel(self) -> None:
         """Nobody will wait for these events any more."""

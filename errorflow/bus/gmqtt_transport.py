@@ -9,6 +9,8 @@ compared in bench/RESULTS.md. It gives less than we need out of the box, so this
   storage: it learns each publish's packet id and resolves the publisher's future on
   the PUBACK, so `publish()` returns once the broker has the message, as aiomqtt's does.
   A PUBACK later than `ACK_TIMEOUT_S`, or a session lost on the way, sends it again.
+  `publish_soon()` is the same without a task: the PUBLISH written at once, a future
+  settled on the PUBACK, late ones found by one sweep per connection.
 - **Our own reconnects.** gmqtt reconnects with `clean_session=False` and the will of
   its first session; we want a clean session and a freshly signed will every time, so
   `_Session` turns gmqtt's reconnect off and the connection's loop opens a new client
