@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 from errorflow.core.costs import Costs
@@ -183,6 +185,18 @@ def test_costs_are_summed_once_per_sender() -> None:
     r = msg("researcher", "writer", claims=[{"key": "papers", "value": PAPERS}])
     w = msg("writer", "runner", claims=[{"key": "papers", "value": PAPERS}], derived=[r])
     assert score_trial(S, TRUTH, 0, [r, w]).costs.backend_calls == 2.0
+
+
+def test_a_trials_costs_do_not_depend_on_the_order_its_messages_arrived_in() -> None:
+    # Summed in arrival order, 60.0 + 0.1 + 0.2 + 0.3 and 0.3 + 0.2 + 0.1 + 60.0 differ
+    # in their last bit: one seed gave 0.7 and 0.7000000000000001 between runs.
+    seconds = (60.0, 0.1, 0.2, 0.3, 1e-7)
+    sums = {
+        Costs.total(Costs(sim_seconds=s, model_calls=1.0) for s in order)
+        for order in itertools.permutations(seconds)
+    }
+    assert sums == {Costs(model_calls=5.0, sim_seconds=math.fsum(seconds))}
+    assert Costs.total([]) == Costs() and Costs.total([Costs(retries=2.0)]) == Costs(retries=2.0)
 
 
 def test_costs_skip_unknown_keys_and_non_numbers() -> None:
