@@ -13,6 +13,7 @@ from errorflow.agents.inputs import Ready
 from errorflow.agents.kit import AgentKit
 from errorflow.bus.transport import InProcessBus
 from errorflow.models.backend import TaskTurn
+from errorflow.protocol import topics
 from errorflow.protocol.envelope import Status
 from errorflow.runtime.participants import make_agent
 from errorflow.runtime.runner import RunOptions, run_scenario
@@ -279,3 +280,18 @@ async def test_a_member_forgets_trials_whose_last_round_never_comes(
     assert agent._rounds_done == {0: 1, 6: 0, 7: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0}
     await round_of(0, 2)  # its last round: the trial is over
     assert 0 not in agent._rounds_done
+
+
+async def test_an_opened_agent_hears_the_roll_call_before_its_loop_runs() -> None:
+    """The runner opens its own agents before it calls the roll: the first call then
+    reaches them all (one they missed would be called again only after a pause)."""
+    bus = InProcessBus()
+    plan = RunPlan(load_text(TWO_NEEDS))
+    conn = await bus.connect("researcher")
+    agent = make_agent(plan, "researcher", "r", conn, run_key=b"k" * 32)
+    runner = await bus.connect("runner")
+    await agent.open()
+    await agent.open()  # once: no second subscription, no second resender
+    await runner.publish(topics.control("r", topics.RUNNER), b"roll call")
+    assert conn.queue.qsize() == 1
+    await agent.endpoint.close()

@@ -101,6 +101,7 @@ class Agent:
         self._rounds_done: dict[int, int] = {}
         self._held: dict[tuple[int, int], Ready] = {}
         self.done_trials = 0
+        self._opened = False
 
     @property
     def mismatch(self) -> str | None:
@@ -108,11 +109,21 @@ class Agent:
         experiment, checked on the roll call)."""
         return self.presence.mismatch
 
-    async def run(self) -> None:
+    async def open(self) -> None:
+        """Subscribe and start the endpoint (once): from then on the agent hears the
+        roll call. The runner opens the agents of its own process before it calls the
+        roll, so the first call is answered (one they miss is called again only after
+        a pause)."""
+        if self._opened:
+            return
+        self._opened = True
         conn = self.endpoint.conn
         await conn.subscribe(topics.inbox(self.run_id, self.name))
         await conn.subscribe(topics.control(self.run_id, topics.RUNNER))
         await self.endpoint.start()
+
+    async def run(self) -> None:
+        await self.open()
         try:
             async for env in self.endpoint.receive():
                 try:

@@ -106,10 +106,10 @@ class Participants:
     async def start_agents(
         self, api_key: ApiKeys | None, services: ServiceRegistry
     ) -> list[asyncio.Task[None]]:
-        """The agents, in this process: each on a connection of its own."""
-        tasks = []
-        for name in self.plan.scenario.agents:
-            agent = make_agent(
+        """The agents, in this process: each on a connection of its own, subscribed
+        before this returns (the roll call that follows finds them all listening)."""
+        agents = [
+            make_agent(
                 self.plan,
                 name,
                 self.run_id,
@@ -119,8 +119,18 @@ class Participants:
                 on_trace=self.options.on_trace,
                 services=services,
             )
-            task = asyncio.create_task(agent.run(), name=f"agent-{name}")
-            self.agent_tasks[name] = task
+            for name in self.plan.scenario.agents
+        ]
+        try:
+            await asyncio.gather(*(agent.open() for agent in agents))
+        except BaseException:  # none runs: stop what the others started
+            for agent in agents:
+                await agent.endpoint.close()
+            raise
+        tasks = []
+        for agent in agents:
+            task = asyncio.create_task(agent.run(), name=f"agent-{agent.name}")
+            self.agent_tasks[agent.name] = task
             tasks.append(task)
         return tasks
 
