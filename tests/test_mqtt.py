@@ -11,7 +11,10 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from errorflow.bus.mqtt import MqttBus
+from errorflow.bus import aiomqtt_client, gmqtt_transport
+from errorflow.bus.gmqtt_transport import GmqttConnection
+from errorflow.bus.mqtt import MqttBus, MqttConnection
+from errorflow.bus.quick_ack import quick_ack
 from errorflow.bus.transport import Bus, InProcessBus, offline_s
 from errorflow.bus.url import BrokerURL
 from tests.conftest import Mosquitto
@@ -125,6 +128,48 @@ async def test_connections_send_without_nagle_delay(embedded: BrokerURL) -> None
         sock = conn._client._client.socket()  # paho's socket: the only place to look
         assert isinstance(sock, socket.socket)
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        await bus.close()
+
+
+def _fileno(conn: object) -> int:
+    """The socket of a connection on either client (each keeps it in its own place)."""
+    if isinstance(conn, GmqttConnection):
+        assert conn._client is not None
+        sock = conn._client._connection._transport.get_extra_info("socket")
+    else:
+        assert isinstance(conn, MqttConnection) and conn._client is not None
+        sock = conn._client._client.socket()
+    assert sock is not None
+    return int(sock.fileno())
+
+
+async def test_a_read_that_nothing_answers_is_acknowledged_at_once(
+    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch, mqtt_client: str
+) -> None:
+    # Mosquitto's Nagle (its default) holds the next packet for a client until the
+    # client ACKs the last, which Linux delays when the client sends nothing back.
+    asked: list[int] = []
+
+    def recorded(sock: socket.socket | None) -> None:
+        if sock is not None:
+            asked.append(sock.fileno())
+        quick_ack(sock)
+
+    monkeypatch.setattr(gmqtt_transport, "quick_ack", recorded)
+    monkeypatch.setattr(aiomqtt_client, "quick_ack", recorded)
+    bus = MqttBus(mosquitto.url)
+    try:
+        sub = await bus.connect("sub")
+        pub = await bus.connect("pub")
+        await sub.subscribe("errorflow/r1/#")
+        asked.clear()
+        await pub.publish("errorflow/r1/inbox/a", b"m")  # back when its PUBACK is read
+        topic, _ = await asyncio.wait_for(anext(aiter(sub.messages())), 5)
+        await asyncio.sleep(0.05)  # every turn that read something is over
+        assert topic == "errorflow/r1/inbox/a"
+        assert _fileno(pub) in asked  # a PUBACK: nothing to answer it with
+        assert _fileno(sub) not in asked  # its PUBACK went out in the turn it read
     finally:
         await bus.close()
 

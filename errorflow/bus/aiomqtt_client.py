@@ -14,7 +14,8 @@ than the message itself:
   system calls and two turns per burst of packets on a socket that is nearly always
   writable. `LoopClient` writes what paho queued in one callback on the next turn
   (`call_soon`: everything published in the same turn goes together), and waits for
-  the socket to be writable only when the kernel's buffer is full.
+  the socket to be writable only when the kernel's buffer is full; a read that turn
+  answers with nothing is acknowledged at once (`bus.quick_ack`).
 - Awaiting a PUBACK: aiomqtt's `publish` wraps an `asyncio.Event` in `asyncio.wait_for`
   (a task per publish on Python 3.11) and scans every pending call twice per publish
   (quadratic in what is in flight). `LoopClient.publish` waits on one future with a
@@ -30,13 +31,16 @@ from __future__ import annotations
 import asyncio
 import math
 import select
+import socket
 import threading
-from typing import Any
+from typing import Any, cast
 
 import aiomqtt
 import paho.mqtt.client as paho
 from aiomqtt.exceptions import MqttCodeError
 from aiomqtt.types import PahoSocket, PayloadType
+
+from errorflow.bus.quick_ack import quick_ack
 
 #: Packets paho reads at most per readable socket, per turn of the event loop.
 READ_BURST = 256
@@ -68,9 +72,12 @@ class LoopClient(aiomqtt.Client):
                         return
                     pending = getattr(now, "pending", None)  # TLS: bytes already decrypted
                     if not (pending is not None and pending() > 0) and not ready.poll(0):
-                        return
+                        break
             except Exception as exc:
                 self._failed(exc)
+                return
+            if not self._write_due:  # nothing to carry its ACK this turn
+                quick_ack(cast("socket.socket | None", client.socket()))  # a TCP socket
 
         # After aiomqtt's own add_reader (it is scheduled the same way): replaces it.
         self._loop.call_soon_threadsafe(self._loop.add_reader, fd, read_burst)

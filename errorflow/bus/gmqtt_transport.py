@@ -20,7 +20,8 @@ compared in bench/RESULTS.md. It gives less than we need out of the box, so this
 - **One send per turn of the loop.** gmqtt writes every packet (each PUBLISH, each
   PUBACK) to the socket at once, a `send` system call each; `_Corked` collects what one
   session writes during a turn of the event loop and sends it as one write at the end
-  of the turn (same bytes, same order).
+  of the turn (same bytes, same order); a read that turn answers with nothing is
+  acknowledged at once (`bus.quick_ack`: a broker's Nagle waits for that ACK).
 - **Back-pressure.** Incoming messages go to a bounded inbox; past `QUEUE_LIMIT` the
   socket stops being read (the broker holds the rest) until the consumer catches up.
   A consumer stalled for two keepalives loses its session as a dead one would; the
@@ -44,6 +45,7 @@ from gmqtt.mqtt.constants import MQTTv311  # type: ignore[import-untyped]
 
 from errorflow.bus.inbox import Inbox
 from errorflow.bus.lost_cancel import cancels, raise_lost_cancel
+from errorflow.bus.quick_ack import quick_ack
 from errorflow.bus.reconnect import Backoff
 from errorflow.bus.subscriptions import Subscriptions
 from errorflow.bus.transport import QUEUE_LIMIT, WillFactory
@@ -131,6 +133,12 @@ class _Corked:
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._pending: list[bytes] = []
+        self._socket = transport.get_extra_info("socket")
+
+    def read_done(self) -> None:
+        """After a read: a quick ACK unless this turn writes something to carry one."""
+        if not self._pending:
+            quick_ack(self._socket)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self._pending:
@@ -155,11 +163,20 @@ class _Corked:
 
 def _cork(client: _Session) -> None:
     """Route a connected session's writes (gmqtt's connection and protocol each hold
-    the transport) through one `_Corked`."""
+    the transport) through one `_Corked`, which also sees each read end."""
     connection = client._connection
     corked = _Corked(connection._transport)
     connection._transport = corked
-    connection._protocol._transport = corked
+    protocol = connection._protocol
+    protocol._transport = corked
+    parse = protocol._read_packet  # the read loop's: every whole packet read, handled
+
+    def read_packets(data: bytes) -> int:
+        parsed: int = parse(data)
+        corked.read_done()
+        return parsed
+
+    protocol._read_packet = read_packets
 
 
 def _ssl_context(url: BrokerURL) -> ssl.SSLContext | bool:
