@@ -10,6 +10,7 @@ so a clean envelope (nearly all of them) costs one search, not a walk.
 
 from __future__ import annotations
 
+from errorflow.bus.cleared import CLEARED
 from errorflow.core.redact import might_hold_secret, redact, redact_obj
 from errorflow.protocol.envelope import Envelope, WireError
 
@@ -43,6 +44,8 @@ def redacted(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes]:
     of its errors and payload."""
     raw = env.encode(key)
     if not holds_secret(env, raw.decode()):
+        if key is not None:  # for this process's recorder (bus.cleared)
+            CLEARED.note(raw)
         return env, raw
     clean = _cleaned(env)
     return (env, raw) if clean is env else (clean, clean.encode(key))

@@ -21,6 +21,7 @@ from collections import Counter
 
 import aiosqlite
 
+from errorflow.bus.cleared import CLEARED
 from errorflow.bus.endpoint import admission
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Connection, Delivery, Posted, backlog
@@ -159,13 +160,17 @@ class Recorder:
         except RejectedMessage as exc:
             self._reject(topic, exc.reason, exc.detail, raw, now)
             return
-        # A `Posted` envelope's text comes with it, searched by its sender's net.
-        text, clean = (raw.text, raw.clean) if isinstance(raw, Posted) else (raw.decode(), False)
         if reason is None:
             reason = self.seen.repeat(env)  # `duplicate` or `replayed_seq`
         if reason is not None:
             self._reject(topic, reason, f"sender={env.sender} seq={env.seq} id={env.id}", raw, now)
             return
+        # Searched by its sender's net already: a `Posted` envelope says so, and bytes
+        # signed in this process were noted (their signature verified above).
+        if isinstance(raw, Posted):
+            text, clean = raw.text, raw.clean
+        else:
+            text, clean = raw.decode(), self.key is not None and CLEARED.take(raw)
         self.counts[env.kind.value] += 1
         if self.causes is not None:
             self._trace(env, self.causes)
