@@ -4,7 +4,7 @@ kind it knows or not; and telling an ack from other control traffic."""
 from __future__ import annotations
 
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.protocol.control import Ack, Hello, is_ack
+from errorflow.protocol.control import Ack, Hello, ack_payload, acked_id, is_ack, parse_control
 from errorflow.protocol.events import EventFacts, RetryScheduled, event_type
 
 
@@ -29,3 +29,19 @@ def test_an_ack_is_told_without_parsing() -> None:
     assert is_ack(Ack(id="m1").to_payload())
     assert not is_ack(Hello(agent="a").to_payload())
     assert not is_ack({})
+
+
+def test_an_ack_is_built_and_read_as_its_model_builds_and_reads_it() -> None:
+    assert ack_payload("m1") == Ack(id="m1").to_payload()
+    payloads: list[dict[str, object]] = [
+        Ack(id="m1").to_payload(),
+        {"action": "ack"},
+        {"action": "ack", "id": 5},
+        {"action": "ack", "id": "m1", "extra": 1},
+        {"action": "hello", "id": "m1"},
+        Hello(agent="a").to_payload(),
+        {},
+    ]
+    for payload in payloads:
+        parsed = parse_control(payload)
+        assert acked_id(payload) == (parsed.id if isinstance(parsed, Ack) else None)

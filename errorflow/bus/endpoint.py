@@ -57,10 +57,10 @@ from errorflow.faults.bus import (
 )
 from errorflow.protocol import signing, topics
 from errorflow.protocol.control import (
-    Ack,
     Control,
+    ack_payload,
+    acked_id,
     is_ack,
-    parse_control,
 )
 from errorflow.protocol.envelope import (
     Envelope,
@@ -450,10 +450,10 @@ class Endpoint:
             if env is None:
                 continue
             if env.kind is Kind.CONTROL and is_ack(env.payload):
-                ack = parse_control(env.payload)  # a malformed ack acknowledges nothing
-                if isinstance(ack, Ack) and env.recipient == self.name:
-                    self.outbox.ack(ack.id, self._clock())
-                    self._faulted.pop(ack.id, None)
+                acked = acked_id(env.payload)  # a malformed ack acknowledges nothing
+                if acked is not None and env.recipient == self.name:
+                    self.outbox.ack(acked, self._clock())
+                    self._faulted.pop(acked, None)
                 continue
             yield env
 
@@ -482,7 +482,7 @@ class Endpoint:
             recipient=env.sender,
             trial=env.trial,
             trace_id=env.trace_id,
-            payload=Ack(id=env.id).to_payload(),
+            payload=ack_payload(env.id),
         )
         topic = topics.acks(self.run_id, env.sender)
         raw: Delivery

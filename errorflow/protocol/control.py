@@ -109,5 +109,20 @@ def is_ack(payload: Mapping[str, object]) -> bool:
     return payload.get("action") == _ACK
 
 
+def ack_payload(message_id: str) -> dict[str, Any]:
+    """`Ack(id=message_id).to_payload()` without building the model (a receiver sends
+    one for every task and result it gets)."""
+    return {"action": _ACK, "id": message_id}
+
+
+def acked_id(payload: Mapping[str, object]) -> str | None:
+    """The message an ack payload acknowledges, as `parse_control` reads it, without
+    parsing: None unless it is exactly an ack (a malformed ack acknowledges nothing)."""
+    message_id = payload.get("id")
+    if payload.get("action") != _ACK or not isinstance(message_id, str) or len(payload) != 2:
+        return None
+    return message_id
+
+
 #: Hoisted: looking a member up on its enum class costs a hot path 0.2 us each time.
 _ACK = ControlAction.ACK.value
