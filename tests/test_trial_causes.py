@@ -10,12 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from errorflow.bus.transport import Posted
+from errorflow.protocol import topics
+from errorflow.protocol.envelope import Envelope, decode
+from errorflow.runtime.recorder import Recorder
 from errorflow.scoring.root_cause import FAILED_OUTCOMES
 from errorflow.store import root_causes
 from errorflow.store.opening import connect_ro
 from errorflow.store.rows import LabelRow, TrialRow
 from errorflow.store.trial_causes import TrialCauses
 from errorflow.store.trial_store import read_range, run_meta
+from tests.test_endpoint import Captured
 from tests.trace_runs import run_stored
 
 
@@ -87,3 +92,46 @@ def test_a_message_after_the_cause_makes_the_trial_stale(tmp_path: Path) -> None
     assert [r[1] for r in causes.take()] == [0] and not causes.open
     causes.filed(late)
     assert causes.stale == {0}
+
+
+def test_the_runners_copies_fill_in_only_what_the_recorder_missed(tmp_path: Path) -> None:
+    """On a broker the recorder may miss a message (an outage, a queue the broker cut):
+    the runner's copies of a scored trial are held until the trial's outcome event is
+    filed, then only the missing ones are stored, and the cause is the whole trial's;
+    those of a trial whose outcome event never came are stored when the run ends."""
+    db = tmp_path / "r.db"
+    result, _ = run_stored("contamination", db, trials=2, propagation="implicit")
+    with connect_ro(db) as conn:
+        meta = run_meta(conn, result.run_id)
+        assert meta is not None
+        trials = read_range(conn, result.run_id, 0, 1)
+        ((outcome_text,),) = conn.execute(
+            "SELECT envelope FROM events WHERE run_id = ? AND trial = 0 AND sender = ? "
+            "AND envelope LIKE '%trial_outcome%'",
+            (result.run_id, topics.RUNNER),
+        ).fetchall()
+    expected = _from_the_store(db, result.run_id)
+    recorder = Recorder(None, Captured(), meta.run_id, None, causes=TrialCauses(meta))  # type: ignore[arg-type]
+    rows = trials[0]
+    first, *missed = rows.messages
+    for env in [first, *rows.events]:
+        recorder.handle(topics.inbox(meta.run_id, env.recipient), _posted(env))
+    recorder.hold(0, rows.messages)
+    recorder.hold(1, trials[1].messages)
+    assert [m.id for m in recorder._messages] == [first.id]  # nothing filled in yet
+    assert rows.outcome is not None
+    recorder.add_trial(
+        TrialRow(meta.run_id, 0, rows.outcome.outcome, rows.outcome.depth, "", "{}"),
+        [LabelRow(meta.run_id, 0, m, "x", lb.label, lb.reason) for m, lb in rows.labels.items()],
+    )
+    outcome = decode(outcome_text.encode())
+    recorder.handle(topics.events(meta.run_id, topics.RUNNER), _posted(outcome))
+    assert [m.id for m in recorder._messages] == [first.id, *(m.id for m in missed)]
+    causes = recorder.causes.take() if recorder.causes is not None else []
+    assert [(r[1], r[-1]) for r in causes] == [(0, expected[0])]
+    recorder.settle_held()  # trial 1's outcome event never came
+    assert [m.id for m in recorder._messages[3:]] == [m.id for m in trials[1].messages]
+
+
+def _posted(env: Envelope) -> Posted:
+    return Posted(env, env.encode().decode(), True)

@@ -279,6 +279,7 @@ class Participants:
         with contextlib.suppress(asyncio.CancelledError):
             await reader
         await ep.close()
+        recorder.settle_held()
         await recorder.flush()
         for conn in self.conns:
             await conn.close()

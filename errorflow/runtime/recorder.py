@@ -96,6 +96,7 @@ class Recorder:
         self._messages: list[MessageRow] = []
         self._events: list[EventRow] = []
         self._rejects: list[RejectRow] = []
+        self._held: dict[int, list[Envelope]] = {}  # by trial: see `hold`
         self._trials: list[TrialRow] = []
         self._labels: list[LabelRow] = []
         self._lock = asyncio.Lock()  # one writer: flushes never interleave
@@ -142,6 +143,7 @@ class Recorder:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
+            self.settle_held()
             await self.flush()
 
     def handle(self, topic: str, raw: Delivery) -> None:
@@ -183,14 +185,14 @@ class Recorder:
         if env.kind is Kind.CONTROL and not is_ack(env.payload):
             self._control(env)
 
-    @staticmethod
-    def _trace(env: Envelope, causes: TrialCauses) -> None:
+    def _trace(self, env: Envelope, causes: TrialCauses) -> None:
         causes.filed(env)
         if (
             env.kind is Kind.EVENT
             and env.sender == topics.RUNNER
             and event_type(env.payload) == "trial_outcome"
         ):
+            self._settle(env.trial, causes)
             causes.ended(env.trial)
 
     def _control(self, env: Envelope) -> None:
@@ -223,12 +225,41 @@ class Recorder:
         if self.causes is not None:
             self.causes.scored(row, labels)
 
-    def add_messages(self, rows: list[MessageRow], envelopes: list[Envelope]) -> None:
-        """Messages the runner holds (`rows` of `envelopes`); stored unless already
-        there (INSERT OR IGNORE)."""
-        self._messages.extend(rows)
+    def hold(self, trial: int, envelopes: list[Envelope]) -> None:
+        """The tasks and results the runner holds of a trial it scored, for any the
+        recorder missed (a broker outage, a queue the broker cut): when the trial's
+        outcome event is filed, everything published before it has been too (one
+        broker keeps the order of what it was given), so only those still missing are
+        stored from these; at the end of the run, every one still held (INSERT OR
+        IGNORE: nothing twice). Without root causes to go by, all of them at once."""
+        if self.causes is None:
+            self._backfill(envelopes)
+        else:
+            self._held[trial] = envelopes
+
+    def _backfill(self, envelopes: list[Envelope]) -> None:
+        now = time.time()
+        self._messages.extend(
+            MessageRow.from_envelope(
+                m, topics.for_message(self.run_id, m.kind, m.sender, m.recipient), now
+            )
+            for m in envelopes
+            if m.kind in (Kind.TASK, Kind.RESULT)
+        )
         if self.causes is not None:
             self.causes.backfilled(envelopes)
+
+    def _settle(self, trial: int, causes: TrialCauses) -> None:
+        """The runner's copies of `trial`'s messages that the recorder did not file."""
+        held = self._held.pop(trial, None)
+        if held:
+            self._backfill(causes.missing(trial, held))
+
+    def settle_held(self) -> None:
+        """Every message still held (its trial's outcome event never came): stored."""
+        held, self._held = self._held, {}
+        for envelopes in held.values():
+            self._backfill(envelopes)
 
     async def flush(self) -> None:
         async with self._lock:

@@ -60,7 +60,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import service_load
 from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store.failures import StoreFailed
-from errorflow.store.rows import LabelRow, MessageRow, TrialRow
+from errorflow.store.rows import LabelRow, TrialRow
 from errorflow.store.trial_causes import TrialCauses
 from errorflow.store.trial_store import RunMeta
 from errorflow.world.services import ServiceRegistry
@@ -312,7 +312,7 @@ class RunDriver:
             [LabelRow.from_label(self.run_id, trial, lb) for lb in score.labels],
         )
         if not hears_all(self.recording, self.endpoint.conn if self.endpoint else None):
-            self._backfill(messages)  # the recorder may have missed some (an outage)
+            self.recorder.hold(trial, messages)  # the recorder may miss some (an outage)
         if self.options.keep_messages:
             self.kept[trial] = messages
 
@@ -390,21 +390,6 @@ class RunDriver:
             later = self.endpoint.post_event(score.trial, trace_id, event)
             if later is not None:
                 await later
-
-    def _backfill(self, messages: list[Envelope]) -> None:
-        """Every task and result the runner holds reaches the store, even if the recorder
-        missed it during a broker outage (INSERT OR IGNORE: nothing twice)."""
-        assert self.recorder is not None
-        now = time.time()
-        self.recorder.add_messages(
-            [
-                MessageRow.from_envelope(
-                    m, topics.for_message(self.run_id, m.kind, m.sender, m.recipient), now
-                )
-                for m in messages
-            ],
-            messages,
-        )
 
     async def drain(self) -> None:
         if self.recorder is not None:

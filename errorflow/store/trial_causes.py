@@ -65,6 +65,14 @@ class TrialCauses:
             ids.add(env.id)
             rows.messages.append(env)
 
+    def missing(self, trial: int, messages: list[Envelope]) -> list[Envelope]:
+        """Of `messages` (the runner's copies of `trial`'s), the tasks and results not
+        filed for the trial (a trial already computed has them all: no row to add)."""
+        if self._is_computed(trial):
+            return []
+        ids = self._seen_ids.get(trial, set())
+        return [m for m in messages if m.kind in (Kind.TASK, Kind.RESULT) and m.id not in ids]
+
     def backfilled(self, messages: list[Envelope]) -> None:
         """The runner's copies of a trial's tasks and results (stored unless there)."""
         for env in messages:
