@@ -44,8 +44,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from dataclasses import dataclass, field
 from typing import Any
 
+from errorflow.bus.admission import admission
 from errorflow.bus.outbox import GiveUp, Outbox, Resend
-from errorflow.bus.redaction import redacted, screened
+from errorflow.bus.own_copies import OWN_COPIES
+from errorflow.bus.redaction import screened, sealed
 from errorflow.bus.seen_seqs import CompactSeenSet, SeenSet
 from errorflow.bus.transport import Connection, Delivery, Local, Posted, publish_soon
 from errorflow.core.redact import redact
@@ -55,7 +57,7 @@ from errorflow.faults.bus import (
     attempt_at,
     undelivered_reason,
 )
-from errorflow.protocol import signing, topics
+from errorflow.protocol import topics
 from errorflow.protocol.control import (
     Control,
     ack_payload,
@@ -69,7 +71,6 @@ from errorflow.protocol.envelope import (
     RejectedMessage,
     Status,
     WireError,
-    decode,
 )
 from errorflow.protocol.events import BusFaultFired, BusUndelivered, Event
 from errorflow.protocol.result import round_of
@@ -231,7 +232,8 @@ class Endpoint:
             env, text, clean = screened(env)
             raw = Posted(env, text, clean)
         else:
-            env, raw = redacted(env, self.key)
+            env, raw, clean = sealed(env, self.key)
+            OWN_COPIES.keep(raw, env, self.key, clean)
         tracked = kind in RELIABLE_KINDS and self._resender is not None
         if tracked:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
@@ -378,7 +380,8 @@ class Endpoint:
         raw: Delivery
         if local is None:
             assert soon is not None
-            env, raw = redacted(env, self.key)
+            env, raw, clean = sealed(env, self.key)
+            OWN_COPIES.keep(raw, env, self.key, clean)
             written = soon(topic, raw)
             return written if written is not None else self._publish(topic, raw)
         env, text, clean = screened(env)
@@ -493,6 +496,7 @@ class Endpoint:
                 return
         else:
             raw = ack.encode(self.key)
+            OWN_COPIES.keep(raw, ack, self.key, False)  # built of our own fields, never searched
             if self._soon is not None and (written := self._soon(topic, raw)) is not None:
                 self._acking.add(written)  # written: no task, its PUBACK to come
                 written.add_done_callback(self._ack_settled)
@@ -570,27 +574,3 @@ class Endpoint:
         )
         with contextlib.suppress(ConnectionError):
             await self.publish_event(sent.trial, sent.trace_id, event)
-
-
-def admission(
-    raw: Delivery, run_id: str, members: set[str] | None, key: bytes | None
-) -> tuple[Envelope, str | None]:
-    """The envelope `raw` holds and why it must be dropped (None: it may be read), checked
-    before anything acts on it. A `Posted` envelope was validated when built, in this
-    process: it is neither decoded nor verified. Raises `RejectedMessage` for bytes that
-    are not an envelope."""
-    if isinstance(raw, Posted):
-        return raw.env, rejection_reason(raw.env, run_id, members)
-    env = decode(raw)
-    reason = rejection_reason(env, run_id, members)
-    if reason is None and key is not None:
-        reason = signing.verify(key, raw)
-    return env, reason
-
-
-def rejection_reason(env: Envelope, run_id: str, members: set[str] | None) -> str | None:
-    if env.run_id != run_id:
-        return "wrong_run"
-    if members is not None and env.sender not in members:
-        return "unknown_sender"
-    return None

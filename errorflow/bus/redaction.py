@@ -10,7 +10,6 @@ so a clean envelope (nearly all of them) costs one search, not a walk.
 
 from __future__ import annotations
 
-from errorflow.bus.cleared import CLEARED
 from errorflow.core.redact import might_hold_secret, redact, redact_obj
 from errorflow.protocol.envelope import Envelope, WireError
 
@@ -42,13 +41,18 @@ def redacted(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes]:
     wire bytes. The net behind everything that builds a payload: one that forgets a
     secret cannot publish it. A clean message (nearly all) costs a search of the text
     of its errors and payload."""
+    env, raw, _ = sealed(env, key)
+    return env, raw
+
+
+def sealed(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes, bool]:
+    """`redacted`, and whether the net found its text clean (`holds_secret` False: the
+    store need not search it again)."""
     raw = env.encode(key)
     if not holds_secret(env, raw.decode()):
-        if key is not None:  # for this process's recorder (bus.cleared)
-            CLEARED.note(raw)
-        return env, raw
+        return env, raw, True
     clean = _cleaned(env)
-    return (env, raw) if clean is env else (clean, clean.encode(key))
+    return (env, raw, False) if clean is env else (clean, clean.encode(key), False)
 
 
 def screened(env: Envelope) -> tuple[Envelope, str, bool]:

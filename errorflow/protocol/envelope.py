@@ -180,15 +180,20 @@ def decode(raw: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Envelope:
         raise
     except Exception as exc:  # a bug or a limit we did not foresee: still a rejection
         raise RejectedMessage("undecodable", f"{type(exc).__name__}: {exc}"[:200]) from None
-    # Counting brackets and commas is C-fast; only a message that could break a limit
-    # is walked (fewer brackets than the depth limit cannot nest deeper than it).
-    # (A comma is a byte: a message shorter than the value limit has fewer commas.)
-    many = raw.count(b"[") + raw.count(b"{") > MAX_PAYLOAD_DEPTH
-    if many or (len(raw) >= MAX_PAYLOAD_VALUES and raw.count(b",") >= MAX_PAYLOAD_VALUES):
+    if could_be_too_complex(raw):
         problem = payload_problem(env.payload)
         if problem is not None:
             raise RejectedMessage("payload_too_complex", problem)
     return env
+
+
+def could_be_too_complex(raw: bytes) -> bool:
+    """Whether `decode` walks the payload of `raw` for its limits. Counting brackets and
+    commas is C-fast; only a message that could break a limit is walked (fewer brackets
+    than the depth limit cannot nest deeper than it; a comma is a byte, so a message
+    shorter than the value limit has fewer commas)."""
+    many = raw.count(b"[") + raw.count(b"{") > MAX_PAYLOAD_DEPTH
+    return many or (len(raw) >= MAX_PAYLOAD_VALUES and raw.count(b",") >= MAX_PAYLOAD_VALUES)
 
 
 def payload_problem(payload: object) -> str | None:

@@ -70,12 +70,6 @@ def _cut(raw: bytes) -> int | None:
     return cut
 
 
-def signature(raw: bytes) -> bytes | None:
-    """The signature's hex digits in `raw` (not checked), or None if it has none."""
-    cut = _cut(raw)
-    return None if cut is None else raw[cut + len(_MEMBER) : -2]
-
-
 def verify(key: bytes, raw: bytes) -> str | None:
     """None if `raw` carries a valid signature under `key`; else the rejection reason.
     The MAC reads the body in place (no copy of the message)."""

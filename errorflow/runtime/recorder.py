@@ -21,8 +21,8 @@ from collections import Counter
 
 import aiosqlite
 
-from errorflow.bus.cleared import CLEARED
-from errorflow.bus.endpoint import admission
+from errorflow.bus.admission import admission, rejection_reason
+from errorflow.bus.own_copies import OWN_COPIES
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Connection, Delivery, Posted, backlog
 from errorflow.core.redact import redact
@@ -115,6 +115,7 @@ class Recorder:
         if self.causes is not None:
             await root_causes.create(self.db)
         await self.conn.subscribe(topics.run_filter(self.run_id))
+        OWN_COPIES.open(self.run_id)  # this process's endpoints keep copies for us
         self._task = asyncio.create_task(self._run(), name="recorder")
 
     async def _run(self) -> None:
@@ -143,6 +144,7 @@ class Recorder:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
+            OWN_COPIES.close(self.run_id)
             self.settle_held()
             await self.flush()
 
@@ -157,8 +159,12 @@ class Recorder:
     def _handle(self, topic: str, raw: Delivery) -> None:
         self.handled += 1
         now = time.time()
+        own = OWN_COPIES.take(raw, self.key) if isinstance(raw, bytes) else None
         try:
-            env, reason = admission(raw, self.run_id, self.members, self.key)
+            if own is not None:  # sent by an endpoint of this process, as it came back
+                env, reason = own.env, rejection_reason(own.env, self.run_id, self.members)
+            else:
+                env, reason = admission(raw, self.run_id, self.members, self.key)
         except RejectedMessage as exc:
             self._reject(topic, exc.reason, exc.detail, raw, now)
             return
@@ -167,12 +173,11 @@ class Recorder:
         if reason is not None:
             self._reject(topic, reason, f"sender={env.sender} seq={env.seq} id={env.id}", raw, now)
             return
-        # Searched by its sender's net already: a `Posted` envelope says so, and bytes
-        # signed in this process were noted (their signature verified above).
+        # Searched by its sender's net already: a `Posted` envelope or an own copy says so.
         if isinstance(raw, Posted):
             text, clean = raw.text, raw.clean
         else:
-            text, clean = raw.decode(), self.key is not None and CLEARED.take(raw)
+            text, clean = raw.decode(), own is not None and own.clean
         self.counts[env.kind.value] += 1
         if self.causes is not None:
             self._trace(env, self.causes)
