@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,20 @@ def _sock(conn: GmqttConnection) -> socket.socket:
 async def _next(conn: Any, timeout: float = 5) -> tuple[str, bytes]:
     item: tuple[str, bytes] = await asyncio.wait_for(anext(aiter(conn.messages())), timeout)
     return item
+
+
+@contextlib.asynccontextmanager
+async def _sub_pub(url: BrokerURL, pattern: str) -> AsyncIterator[tuple[Any, GmqttConnection]]:
+    """A subscriber to `pattern` and a publisher, both on gmqtt; the bus closed after."""
+    bus = MqttBus(dataclasses.replace(url, client="gmqtt"))
+    try:
+        sub = await bus.connect("sub")
+        await sub.subscribe(pattern)
+        pub = await bus.connect("pub")
+        assert isinstance(pub, GmqttConnection)
+        yield sub, pub
+    finally:
+        await bus.close()
 
 
 def test_the_url_the_environment_or_the_default_chooses_the_client(tmp_path: Path) -> None:
@@ -144,12 +159,7 @@ async def test_a_publish_without_its_puback_is_sent_again(
 ) -> None:
     monkeypatch.setattr(gmqtt_transport, "ACK_TIMEOUT_S", 0.3)
     monkeypatch.setattr(gmqtt_transport, "SWEEP_S", 0.1)  # publish_soon's look for late ones
-    bus = MqttBus(dataclasses.replace(mosquitto.url, client="gmqtt"))
-    try:
-        sub = await bus.connect("sub")
-        await sub.subscribe("errorflow/p/#")
-        pub = await bus.connect("pub")
-        assert isinstance(pub, GmqttConnection)
+    async with _sub_pub(mosquitto.url, "errorflow/p/#") as (sub, pub):
         lost = pub._store.remove_message_by_mid
         dropped: list[int] = []
 
@@ -170,19 +180,12 @@ async def test_a_publish_without_its_puback_is_sent_again(
         # at least once: the broker had it, and got it again (receivers drop the copy)
         assert await _next(sub) == ("errorflow/p/inbox/x", b"once")
         assert await _next(sub) == ("errorflow/p/inbox/x", b"once")
-    finally:
-        await bus.close()
 
 
 async def test_publish_soon_writes_in_order_and_settles_on_the_puback(
     embedded: BrokerURL,
 ) -> None:
-    bus = MqttBus(dataclasses.replace(embedded, client="gmqtt"))
-    try:
-        sub = await bus.connect("sub-soon")
-        await sub.subscribe("errorflow/s/#")
-        pub = await bus.connect("pub-soon")
-        assert isinstance(pub, GmqttConnection)
+    async with _sub_pub(embedded, "errorflow/s/#") as (sub, pub):
         written = [pub.publish_soon("errorflow/s/inbox/x", b"%d" % i) for i in range(20)]
         await pub.publish("errorflow/s/inbox/x", b"last")  # after them, as written
         assert all(w is not None for w in written)
@@ -190,8 +193,6 @@ async def test_publish_soon_writes_in_order_and_settles_on_the_puback(
         assert pub._store.waiting == {}  # every PUBACK consumed
         got = [(await _next(sub))[1] for _ in range(21)]
         assert got == [b"%d" % i for i in range(20)] + [b"last"]
-    finally:
-        await bus.close()
     assert pub.publish_soon("errorflow/s/inbox/x", b"x") is None  # closed: `publish` says
 
 
@@ -199,12 +200,7 @@ async def test_publish_soon_writes_in_order_and_settles_on_the_puback(
 async def test_publish_soon_of_a_lost_session_is_sent_on_the_next(
     mosquitto: Mosquitto,
 ) -> None:
-    bus = MqttBus(dataclasses.replace(mosquitto.url, client="gmqtt"))
-    try:
-        sub = await bus.connect("sub")
-        await sub.subscribe("errorflow/l/#")
-        pub = await bus.connect("pub")
-        assert isinstance(pub, GmqttConnection)
+    async with _sub_pub(mosquitto.url, "errorflow/l/#") as (sub, pub):
         written = pub.publish_soon("errorflow/l/inbox/x", b"kept")
         assert written is not None
         assert pub._client is not None
@@ -212,8 +208,6 @@ async def test_publish_soon_of_a_lost_session_is_sent_on_the_next(
         await asyncio.wait_for(written, 10)  # settled on the next session
         assert pub.reconnects == 1
         assert await _next(sub) == ("errorflow/l/inbox/x", b"kept")
-    finally:
-        await bus.close()
 
 
 @pytest.mark.mosquitto

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from errorflow.bus.redaction import holds_secret, redacted
+from errorflow.bus.redaction import holds_secret, sealed
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.envelope import Envelope, Kind, WireError
 
@@ -40,7 +40,7 @@ def test_a_redacted_envelope_keeps_everything_but_its_secrets() -> None:
     key = b"k" * 32
     error = WireError(code=ErrorCode.TRANSIENT, tool="db", origin="a", message="at /home/al/x")
     env = _env(errors=[error], payload={"n": 3, "dsn": "redis://:pw@cache:6379", "ok": True})
-    clean, raw = redacted(env, key)
+    clean, raw, _ = sealed(env, key)
     assert clean.model_dump(exclude={"payload", "errors"}) == env.model_dump(
         exclude={"payload", "errors"}
     )
@@ -48,4 +48,4 @@ def test_a_redacted_envelope_keeps_everything_but_its_secrets() -> None:
     assert clean.errors[0].message == "at [PATH]" and clean.errors[0].tool == "db"
     assert raw == clean.encode(key)
     untouched = _env()
-    assert redacted(untouched, key) == (untouched, untouched.encode(key))
+    assert sealed(untouched, key)[:2] == (untouched, untouched.encode(key))

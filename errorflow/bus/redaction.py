@@ -2,7 +2,7 @@
 
 Everything a sender builds is redacted where it is built (a tool's arguments, an
 observation, the task's prompt), but a builder that forgets must not publish or store
-a secret: `redacted` is applied to every envelope an endpoint sends, before it is
+a secret: `sealed` is applied to every envelope an endpoint sends, before it is
 signed, and `holds_secret` to every envelope the store keeps. Both ask the cheap
 question first (`might_hold_secret`) on the only part of the text that can hold one,
 so a clean envelope (nearly all of them) costs one search, not a walk.
@@ -36,18 +36,12 @@ def ids_hold_secret(env: Envelope) -> bool:
     return might_hold_secret(" ".join((env.id, env.trace_id, *env.derived_from)))
 
 
-def redacted(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes]:
-    """The envelope as it may leave this process, payload and errors redacted, and its
-    wire bytes. The net behind everything that builds a payload: one that forgets a
-    secret cannot publish it. A clean message (nearly all) costs a search of the text
-    of its errors and payload."""
-    env, raw, _ = sealed(env, key)
-    return env, raw
-
-
 def sealed(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes, bool]:
-    """`redacted`, and whether the net found its text clean (`holds_secret` False: the
-    store need not search it again)."""
+    """The envelope as it may leave this process, payload and errors redacted, its wire
+    bytes, and whether the net found its text clean (`holds_secret` False: the store
+    need not search it again). The net behind everything that builds a payload: one
+    that forgets a secret cannot publish it. A clean message (nearly all) costs a
+    search of the text of its errors and payload."""
     raw = env.encode(key)
     if not holds_secret(env, raw.decode()):
         return env, raw, True
@@ -56,7 +50,7 @@ def sealed(env: Envelope, key: bytes | None) -> tuple[Envelope, bytes, bool]:
 
 
 def screened(env: Envelope) -> tuple[Envelope, str, bool]:
-    """`redacted` for a receiver in this process: the envelope, its JSON text (unsigned),
+    """`sealed` for a receiver in this process: the envelope, its JSON text (unsigned),
     and whether that text is known clean (`holds_secret` of it is False, so the store
     need not search it again: a text still suspect after redaction is not)."""
     text = env.encode().decode()

@@ -145,7 +145,6 @@ class Recorder:
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
             OWN_COPIES.close(self.run_id)
-            self.settle_held()
             await self.flush()
 
     def handle(self, topic: str, raw: Delivery) -> None:
@@ -249,7 +248,6 @@ class Recorder:
                 m, topics.for_message(self.run_id, m.kind, m.sender, m.recipient), now
             )
             for m in envelopes
-            if m.kind in (Kind.TASK, Kind.RESULT)
         )
         if self.causes is not None:
             self.causes.backfilled(envelopes)
@@ -261,7 +259,8 @@ class Recorder:
             self._backfill(causes.missing(trial, held))
 
     def settle_held(self) -> None:
-        """Every message still held (its trial's outcome event never came): stored."""
+        """Every message still held (its trial's outcome event never came): stored.
+        Called once the run is over (`Participants.shut_down`), before the last flush."""
         held, self._held = self._held, {}
         for envelopes in held.values():
             self._backfill(envelopes)

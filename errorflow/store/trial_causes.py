@@ -66,12 +66,12 @@ class TrialCauses:
             rows.messages.append(env)
 
     def missing(self, trial: int, messages: list[Envelope]) -> list[Envelope]:
-        """Of `messages` (the runner's copies of `trial`'s), the tasks and results not
+        """Of `messages` (the runner's copies of `trial`'s tasks and results), those not
         filed for the trial (a trial already computed has them all: no row to add)."""
         if self._is_computed(trial):
             return []
         ids = self._seen_ids.get(trial, set())
-        return [m for m in messages if m.kind in (Kind.TASK, Kind.RESULT) and m.id not in ids]
+        return [m for m in messages if m.id not in ids]
 
     def backfilled(self, messages: list[Envelope]) -> None:
         """The runner's copies of a trial's tasks and results (stored unless there)."""
