@@ -14,8 +14,10 @@ from errorflow.protocol.envelope import Kind
 from errorflow.protocol.result import (
     FaultMark,
     ResultPayload,
+    _ReadPayloads,
     failures_of,
     infra_reason,
+    read_payload,
     round_of,
 )
 from errorflow.protocol.stop import StopReason
@@ -152,3 +154,18 @@ def test_a_reviewer_sends_work_back_while_rounds_are_left() -> None:
     last = route(reviewer, wrong, 1)  # no rounds left: the result goes on
     assert (last.kind, last.targets, last.round) == (Kind.RESULT, ["runner"], 1)
     assert route(reviewer, ANSWER, 0).kind is Kind.RESULT  # nothing to revise
+
+
+def test_a_payload_read_again_is_the_same_reading_and_the_window_is_bounded() -> None:
+    payload = {"role": "writer", "round": 1, "trace": {"failures": ["timeout"]}}
+    first = read_payload(payload)
+    assert first == ResultPayload.from_wire(payload)
+    assert read_payload(payload) is first  # the scorer's reading, reused by the root cause
+    twin = dict(payload)
+    assert read_payload(twin) is not first and read_payload(twin) == first  # by identity
+    window = _ReadPayloads(4)
+    payloads = [{"round": i} for i in range(20)]
+    for p in payloads:
+        assert window(p).round == p["round"]
+    assert len(window.new) + len(window.old) <= 8  # old readings let go
+    assert window(payloads[-1]) is window(payloads[-1])

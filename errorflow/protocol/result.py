@@ -145,6 +145,34 @@ class ResultPayload:
         )
 
 
+class _ReadPayloads:
+    """The payloads read last, by identity: the scorer reads a trial's messages and the
+    root cause of the same trial reads the same objects again, a few hundred messages
+    later at most (the recorder's backlog). Two generations of `size` (the older let go
+    when the newer fills); each entry holds its payload, so its id is no other's."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.new: dict[int, tuple[Mapping[str, object], ResultPayload]] = {}
+        self.old: dict[int, tuple[Mapping[str, object], ResultPayload]] = {}
+
+    def __call__(self, payload: Mapping[str, object]) -> ResultPayload:
+        key = id(payload)
+        hit = self.new.get(key) or self.old.get(key)
+        if hit is not None and hit[0] is payload:
+            return hit[1]
+        parsed = ResultPayload.from_wire(payload)
+        if len(self.new) >= self.size:
+            self.old, self.new = self.new, {}
+        self.new[key] = (payload, parsed)
+        return parsed
+
+
+#: `ResultPayload.from_wire(payload)`, read once for the readers of this process that
+#: are handed the same payload object (a payload is not changed once it is sent).
+read_payload = _ReadPayloads(1024)
+
+
 def answer_of(payload: Mapping[str, object]) -> FinalAnswer:
     """`ResultPayload.from_wire(payload).answer`, without reading the rest."""
     return answer_from_wire(payload.get("answer"))

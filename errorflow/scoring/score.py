@@ -35,7 +35,7 @@ from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.protocol.result import ResultPayload, infra_reason, round_of
+from errorflow.protocol.result import ResultPayload, infra_reason, read_payload, round_of
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.credit import fact_credit, struck
 from errorflow.scoring.labels import silent, touched_ids
@@ -159,7 +159,7 @@ def score_trial(
     # sends back); the runner's own tasks carry no claims and start every chain.
     by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}
     # Each message carries what its sender spent on it; by id, a message counts once.
-    payloads = {mid: ResultPayload.from_wire(m.payload) for mid, m in by_id.items()}
+    payloads = {mid: read_payload(m.payload) for mid, m in by_id.items()}
     costs = Costs.total(p.costs or Costs() for p in payloads.values())
     policy = policy_counts((by_id[mid].sender, p) for mid, p in payloads.items())
     infra = infra_reason(results)
