@@ -29,6 +29,7 @@ from errorflow.scoring.score import (
 )
 from errorflow.scoring.summary import summarize
 from errorflow.store import failures, opening
+from errorflow.store.batch_insert import insert_rows
 from errorflow.store.opening import (
     UnusableStore,
     UnwritableStore,
@@ -50,7 +51,6 @@ from errorflow.store.rows import (
     MessageRow,
     RejectRow,
     TrialRow,
-    insert_rows,
 )
 from errorflow.store.runs import create_run, finish_run, resume_run
 

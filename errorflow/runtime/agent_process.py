@@ -28,7 +28,7 @@ from errorflow.agents.presence import HEARTBEAT_S
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import offline_s
 from errorflow.bus.url import BrokerURL
-from errorflow.core.gc_pacing import paced_collector
+from errorflow.core.run_pacing import paced_for_run
 from errorflow.faults.crash import CrashNotice
 from errorflow.models.backends import ConfigurationError, check_backends, check_servers
 from errorflow.runtime.participants import make_agent
@@ -66,7 +66,7 @@ async def run_agent_process(
         agent.backends.on_crash = ProcessCrash(agent)
         conn.will = agent.presence.will  # signed by the agent for each session it opens
         await conn.start()
-        with paced_collector():  # as a run's own process paces it (core/gc_pacing)
+        with paced_for_run():  # as a run's own process paces it (core/run_pacing)
             await serve(agent)
         if agent.mismatch:
             raise ConfigurationError(agent.mismatch)

@@ -40,6 +40,7 @@ from errorflow.protocol.envelope import (
 )
 from errorflow.protocol.events import event_type
 from errorflow.store import root_causes
+from errorflow.store.batch_insert import insert_rows
 from errorflow.store.failures import (
     StoreFailed,
     StoreFile,
@@ -53,7 +54,6 @@ from errorflow.store.rows import (
     MessageRow,
     RejectRow,
     TrialRow,
-    insert_rows,
 )
 from errorflow.store.trial_causes import TrialCauses
 
@@ -321,9 +321,7 @@ class Recorder:
         labels: list[LabelRow],
         causes: list[tuple[object, ...]],
     ) -> None:
-        await insert_rows(self.db, messages, events, rejects, trials, labels)
-        if causes:
-            await root_causes.insert(self.db, causes)
+        await insert_rows(self.db, messages, events, rejects, trials, labels, causes)
 
     async def _flush_periodically(self) -> None:
         while True:

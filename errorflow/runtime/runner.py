@@ -33,7 +33,7 @@ import aiosqlite
 from errorflow.bus.broker import EmbeddedBroker
 from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import Bus, InProcessBus
-from errorflow.core.gc_pacing import paced_collector
+from errorflow.core.run_pacing import paced_for_run
 from errorflow.models.backends import check_backends, check_servers
 from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.run_driver import RunDriver
@@ -76,7 +76,7 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
         await check_servers(scenario, api_key)
     run_id = options.run_id or new_run_id(scenario.name)
     async with contextlib.AsyncExitStack() as stack:
-        stack.enter_context(paced_collector())
+        stack.enter_context(paced_for_run())
         bus = options.bus if options.bus is not None else await _start_bus(stack, options)
         # The first connection before the run row: a broker that is down fails here,
         # with nothing stored (no run left `interrupted` by a run that never started).

@@ -136,12 +136,6 @@ async def create(db: aiosqlite.Connection) -> None:
     await db.executescript(SCHEMA)
 
 
-async def insert(db: aiosqlite.Connection, rows: list[tuple[object, ...]]) -> None:
-    """Causes computed as their trials ended (`row_of` rows), in one transaction."""
-    await db.executemany("INSERT OR REPLACE INTO root_causes VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-    await db.commit()
-
-
 async def forget(db: aiosqlite.Connection, run_id: str, trials: set[int]) -> None:
     """Drop causes computed too early (a trial's message came after): `record` computes
     them again from the store."""

@@ -1,24 +1,21 @@
 """The rows of the store's tables as they are written (one place for each table's column
-order), and their batched insert."""
+order); `batch_insert` writes them."""
 
 from __future__ import annotations
 
 import json
 from typing import NamedTuple, Self
 
-import aiosqlite
-
 from errorflow.bus.redaction import holds_secret, ids_hold_secret
 from errorflow.core.redact import redact, redact_json
 from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.events import event_type
 from errorflow.scoring.score import MessageLabel, TrialScore
-from errorflow.store.failures import writing
 
 # -- rows: the one place a table's column order is written down ------------------------
 #
-# NamedTuples: named fields for readers, a tuple for sqlite3 (`insert_rows` hands it
-# plain ones). Built with `tuple.__new__`: the recorder makes one per envelope, and the
+# NamedTuples: named fields for readers, a tuple for sqlite3 (`insert_rows` binds their
+# values). Built with `tuple.__new__`: the recorder makes one per envelope, and the
 # generated keyword constructor costs 5 % of its handling time. Their text is redacted
 # as they are built, whoever sent it: a secret a sender let through is not stored.
 
@@ -152,28 +149,3 @@ class TrialRow(NamedTuple):
             redact_json(json.dumps(score.costs.to_wire())),
             json.dumps({"credit": score.credit, "struck": score.struck}),
         )
-
-
-async def insert_rows(
-    db: aiosqlite.Connection,
-    messages: list[MessageRow],
-    events: list[EventRow],
-    rejects: list[RejectRow],
-    trials: list[TrialRow],
-    labels: list[LabelRow],
-) -> None:
-    """One batch, one transaction. A message or event already stored is kept (the
-    runner's backfill repeats what the recorder has); a trial or label is replaced.
-    Rows are bound as plain tuples: sqlite3 binds a tuple subclass item by item through
-    the sequence protocol, slower on the recorder's batches."""
-    async with writing(db):
-        await db.executemany(
-            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", map(tuple, messages)
-        )
-        await db.executemany(
-            "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?)", map(tuple, events)
-        )
-        await db.executemany("INSERT INTO rejects VALUES (?,?,?,?,?,?)", rejects)
-        await db.executemany("INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?,?)", trials)
-        await db.executemany("INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?,?)", labels)
-        await db.commit()
