@@ -1,6 +1,8 @@
 import json
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.envelope import (
@@ -171,3 +173,86 @@ def test_the_two_places_the_json_differs_from_pydantics_keep_their_values() -> N
     env = make(payload={"b": b"ab", "f": 1e20})
     assert b'"b":"YWI="' in env.encode() and b'"f":1e20' in env.encode()  # base64; no "+"
     assert decode(env.encode(b"k" * 32)).payload == {"b": "YWI=", "f": 1e20}
+
+
+def own_values(**update: object) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "run_id": "contamination-99da3e3f",
+        "trial": 12,
+        "seq": 2**62,
+        "sender": "researcher",
+        "recipient": "observers",
+        "kind": Kind.EVENT,
+        "trace_id": "contamination-99da3e3f-t12",
+        "derived_from": ["a" * 32],
+        "status": Status.PARTIAL_FAILURE,
+        "confidence": 0.35,
+        "errors": [WireError(code=ErrorCode.TIMEOUT, tool="search", origin="researcher")],
+        "payload": {"type": "tool_call", "args": {"q": "x"}, "ok": False},
+        "ts": 1796506629.1145031,
+    }
+    return {**values, **update}
+
+
+def test_an_envelope_built_of_own_values_is_the_one_validation_builds() -> None:
+    values = own_values()
+    built, validated = Envelope.built(**values), Envelope(**values)
+    # the same members in the same order, the same types, the same fields set
+    assert list(built.__dict__) == list(validated.__dict__) == list(Envelope.model_fields)
+    assert built == validated.model_copy(update={"id": built.id})
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.encode(b"k") == validated.model_copy(update={"id": built.id}).encode(b"k")
+    assert decode(built.encode(b"k")) == built.model_copy(
+        update={"sig": decode(built.encode(b"k")).sig}
+    )
+    # copies, as validation makes them: the sender's lists and dict are its own
+    assert built.payload is not values["payload"] and built.errors is not values["errors"]
+    assert built.derived_from is not values["derived_from"]
+    assert built.model_copy(update={"trial": 13}).trial == 13
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"confidence": 1.5},
+        {"confidence": -0.1},
+        {"trial": -1},
+        {"seq": 2**63},
+        {"recipient": "no spaces"},
+        {"sender": ""},
+        {"run_id": "x" * 65},
+        {"recipient": "trailing\n"},
+        {"trace_id": ""},
+        {"trace_id": "t" * 65},
+        {"derived_from": ["a"] * 257},
+        {"derived_from": [7]},
+        {"errors": [{"code": "nonsense", "origin": "x"}]},
+        {"payload": {1: "x"}},
+        {"kind": "gossip"},
+    ],
+)
+def test_an_envelope_built_of_bad_values_fails_as_validation_does(update: dict) -> None:
+    with pytest.raises(ValidationError) as validated:
+        Envelope(**own_values(**update))
+    with pytest.raises(ValidationError) as built:
+        Envelope.built(**own_values(**update))
+    assert built.value.errors()[0]["loc"] == validated.value.errors()[0]["loc"]
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"confidence": 1},  # an int: validation makes it a float
+        {"kind": "event"},  # a string: validation makes it the Kind
+        {"status": "ok"},
+        {"trial": True},
+        {"errors": [{"code": "timeout", "origin": "x"}]},  # a dict: made a WireError
+        {"ts": 5},
+    ],
+)
+def test_values_validation_would_convert_are_converted(update: dict) -> None:
+    built, validated = Envelope.built(**own_values(**update)), Envelope(**own_values(**update))
+    assert built == validated.model_copy(update={"id": built.id})
+    assert [type(v) for v in built.__dict__.values()] == [
+        type(v) for v in validated.__dict__.values()
+    ]

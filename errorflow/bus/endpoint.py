@@ -327,7 +327,7 @@ class Endpoint:
         derived_from: list[str] | None = None,
     ) -> Envelope:
         """A new envelope from us, with our next seq."""
-        env = Envelope(
+        env = Envelope.built(
             run_id=self.run_id,
             trial=trial,
             seq=self.seq,
