@@ -169,3 +169,44 @@ def test_a_batch_of_any_size_takes_few_distinct_statements() -> None:
         assert sum(sql.count("(") for sql, _ in got) == n
         texts.update(sql for sql, _ in got)
     assert len(texts) <= 10  # each one prepared once and cached, whatever the batch
+
+
+async def test_repeats_kept_first_or_replaced_as_one_row_at_a_time_does(tmp_path: Path) -> None:
+    """Repeats within a statement, across statements and against rows already stored:
+    messages and events keep the first, trials, labels and causes the last."""
+    first = a_batch(700, seed=5)
+    later = a_batch(700, seed=6)  # the same keys, other values
+    later[0][:] = [m._replace(id=f"{i:032x}") for i, m in enumerate(later[0])]
+    later[0][1:1] = [later[0][0]._replace(received=-1.0)]  # a repeat in the same statement
+    repeats = tuple(a + b for a, b in zip(first, later, strict=True))
+    await a_store(tmp_path / "a.db")
+    await a_store(tmp_path / "b.db")
+    db = await open_db(tmp_path / "a.db")
+    try:
+        await insert_rows(db, *(rows[:300] for rows in first))  # some stored before
+        await insert_rows(db, *repeats)
+    finally:
+        await db.close()
+    one_by_one(tmp_path / "b.db", tuple(rows[:300] for rows in first))
+    one_by_one(tmp_path / "b.db", repeats)
+    got = stored(tmp_path / "a.db")
+    assert got == stored(tmp_path / "b.db")
+    assert got["trials"][5] == tuple(later[3][5])  # replaced: the later one
+    assert got["events"][5] == tuple(first[1][5])  # kept: the first one
+
+
+async def test_a_value_sqlite_cannot_bind_stores_nothing_of_its_batch(tmp_path: Path) -> None:
+    messages, events, rejects, trials, labels, causes = a_batch(10, seed=7)
+    labels[-1] = labels[-1]._replace(trial=2**70)  # OverflowError, not an sqlite3.Error
+    await a_store(tmp_path / "a.db")
+    db = await open_db(tmp_path / "a.db")
+    try:
+        with pytest.raises(OverflowError):
+            await insert_rows(db, messages, events, rejects, trials, labels, causes)
+        await insert_rows(db, [], [], [], [], [], [])  # the next commit commits nothing of it
+        with pytest.raises(OverflowError):
+            await insert_rows(PublicOnly(db), messages, [], [], [], labels, [])  # type: ignore[arg-type]
+        await insert_rows(db, [], [], [], [], [], [])
+    finally:
+        await db.close()
+    assert all(rows == [] for rows in stored(tmp_path / "a.db").values())

@@ -1,4 +1,5 @@
 import json
+from enum import StrEnum
 from typing import Any
 
 import pytest
@@ -194,9 +195,14 @@ def own_values(**update: object) -> dict[str, Any]:
     return {**values, **update}
 
 
-def test_an_envelope_built_of_own_values_is_the_one_validation_builds() -> None:
+def test_an_envelope_built_of_own_values_is_the_one_validation_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     values = own_values()
-    built, validated = Envelope.built(**values), Envelope(**values)
+    validated = Envelope(**values)
+    with monkeypatch.context() as patch:  # built without validation: never through __init__
+        patch.setattr(Envelope, "__init__", lambda *_, **__: pytest.fail("validated"))
+        built = Envelope.built(**values)
     # the same members in the same order, the same types, the same fields set
     assert list(built.__dict__) == list(validated.__dict__) == list(Envelope.model_fields)
     assert built == validated.model_copy(update={"id": built.id})
@@ -239,6 +245,17 @@ def test_an_envelope_built_of_bad_values_fails_as_validation_does(update: dict) 
     assert built.value.errors()[0]["loc"] == validated.value.errors()[0]["loc"]
 
 
+class Role(StrEnum):
+    RESEARCHER = "researcher"
+
+
+@pytest.mark.parametrize("sender", ["researcher", Role.RESEARCHER])
+def test_a_name_of_a_str_subclass_is_made_a_str(sender: str) -> None:
+    Envelope.built(**own_values())  # "researcher" known valid
+    built = Envelope.built(**own_values(sender=sender))
+    assert type(built.sender) is str and built.sender == "researcher"
+
+
 @pytest.mark.parametrize(
     "update",
     [
@@ -248,6 +265,8 @@ def test_an_envelope_built_of_bad_values_fails_as_validation_does(update: dict) 
         {"trial": True},
         {"errors": [{"code": "timeout", "origin": "x"}]},  # a dict: made a WireError
         {"ts": 5},
+        {"trace_id": "t\u00e9"},  # not ASCII: validation looks at it
+        {"derived_from": ["\u00e9"]},
     ],
 )
 def test_values_validation_would_convert_are_converted(update: dict) -> None:

@@ -10,14 +10,13 @@ from errorflow.agents.routing import route
 from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.claims import Claim, FinalAnswer
-from errorflow.protocol.envelope import Kind
+from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.result import (
     FaultMark,
+    Readings,
     ResultPayload,
-    _ReadPayloads,
     failures_of,
     infra_reason,
-    read_payload,
     round_of,
 )
 from errorflow.protocol.stop import StopReason
@@ -156,16 +155,19 @@ def test_a_reviewer_sends_work_back_while_rounds_are_left() -> None:
     assert route(reviewer, ANSWER, 0).kind is Kind.RESULT  # nothing to revise
 
 
-def test_a_payload_read_again_is_the_same_reading_and_the_window_is_bounded() -> None:
-    payload = {"role": "writer", "round": 1, "trace": {"failures": ["timeout"]}}
-    first = read_payload(payload)
-    assert first == ResultPayload.from_wire(payload)
-    assert read_payload(payload) is first  # the scorer's reading, reused by the root cause
-    twin = dict(payload)
-    assert read_payload(twin) is not first and read_payload(twin) == first  # by identity
-    window = _ReadPayloads(4)
-    payloads = [{"round": i} for i in range(20)]
-    for p in payloads:
-        assert window(p).round == p["round"]
-    assert len(window.new) + len(window.old) <= 8  # old readings let go
-    assert window(payloads[-1]) is window(payloads[-1])
+def test_a_trials_payloads_are_read_once_for_the_envelopes_they_were_read_from() -> None:
+    def result(payload: dict[str, object]) -> Envelope:
+        return Envelope(
+            run_id="r", trial=0, seq=1, sender="writer", recipient="runner",
+            kind=Kind.RESULT, trace_id="t", payload=payload,
+        )  # fmt: skip
+
+    env = result({"role": "writer", "round": 1, "trace": {"failures": ["timeout"]}})
+    readings = Readings()
+    first = readings.of(env)
+    assert first == ResultPayload.from_wire(env.payload)
+    assert readings.of(env) is first  # the scorer's reading, reused by the root cause
+    # another envelope under the same id (a copy redacted for the store): read anew
+    other = env.model_copy(update={"payload": {"role": "writer", "round": 2}})
+    assert readings.of(other).round == 2 and readings.of(other) is not first
+    assert Readings().of(env) is not first  # a reading lives with its trial's rows

@@ -11,10 +11,11 @@ from errorflow.core.run_pacing import SWITCH_INTERVAL_S, YOUNG_THRESHOLD, paced_
 @pytest.fixture
 def collector() -> Iterator[None]:
     """The collector as the test found it, whatever a failing test left."""
-    threshold = gc.get_threshold()
+    threshold, switch = gc.get_threshold(), sys.getswitchinterval()
     yield
     gc.set_threshold(*threshold)
     gc.unfreeze()
+    sys.setswitchinterval(switch)
 
 
 def test_a_run_paces_the_collector_and_gives_it_back(collector: None) -> None:
@@ -70,15 +71,16 @@ def test_a_cycle_made_during_a_run_is_still_collected(collector: None) -> None:
 
 
 def test_a_run_hands_the_lock_between_threads_sooner_and_gives_it_back(collector: None) -> None:
-    before = sys.getswitchinterval()
-    with paced_for_run():
-        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S, abs=1e-6)
-        with paced_for_run():
-            assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S, abs=1e-6)
-    assert sys.getswitchinterval() == before
+    sys.setswitchinterval(0.005)
+    first, second = paced_for_run(), paced_for_run()
+    first.__enter__()
+    assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S, abs=1e-6)
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first run ends before the second
+    assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S, abs=1e-6)
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == pytest.approx(0.005, abs=1e-6)
     sys.setswitchinterval(0.0002)  # a process's own shorter one is kept
-    try:
-        with paced_for_run():
-            assert sys.getswitchinterval() == pytest.approx(0.0002, abs=5e-6)
-    finally:
-        sys.setswitchinterval(before)
+    with paced_for_run():
+        assert sys.getswitchinterval() == pytest.approx(0.0002, abs=5e-6)
+    assert sys.getswitchinterval() == pytest.approx(0.0002, abs=5e-6)

@@ -13,6 +13,7 @@ import pytest
 from errorflow.bus.transport import Posted
 from errorflow.protocol import topics
 from errorflow.protocol.envelope import Envelope, decode
+from errorflow.protocol.result import ResultPayload
 from errorflow.runtime.recorder import Recorder
 from errorflow.scoring.root_cause import FAILED_OUTCOMES
 from errorflow.store import root_causes
@@ -135,3 +136,23 @@ def test_the_runners_copies_fill_in_only_what_the_recorder_missed(tmp_path: Path
 
 def _posted(env: Envelope) -> Posted:
     return Posted(env, env.encode().decode(), True)
+
+
+def test_the_root_cause_reads_the_payloads_the_scorer_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[int] = []
+    from_wire = ResultPayload.from_wire.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[ResultPayload], payload: dict[str, object]) -> ResultPayload:
+        read.append(id(payload))
+        return from_wire(cls, payload)
+
+    monkeypatch.setattr(ResultPayload, "from_wire", classmethod(counted))
+    db = tmp_path / "s.db"
+    result, _ = run_stored("contamination", db, trials=8, propagation="implicit")
+    assert len(_stored(db, result.run_id)) == 8  # every trial failed: 8 causes
+    with connect_ro(db) as conn:
+        work = "SELECT count(*) FROM messages WHERE kind IN ('task', 'result')"
+        messages = conn.execute(work).fetchone()[0]
+    assert messages == 24 and len(read) == messages  # once a task or result, not twice

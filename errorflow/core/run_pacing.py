@@ -17,9 +17,11 @@ changes.
 The store writes on its own thread (aiosqlite) beside the run's, which holds the lock
 while it works; each time SQLite gives the lock up around a statement, the store's thread
 waits for the run's thread to be made to let go, every `sys.getswitchinterval()` (5 ms by
-default), and a batch that took 20 ms alone took 150 beside the run, while the recorder
-waited for it. A shorter interval costs the run's thread nothing while no other thread
-asks for the lock. A process that set a shorter one keeps it.
+default), and a batch took many times as long beside the run as alone, while the
+recorder waited for it (bench/RESULTS.md, "ninth session"). A shorter interval costs the
+run's thread nothing while no other thread asks for the lock. A process that set a shorter
+one keeps it; the interval is the process's, and the one from before the first run is put
+back when the last one ends.
 """
 
 from __future__ import annotations

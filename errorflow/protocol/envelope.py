@@ -168,10 +168,11 @@ class Envelope(BaseModel):
             and 0 <= seq <= MAX_SEQ
             and 0.0 <= confidence <= 1.0
             and 0 < len(trace_id) <= 64
+            and trace_id.isascii()  # else validation looks for what cannot be encoded
             and len(derived_from) <= 256
             and len(errors) <= 256
             and _valid_names(run_id, sender, recipient)
-            and all(type(d) is str for d in derived_from)
+            and all(type(d) is str and d.isascii() for d in derived_from)
             and all(type(e) is WireError for e in errors)
             and all(type(k) is str for k in payload)
         ):
@@ -225,9 +226,11 @@ def _valid_names(*names: str) -> bool:
     """Whether each of `names` is a valid `Name` (each checked once per process, up to
     a bound: past it, checked every time)."""
     for name in names:
+        if type(name) is not str:  # a str subclass: validation makes it a str
+            return False
         if name in _NAMES:
             continue
-        if type(name) is not str or _NAME.fullmatch(name) is None:
+        if _NAME.fullmatch(name) is None:
             return False
         if len(_NAMES) < 4096:
             _NAMES.add(name)

@@ -23,7 +23,7 @@ from pydantic import JsonValue
 from errorflow.core.costs import Costs
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.claims import FinalAnswer, answer_from_wire, answer_to_wire
-from errorflow.protocol.envelope import JsonObject
+from errorflow.protocol.envelope import Envelope, JsonObject
 from errorflow.protocol.stop import StopReason
 
 
@@ -145,32 +145,25 @@ class ResultPayload:
         )
 
 
-class _ReadPayloads:
-    """The payloads read last, by identity: the scorer reads a trial's messages and the
-    root cause of the same trial reads the same objects again, a few hundred messages
-    later at most (the recorder's backlog). Two generations of `size` (the older let go
-    when the newer fills); each entry holds its payload, so its id is no other's."""
+class Readings:
+    """The result payloads of one trial's messages, each read once for every reader of
+    the trial in this process (the scorer, then the root cause as the trial ends): a
+    reading stands for the envelope it was read from, the same object, and lives as
+    long as the trial's rows do."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.new: dict[int, tuple[Mapping[str, object], ResultPayload]] = {}
-        self.old: dict[int, tuple[Mapping[str, object], ResultPayload]] = {}
+    __slots__ = ("_by_id",)
 
-    def __call__(self, payload: Mapping[str, object]) -> ResultPayload:
-        key = id(payload)
-        hit = self.new.get(key) or self.old.get(key)
-        if hit is not None and hit[0] is payload:
+    def __init__(self) -> None:
+        self._by_id: dict[str, tuple[Envelope, ResultPayload]] = {}
+
+    def of(self, env: Envelope) -> ResultPayload:
+        """`ResultPayload.from_wire(env.payload)`, read once."""
+        hit = self._by_id.get(env.id)
+        if hit is not None and hit[0] is env:
             return hit[1]
-        parsed = ResultPayload.from_wire(payload)
-        if len(self.new) >= self.size:
-            self.old, self.new = self.new, {}
-        self.new[key] = (payload, parsed)
+        parsed = ResultPayload.from_wire(env.payload)
+        self._by_id[env.id] = (env, parsed)
         return parsed
-
-
-#: `ResultPayload.from_wire(payload)`, read once for the readers of this process that
-#: are handed the same payload object (a payload is not changed once it is sent).
-read_payload = _ReadPayloads(1024)
 
 
 def answer_of(payload: Mapping[str, object]) -> FinalAnswer:

@@ -39,6 +39,7 @@ from errorflow.protocol.envelope import (
     RejectedMessage,
 )
 from errorflow.protocol.events import event_type
+from errorflow.protocol.result import Readings
 from errorflow.store import root_causes
 from errorflow.store.batch_insert import insert_rows
 from errorflow.store.failures import (
@@ -221,13 +222,15 @@ class Recorder:
         """Messages received and not filed yet: how far behind the run the recorder is."""
         return backlog(self.conn)
 
-    def add_trial(self, row: TrialRow, labels: list[LabelRow]) -> None:
+    def add_trial(
+        self, row: TrialRow, labels: list[LabelRow], readings: Readings | None = None
+    ) -> None:
         """A scored trial, written with the next batch (the runner's rows go through the
         recorder so the database has exactly one writer)."""
         self._trials.append(row)
         self._labels.extend(labels)
         if self.causes is not None:
-            self.causes.scored(row, labels)
+            self.causes.scored(row, labels, readings)
 
     def hold(self, trial: int, envelopes: list[Envelope]) -> None:
         """The tasks and results the runner holds of a trial it scored, for any the

@@ -32,7 +32,7 @@ from errorflow.protocol.events import (
     TrialOutcomeEvent,
     parse_event,
 )
-from errorflow.protocol.result import infra_reason
+from errorflow.protocol.result import Readings, infra_reason
 from errorflow.protocol.task import TaskPayload
 from errorflow.runtime.bus_fault_tally import BusFaultTally, bus_recovery
 from errorflow.runtime.crashes import (
@@ -252,6 +252,7 @@ class RunDriver:
         fut = self.done.setdefault(trial, asyncio.get_running_loop().create_future())
         trace_id = f"{self.run_id}-t{trial}"
         task = self.scenario.task
+        readings = Readings()
         for name in self.scenario.entry_agents():
             env = await self.endpoint.send(
                 kind=Kind.TASK,
@@ -275,11 +276,11 @@ class RunDriver:
             score = (
                 self.crashed.pop(trial, None)
                 or self.bus_faults.score(trial)
-                or score_trial(self.scenario, self.truth, trial, messages)
+                or score_trial(self.scenario, self.truth, trial, messages, readings)
             )
         except TimeoutError:
             score = self._timed_out(trial)
-        self._finish(score)
+        self._finish(score, readings)
         with contextlib.suppress(ConnectionError):
             await self._publish_labels(score)
         if self.options.on_trial is not None:
@@ -295,9 +296,10 @@ class RunDriver:
         reason = self.bus_faults.timeout_reason(trial, f"no final result within {timeout:g}s")
         return TrialScore(trial, Outcome.BUS_FAULT, 0, reason=reason)
 
-    def _finish(self, score: TrialScore) -> None:
-        """A scored trial: its rows go to the store, its state goes (memory stays flat
-        over long runs), and later copies of its messages are ignored."""
+    def _finish(self, score: TrialScore, readings: Readings | None = None) -> None:
+        """A scored trial: its rows go to the store (with the scorer's `readings` for its
+        root cause), its state goes (memory stays flat over long runs), and later copies
+        of its messages are ignored."""
         assert self.recorder is not None
         trial = score.trial
         self.scores[trial] = score
@@ -310,6 +312,7 @@ class RunDriver:
         self.recorder.add_trial(
             TrialRow.from_score(self.run_id, score),
             [LabelRow.from_label(self.run_id, trial, lb) for lb in score.labels],
+            readings,
         )
         if not hears_all(self.recording, self.endpoint.conn if self.endpoint else None):
             self.recorder.hold(trial, messages)  # the recorder may miss some (an outage)

@@ -3,7 +3,7 @@ statement.
 
 Row by row (`executemany`), the store's thread lets go of Python's lock around each
 row's step and has to win it back from the run, which holds it while it works: beside a
-busy run a batch took ten times as long as alone, and the recorder, waiting for it, held
+busy run a batch took many times as long as alone, and the recorder, waiting for it, held
 the publishers back while the run's own thread sat idle. A statement of a few hundred
 rows (`INSERT ... VALUES (...), (...)`) binds them all at once and inserts them in one
 step without the lock; the whole batch is one function in the store's thread (one round
@@ -76,10 +76,16 @@ def _sizes(n: int, most: int) -> Iterator[int]:
 
 
 def write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
-    """One batch in one transaction, on the connection's own thread."""
-    for sql, values in statements(conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), batch):
-        conn.execute(sql, values)
-    conn.commit()
+    """One batch in one transaction, on the connection's own thread: all of it or, if
+    anything fails (SQLite, or a value sqlite3 cannot bind), none of it, rolled back
+    there before anything else queued on the connection can commit half of it."""
+    try:
+        for sql, values in statements(conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), batch):
+            conn.execute(sql, values)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
 
 
 async def insert_rows(

@@ -69,9 +69,11 @@ async def writing(db: aiosqlite.Connection) -> AsyncIterator[None]:
     A failure of the store itself is raised as `StoreFailed`."""
     try:
         yield
-    except sqlite3.Error as exc:
+    except Exception as exc:  # a value sqlite3 cannot bind leaves the transaction open too
         with contextlib.suppress(Exception):
             await db.rollback()
+        if not isinstance(exc, sqlite3.Error):
+            raise
         reason = store_fault(exc)
         if reason is None:
             raise

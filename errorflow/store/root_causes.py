@@ -72,7 +72,14 @@ def cause_of(meta: RunMeta, rows: TrialRows) -> RootCause | None:
     outcome = rows.outcome
     if outcome is None or outcome.outcome not in FAILED_OUTCOMES:
         return None
-    g = genealogy(rows.messages, rows.events, rows.labels, meta.propagation, whole=False)
+    g = genealogy(
+        rows.messages,
+        rows.events,
+        rows.labels,
+        meta.propagation,
+        whole=False,
+        readings=rows.readings,
+    )
     return root_cause(g, outcome.outcome, outcome.depth)
 
 

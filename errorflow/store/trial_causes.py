@@ -15,6 +15,7 @@ store, as it does for a trial whose outcome event never came.
 from __future__ import annotations
 
 from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.result import Readings
 from errorflow.protocol.topics import RUNNER
 from errorflow.scoring.genealogy_types import StoredLabel
 from errorflow.scoring.root_cause import FAILED_OUTCOMES
@@ -79,8 +80,11 @@ class TrialCauses:
             if env.kind in (Kind.TASK, Kind.RESULT):
                 self._message(env)
 
-    def scored(self, row: TrialRow, labels: list[LabelRow]) -> None:
+    def scored(
+        self, row: TrialRow, labels: list[LabelRow], readings: Readings | None = None
+    ) -> None:
         rows = self._rows(row.trial)
+        rows.readings = readings
         rows.outcome = TrialOutcome(row.outcome, row.depth, row.reason)
         for lb in labels:
             rows.labels[lb.message_id] = StoredLabel(lb.label, lb.reason)

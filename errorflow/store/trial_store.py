@@ -16,6 +16,7 @@ from pathlib import Path
 import aiosqlite
 
 from errorflow.protocol.envelope import Envelope
+from errorflow.protocol.result import Readings
 from errorflow.scoring.genealogy_types import StoredLabel
 from errorflow.scoring.trial_trace import TrialOutcome, TrialTrace, trace_trial
 from errorflow.store.opening import connect_ro
@@ -37,6 +38,8 @@ class TrialRows:
     events: list[Envelope] = field(default_factory=list)
     labels: dict[str, StoredLabel] = field(default_factory=dict)
     outcome: TrialOutcome | None = None
+    #: The scorer's readings of the trial's payloads, when it ran in this process.
+    readings: Readings | None = None
 
 
 @dataclass(frozen=True)
