@@ -8,11 +8,13 @@ order alternates each round, so a slow spell on the shared machine hits both sid
 - Mosquitto (a subprocess on a free loopback port) with gmqtt: the floor's gmqtt
   connections, and errorflow with `?client=gmqtt`.
 
-Printed: envelopes per second (every envelope stored, counted in the store), the ratio
-errorflow ÷ floor (best round of each), and MQTT's own cost per envelope (the time per
-envelope on Mosquitto minus the time in one process). `--default-path` also times the
-command a user types, `errorflow run contamination --trials N`, for N just under and at
-the worker threshold, against the fastest path with the same outcomes. `--tree DIR` also
+Printed: envelopes per second (every envelope stored, counted in the store), the seconds
+the child's event loop sat idle in `select()` (a run held back, not busy: bench/RESULTS.md,
+"ninth session"), the ratio errorflow ÷ floor (best round of each), and MQTT's own cost
+per envelope (the time per envelope on Mosquitto minus the time in one process).
+`--default-path` also times the command a user types, `errorflow run contamination
+--trials N`, for N just under and at the worker threshold, against the fastest path with
+the same outcomes. `--tree DIR` also
 runs errorflow's children on another source tree (a checkout before a change), in the
 same rounds, and prints its ratios beside this tree's.
 Goals (issue "half of what one lean Python process can do"): ratio >= 0.5 on both paths;
@@ -24,6 +26,7 @@ MQTT's cost per envelope <= 1.5x the floor's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -38,9 +41,28 @@ from _util import count_recorded, mosquitto, parse_args, run, scenario, temp_db
 CONFIGS = ("floor/in-process", "errorflow/in-process", "floor/mosquitto", "errorflow/mosquitto")
 
 
+def _timed_waits(loop: asyncio.AbstractEventLoop) -> list[float]:
+    """The seconds `loop` waits in `select()` from now (nothing of the run to do: a run
+    held back by its store's thread shows here), in a one-item list."""
+    waited = [0.0]
+    selector = loop._selector  # type: ignore[attr-defined]
+    select = selector.select
+
+    def timed(timeout: float | None = None) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return select(timeout)
+        finally:
+            waited[0] += time.perf_counter() - t0
+
+    selector.select = timed
+    return waited
+
+
 async def child(config: str, trials: int) -> dict[str, Any]:
     import resource
 
+    waited = _timed_waits(asyncio.get_running_loop())
     side, path = config.split("/")
     with temp_db() as db:
         if side == "floor":
@@ -80,6 +102,7 @@ async def child(config: str, trials: int) -> dict[str, Any]:
         "envelopes": envelopes,
         "outcomes": outcomes,
         "peak_mb": peak,
+        "idle_s": waited[0],
     }
 
 
@@ -127,14 +150,18 @@ def ratios(trials: int, rounds: int, only: str | None, tree: Path | None = None)
             if config not in best or rate > best[config]["envelopes"] / best[config]["wall"]:
                 best[config] = res
     print(f"contamination, {trials} trials, {rounds} round(s); best round of each side")
-    print(f"  {'configuration':<24}{'env/s':>9}{'envelopes':>11}{'peak MB':>9}  all rounds env/s")
+    print(
+        f"  {'configuration':<24}{'env/s':>9}{'envelopes':>11}{'peak MB':>9}{'idle s':>8}"
+        "  all rounds env/s"
+    )
     for c in names:
         if c in best:
             b = best[c]
             every = ", ".join(f"{x:.0f}" for x in all_rates[c])
             print(
                 f"  {c:<24}{b['envelopes'] / b['wall']:9.0f}{b['envelopes']:11d}"
-                f"{b['peak_mb']:9.0f}  {every}; outcomes {b['outcomes']}"
+                f"{b['peak_mb']:9.0f}{b.get('idle_s', float('nan')):8.2f}"
+                f"  {every}; outcomes {b['outcomes']}"
             )
     print()
     rate = {c: best[c]["envelopes"] / best[c]["wall"] for c in best}
