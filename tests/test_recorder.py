@@ -18,7 +18,7 @@ import pytest
 
 from errorflow.bus.transport import InProcessBus
 from errorflow.cli.main import main
-from errorflow.runtime import runner
+from errorflow.runtime import recorder, runner
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.store.failures import StoreFailed
@@ -29,16 +29,16 @@ from tests.conftest import scenario
 async def test_a_failed_write_marks_the_run_interrupted_and_resume_refills_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = Recorder._write
+    real = recorder.insert_rows
     calls = {"n": 0}
 
-    async def flaky(self: Recorder, *batch: Any) -> None:
+    async def flaky(db: aiosqlite.Connection, *batch: Any) -> None:
         calls["n"] += 1
         if calls["n"] == 1:
             raise OSError("disk full")
-        await real(self, *batch)
+        await real(db, *batch)
 
-    monkeypatch.setattr(Recorder, "_write", flaky)
+    monkeypatch.setattr(recorder, "insert_rows", flaky)
     s = scenario("contamination", trials=40)
     db = tmp_path / "f.db"
     with pytest.raises(StoreFailed, match=rf"^store {db}: OSError: disk full; run flaky stopped"):
@@ -46,7 +46,7 @@ async def test_a_failed_write_marks_the_run_interrupted_and_resume_refills_it(
     assert calls["n"] == 1  # nothing is tried after the first failed write
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT status FROM runs").fetchone() == ("interrupted",)
-    monkeypatch.setattr(Recorder, "_write", real)
+    monkeypatch.setattr(recorder, "insert_rows", real)
     result = await run_scenario(
         s, RunOptions(bus=InProcessBus(), db_path=db, run_id="flaky", resume=True)
     )

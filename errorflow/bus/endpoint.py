@@ -232,8 +232,7 @@ class Endpoint:
             env, text, clean = screened(env)
             raw = Posted(env, text, clean)
         else:
-            env, raw, clean = sealed(env, self.key)
-            OWN_COPIES.keep(raw, env, self.key, clean)
+            env, raw = self._sealed(env)
         tracked = kind in RELIABLE_KINDS and self._resender is not None
         if tracked:
             self.outbox.add(env.id, topic, raw, self._clock())  # before an ack can arrive
@@ -313,6 +312,13 @@ class Endpoint:
         finally:
             sent.delayed -= 1
 
+    def _sealed(self, env: Envelope) -> tuple[Envelope, bytes]:
+        """`env` as it leaves for the broker (redaction's net, signed), a copy kept for
+        this process's receivers (`bus.own_copies`)."""
+        env, raw, clean = sealed(env, self.key)
+        OWN_COPIES.keep(raw, env, self.key, clean)
+        return env, raw
+
     def _envelope(
         self,
         *,
@@ -380,8 +386,7 @@ class Endpoint:
         raw: Delivery
         if local is None:
             assert soon is not None
-            env, raw, clean = sealed(env, self.key)
-            OWN_COPIES.keep(raw, env, self.key, clean)
+            env, raw = self._sealed(env)
             written = soon(topic, raw)
             return written if written is not None else self._publish(topic, raw)
         env, text, clean = screened(env)
@@ -430,7 +435,7 @@ class Endpoint:
         envelope was validated when built, in this process: it is neither decoded nor
         verified; everything after that is the same for it."""
         try:
-            env, reason = admission(raw, self.run_id, self.members, self.key)
+            env, reason, _ = admission(raw, self.run_id, self.members, self.key)
         except RejectedMessage as exc:
             self.rejects[exc.reason] += 1
             return None, None

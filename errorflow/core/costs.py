@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Self
 
 
@@ -90,14 +91,8 @@ class Costs:
 
 #: Every cost field.
 ALL_COST_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Costs))
-
-
-def _row(c: Costs) -> tuple[float, ...]:
-    """Every field, in field order (`Costs(*row)` is `c`)."""
-    return (c.backend_calls, c.model_calls, c.input_tokens, c.output_tokens, c.retries,
-            c.sim_seconds, c.cache_read_tokens, c.cache_write_tokens)  # fmt: skip
-
-
+#: Every field of a Costs, in field order (`Costs(*_row(c))` is `c`).
+_row = attrgetter(*ALL_COST_KEYS)
 _KEY_SET: frozenset[str] = frozenset(ALL_COST_KEYS)
 #: The fields on the wire only when not zero (added after the wire format was fixed).
 OPTIONAL_KEYS: frozenset[str] = frozenset({"cache_read_tokens", "cache_write_tokens"})

@@ -166,6 +166,12 @@ class Readings:
         return parsed
 
 
+def read_all(messages: Iterable[Envelope], readings: Readings | None) -> dict[str, ResultPayload]:
+    """Each message's payload by its id, read through `readings` when given."""
+    read = (readings or Readings()).of
+    return {m.id: read(m) for m in messages}
+
+
 def answer_of(payload: Mapping[str, object]) -> FinalAnswer:
     """`ResultPayload.from_wire(payload).answer`, without reading the rest."""
     return answer_from_wire(payload.get("answer"))

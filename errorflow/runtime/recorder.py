@@ -21,7 +21,7 @@ from collections import Counter
 
 import aiosqlite
 
-from errorflow.bus.admission import admission, rejection_reason
+from errorflow.bus.admission import admission
 from errorflow.bus.own_copies import OWN_COPIES
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Connection, Delivery, Posted, backlog
@@ -41,7 +41,7 @@ from errorflow.protocol.envelope import (
 from errorflow.protocol.events import event_type
 from errorflow.protocol.result import Readings
 from errorflow.store import root_causes
-from errorflow.store.batch_insert import insert_rows
+from errorflow.store.batch_insert import Batch, insert_rows
 from errorflow.store.failures import (
     StoreFailed,
     StoreFile,
@@ -59,16 +59,6 @@ from errorflow.store.rows import (
 from errorflow.store.trial_causes import TrialCauses
 
 log = logging.getLogger(__name__)
-
-#: One flush's rows, table by table, in `insert_rows` order.
-_Batch = tuple[
-    list[MessageRow],
-    list[EventRow],
-    list[RejectRow],
-    list[TrialRow],
-    list[LabelRow],
-    list[tuple[object, ...]],  # root causes (store.root_causes.row_of)
-]
 
 BATCH = 2000
 FLUSH_S = 0.2
@@ -159,12 +149,8 @@ class Recorder:
     def _handle(self, topic: str, raw: Delivery) -> None:
         self.handled += 1
         now = time.time()
-        own = OWN_COPIES.take(raw, self.key) if isinstance(raw, bytes) else None
         try:
-            if own is not None:  # sent by an endpoint of this process, as it came back
-                env, reason = own.env, rejection_reason(own.env, self.run_id, self.members)
-            else:
-                env, reason = admission(raw, self.run_id, self.members, self.key)
+            env, reason, clean = admission(raw, self.run_id, self.members, self.key, take=True)
         except RejectedMessage as exc:
             self._reject(topic, exc.reason, exc.detail, raw, now)
             return
@@ -173,11 +159,7 @@ class Recorder:
         if reason is not None:
             self._reject(topic, reason, f"sender={env.sender} seq={env.seq} id={env.id}", raw, now)
             return
-        # Searched by its sender's net already: a `Posted` envelope or an own copy says so.
-        if isinstance(raw, Posted):
-            text, clean = raw.text, raw.clean
-        else:
-            text, clean = raw.decode(), own is not None and own.clean
+        text = raw.text if isinstance(raw, Posted) else raw.decode()
         self.counts[env.kind.value] += 1
         if self.causes is not None:
             self._trace(env, self.causes)
@@ -295,7 +277,7 @@ class Recorder:
             with contextlib.suppress(Exception):
                 await self._inflight
 
-    async def _write_after(self, previous: asyncio.Future[None] | None, batch: _Batch) -> None:
+    async def _write_after(self, previous: asyncio.Future[None] | None, batch: Batch) -> None:
         if previous is not None:
             with contextlib.suppress(Exception):
                 await previous
@@ -304,7 +286,7 @@ class Recorder:
         try:
             if self._file is not None:
                 check_in_place(self._file)
-            await self._write(*batch)
+            await insert_rows(self.db, *batch)
         except Exception as exc:  # never silent: the runner stops the run and says it, once
             self.failure = exc if isinstance(exc, StoreFailed) else self._failed(exc)
             log.debug("store write failed, %d rows not stored: %r", sum(len(b) for b in batch), exc)
@@ -314,17 +296,6 @@ class Recorder:
         when it is the store's own fault, as a failed batch of rows is)."""
         path = self._file.path if self._file is not None else "(the run's store)"
         return StoreFailed(path, store_fault(exc) or redact(f"{type(exc).__name__}: {exc}")[:300])
-
-    async def _write(
-        self,
-        messages: list[MessageRow],
-        events: list[EventRow],
-        rejects: list[RejectRow],
-        trials: list[TrialRow],
-        labels: list[LabelRow],
-        causes: list[tuple[object, ...]],
-    ) -> None:
-        await insert_rows(self.db, messages, events, rejects, trials, labels, causes)
 
     async def _flush_periodically(self) -> None:
         while True:

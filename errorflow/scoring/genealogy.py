@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.protocol.result import Readings
+from errorflow.protocol.result import Readings, read_all
 from errorflow.scoring.genealogy_types import Genealogy, Invocation, StoredLabel
 from errorflow.scoring.invocations import invocation_of, levels_of, works_of
 from errorflow.scoring.labels import is_task, reached_ids, touched_ids
@@ -44,8 +44,7 @@ def genealogy(
     the scorer's, when it read the same envelopes."""
     work_messages = [m for m in messages if m.kind in (Kind.TASK, Kind.RESULT)]
     by_id = {m.id: m for m in work_messages}
-    read = (readings or Readings()).of
-    payloads = {m.id: read(m) for m in work_messages}
+    payloads = read_all(work_messages, readings)
     answers = {m.id: FinalAnswer() if is_task(m) else payloads[m.id].answer for m in work_messages}
     reporting = {mid for mid, p in payloads.items() if p.failures}
     works = works_of(work_messages, [e for e in events if e.kind is Kind.EVENT])

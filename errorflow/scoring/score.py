@@ -35,7 +35,13 @@ from errorflow.core.costs import Costs
 from errorflow.core.redact import redact_obj
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
-from errorflow.protocol.result import Readings, ResultPayload, infra_reason, round_of
+from errorflow.protocol.result import (
+    Readings,
+    ResultPayload,
+    infra_reason,
+    read_all,
+    round_of,
+)
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.credit import fact_credit, struck
 from errorflow.scoring.labels import silent, touched_ids
@@ -164,7 +170,7 @@ def score_trial(
     # sends back); the runner's own tasks carry no claims and start every chain.
     by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}
     # Each message carries what its sender spent on it; by id, a message counts once.
-    payloads = _read(by_id, readings)
+    payloads = read_all(by_id.values(), readings)
     costs = Costs.total(p.costs or Costs() for p in payloads.values())
     policy = policy_counts((by_id[mid].sender, p) for mid, p in payloads.items())
     infra = infra_reason(results)
@@ -193,11 +199,6 @@ def score_trial(
         score.outcome = Outcome.CONTAINED
         score.reason = "; ".join(lb.reason for lb in final_labels if lb.reason) or "incomplete"
     return score
-
-
-def _read(by_id: dict[str, Envelope], readings: Readings | None) -> dict[str, ResultPayload]:
-    read = (readings or Readings()).of
-    return {mid: read(m) for mid, m in by_id.items()}
 
 
 def policy_counts(sent: Iterable[tuple[str, ResultPayload]]) -> dict[str, dict[str, float]]:

@@ -27,7 +27,9 @@ ROWS_A_STATEMENT = 500
 
 #: The fewest bound values a statement may hold in any SQLite (before 3.32).
 OLDEST_LIMIT = 999
-_Batch = tuple[
+#: A batch's rows, table by table: messages, events, rejects, trials, labels, root causes
+#: (`root_causes.row_of` rows).
+Batch = tuple[
     Sequence[MessageRow],
     Sequence[EventRow],
     Sequence[RejectRow],
@@ -37,7 +39,7 @@ _Batch = tuple[
 ]
 
 
-def statements(limit: int, batch: _Batch) -> Iterator[tuple[str, list[object]]]:
+def statements(limit: int, batch: Batch) -> Iterator[tuple[str, list[object]]]:
     """The batch's INSERTs, a few hundred rows each, within `limit` values a statement.
     A message or event already stored is kept (the runner's copies repeat what the
     recorder has); a trial, label or root cause (`root_causes.row_of` rows) replaced."""
@@ -75,7 +77,7 @@ def _sizes(n: int, most: int) -> Iterator[int]:
         rest -= size
 
 
-def write_batch(conn: sqlite3.Connection, batch: _Batch) -> None:
+def write_batch(conn: sqlite3.Connection, batch: Batch) -> None:
     """One batch in one transaction, on the connection's own thread: all of it or, if
     anything fails (SQLite, or a value sqlite3 cannot bind), none of it, rolled back
     there before anything else queued on the connection can commit half of it."""
