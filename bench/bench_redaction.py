@@ -5,7 +5,7 @@ and their envelopes (roll calls left out: one a run) are read back. Per envelope
 in the same process, medians of --repeat passes taken in turns:
 
 - encode: `Envelope.encode(key)` (JSON and HMAC), what every send paid before;
-- send net: `endpoint.redacted(env, key)`, which encodes, then searches the text from the
+- send net: `redaction.sealed(env, key)`, which encodes, then searches the text from the
   errors on (`might_hold_secret`); the net's cost is the difference;
 - store net: what a stored envelope's text goes through (`store._stored`: a search of
   its errors and payload, and of its ids);
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from _util import parse_args, row, scenario, temp_db
 
-from errorflow.bus.redaction import redacted
+from errorflow.bus.redaction import sealed
 from errorflow.bus.transport import InProcessBus
 from errorflow.core.redact import redact, redact_obj
 from errorflow.protocol import signing
@@ -88,15 +88,15 @@ def main() -> None:
     figures = per_item(
         {
             "encode": lambda: [e.encode(KEY) for e in envs],
-            "send net": lambda: [redacted(e, KEY) for e in envs],
+            "send net": lambda: [sealed(e, KEY) for e in envs],
             "store net": lambda: [_stored(e, t) for e, t in zip(envs, texts, strict=True)],
             "without the pre-check": full,
-            "with a secret": lambda: [redacted(e, KEY) for e in secret],
+            "with a secret": lambda: [sealed(e, KEY) for e in secret],
         },
         n,
         args.repeat,
     )
-    flagged = sum(1 for e in envs if redacted(e, KEY)[0] is not e)
+    flagged = sum(1 for e in envs if sealed(e, KEY)[0] is not e)
     size = statistics.mean(len(t) for t in texts)
     print(f"{n} envelopes of {', '.join(SCENARIOS)} (mean {size:.0f} bytes); "
           f"{flagged} changed by the net")  # fmt: skip
