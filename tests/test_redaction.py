@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from errorflow.bus import redaction
 from errorflow.bus.redaction import holds_secret, sealed
+from errorflow.core.redact import might_hold_secret
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol.envelope import Envelope, Kind, WireError
 
@@ -49,3 +53,53 @@ def test_a_redacted_envelope_keeps_everything_but_its_secrets() -> None:
     assert raw == clean.encode(key)
     untouched = _env()
     assert sealed(untouched, key)[:2] == (untouched, untouched.encode(key))
+
+
+def test_the_part_searched_alone_gives_the_answer_it_gives_in_its_envelope() -> None:
+    """The net remembers clean parts by their text: the part (from `,"errors":`) searched
+    alone must answer as it does where it stands, whatever comes before it."""
+    secrets = ["sk-abcdefgh12345678", "ghp_abcdefghijklmnop", "password=hunter2",
+               "postgres://u:pw@db/x", "/home/al/x", "AKIAABCDEFGHIJKLMNOP",
+               "Bearer abc.def", "eyJhbGciOi", "SECRET_KEY=x", 'api_key\\": \\"v']  # fmt: skip
+    befores = ["", '"confidence":1.0', "private_", "api", "tok", "\\n", "\\u00e9", "_",
+               "x" * 30, '"a":"secret', "access-"]  # fmt: skip
+    fillers = ["", "[", '[{"message":"', " ", "-", "\\n", "\\u0041"]
+    for before in befores:
+        for filler in fillers:
+            for secret in [*secrets, "clean words only"]:
+                text = f'{{"id":"x",{before},"errors":{filler}{secret}]","ts":1.0}}'
+                start, end = text.find(',"errors":'), text.rfind(',"ts":')
+                alone = might_hold_secret(text[start:end])
+                assert might_hold_secret(text, start, end) == alone, text
+
+
+def test_a_clean_part_is_searched_once_and_a_suspect_one_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    searched: list[str] = []
+
+    def counting(text: str, start: int = 0, end: int | None = None) -> bool:
+        searched.append(text[start:end])
+        return might_hold_secret(text, start, end)
+
+    monkeypatch.setattr(redaction, "might_hold_secret", counting)
+    monkeypatch.setattr(redaction, "_CLEAN", set())
+    clean = _env(payload={"type": "agent_start", "agent": "a"})
+    suspect = _env(payload={"dsn": "redis://:pw@cache:6379"})
+    for _ in range(3):
+        assert not holds_secret(clean, clean.encode().decode())
+        assert holds_secret(suspect, suspect.encode().decode())
+    assert len(searched) == 4  # the clean part once, the suspect one each time
+    long = _env(payload={"text": "a" * redaction.CLEAN_LONGEST})
+    for _ in range(2):
+        assert not holds_secret(long, long.encode().decode())
+    assert len(searched) == 6  # too long to be kept: searched in place each time
+
+
+def test_the_clean_parts_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redaction, "_CLEAN", set())
+    monkeypatch.setattr(redaction, "CLEAN_KEPT", 8)
+    for n in range(20):
+        env = _env(payload={"n": n})
+        assert not holds_secret(env, env.encode().decode())
+        assert len(redaction._CLEAN) <= 8

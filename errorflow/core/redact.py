@@ -177,7 +177,13 @@ def _patterns_applied(text: str) -> str:
 
 
 def _secret_key(key: object) -> bool:
-    return isinstance(key, str) and _SECRET_KEY_NAME.fullmatch(key) is not None
+    return isinstance(key, str) and _secret_name(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_name(key: str) -> bool:
+    """Memoised: a run's mappings use the same few keys again and again."""
+    return _SECRET_KEY_NAME.fullmatch(key) is not None
 
 
 def redact_obj(value: Any) -> Any:

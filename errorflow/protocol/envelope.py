@@ -172,8 +172,8 @@ class Envelope(BaseModel):
             and len(derived_from) <= 256
             and len(errors) <= 256
             and _valid_names(run_id, sender, recipient)
-            and all(type(d) is str and d.isascii() for d in derived_from)
-            and all(type(e) is WireError for e in errors)
+            and (not derived_from or all(type(d) is str and d.isascii() for d in derived_from))
+            and (not errors or all(type(e) is WireError for e in errors))
             and all(type(k) is str for k in payload)
         ):
             return cls(
