@@ -95,6 +95,9 @@ def test_the_summary_of_the_table_is_the_summary_of_the_scores() -> None:
     for t in order:
         table[t] = scores[t]
     assert summarize(table.ordered()) == summarize(scores)
+    skip = {Outcome.BUS_FAULT, Outcome.INFRA_FAULT}
+    costs = [s.costs for s in scores if s.outcome not in skip]
+    assert list(table.ordered().costs(skip)) == costs and 0 < len(costs) < 3000
     assert table.ordered() == [table[t] for t in range(3000)]
     assert table.ordered()[10:12] == [table[10], table[11]]
 

@@ -244,17 +244,20 @@ def hidden_identifier(need: NeedView) -> JsonValue:
     return need.meant if need.meant is not None else need.identifier
 
 
+# What `json.dumps` with these options makes anew for every call.
+_UNESCAPED = json.JSONEncoder(ensure_ascii=False, default=str)
+_ESCAPED = json.JSONEncoder(default=str)
+
+
 def turn_text(turn: Turn) -> str:
     if isinstance(turn, TaskTurn):
         return turn.prompt + " ".join(n.wording for n in turn.needs)
     if isinstance(turn, ObservationTurn):
-        return json.dumps(turn.content, ensure_ascii=False, default=str)
+        return _UNESCAPED.encode(turn.content)
     if isinstance(turn, UpstreamTurn):
-        return json.dumps(
-            {"c": [claim_text(c) for c in turn.answer.claims], "e": turn.errors}, default=str
-        )
+        return _ESCAPED.encode({"c": [claim_text(c) for c in turn.answer.claims], "e": turn.errors})
     if isinstance(turn, AssistantTurn):
-        return json.dumps([c.arguments for c in turn.calls], default=str)
+        return _ESCAPED.encode([c.arguments for c in turn.calls])
     return ""
 
 

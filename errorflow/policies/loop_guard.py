@@ -49,11 +49,17 @@ class GuardVerdict:
     suggestion: str
 
 
+# default=str keeps odd values (dates, sets) from crashing the guard; their str() is
+# stable enough to spot a literal repeat. One encoder: `json.dumps` with options makes
+# one a call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+
+
 def canonical_args(args: Mapping[str, Any]) -> str:
     """A stable text form of call arguments: equal dicts give equal strings."""
-    # default=str keeps odd values (dates, sets) from crashing the guard; their
-    # str() is stable enough to spot a literal repeat.
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(args)
 
 
 class LoopGuard:

@@ -16,7 +16,7 @@ sorted, lazily materialised view `RunResult.scores` takes.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Container, Iterator, Mapping, MutableMapping, Sequence
 from typing import overload
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
@@ -121,7 +121,7 @@ class ScoreTable(MutableMapping[int, TrialScore]):
         if not 0 <= trial < len(self._outcome) or not self._outcome[trial]:
             raise KeyError(trial)
         at = trial * _WIDTH
-        costs = Costs(**dict(zip(ALL_COST_KEYS, self._costs[at : at + _WIDTH], strict=True)))
+        costs = Costs(*self._costs[at : at + _WIDTH])  # in field order, as put in
         return TrialScore(
             trial,
             _OUTCOMES[self._outcome[trial] - 1],
@@ -182,6 +182,17 @@ class OrderedScores(Sequence[TrialScore]):
 
     def __iter__(self) -> Iterator[TrialScore]:
         return (self._table[t] for t in self._trials)
+
+    def costs(self, skip: Container[Outcome]) -> Iterator[Costs]:
+        """The costs of the trials whose outcome is not in `skip`, in trial order, read
+        from the table's columns (no score made: a summary reads each cost column)."""
+        table = self._table
+        codes, costs = table._outcome, table._costs
+        skipped = {_CODE[o] for o in _OUTCOMES if o in skip}
+        for t in self._trials:
+            if codes[t] not in skipped:
+                at = t * _WIDTH
+                yield Costs(*costs[at : at + _WIDTH])
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):

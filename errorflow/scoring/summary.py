@@ -22,6 +22,7 @@ from errorflow.faults.tally import FaultCount, ToolFaultCount
 from errorflow.scoring.bootstrap import BOOTSTRAP_MAX_N, mean_interval, mean_intervals
 from errorflow.scoring.credit import add_credit
 from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.scoring.score_table import OrderedScores
 from errorflow.scoring.service_load import ServiceJson
 from errorflow.scoring.stats import (
     PairedDifference,
@@ -209,14 +210,13 @@ def _cost(costs: Costs, key: str) -> float:
 def _cost_column(scores: Sequence[TrialScore], key: str) -> array[float]:
     """One interval cost of every costed trial, in trial order (as `_add_spread` keeps
     them)."""
-    return array(
-        "d",
-        (
-            _cost(s.costs, key)
-            for s in scores
-            if s.outcome not in NOT_MEASURED and s.outcome is not Outcome.BUS_FAULT
-        ),
-    )
+    if isinstance(scores, OrderedScores):  # read from the table's columns
+        return array("d", (_cost(c, key) for c in scores.costs(_NOT_COSTED)))
+    return array("d", (_cost(s.costs, key) for s in scores if s.outcome not in _NOT_COSTED))
+
+
+#: Trials without costs: not measured, or no messages arrived (a bus fault).
+_NOT_COSTED = NOT_MEASURED | {Outcome.BUS_FAULT}
 
 
 def bus_recovery_line(r: BusRecovery) -> str:
