@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import re
+import re._constants as sre
+import re._parser as sre_parse
+from typing import Any
+
 import pytest
 
 from errorflow.bus import redaction
+from errorflow.bus.admission import admission
 from errorflow.bus.redaction import holds_secret, sealed
+from errorflow.core import redact
 from errorflow.core.redact import might_hold_secret
 from errorflow.core.taxonomy import ErrorCode
+from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope, Kind, WireError
+from errorflow.store.rows import MessageRow
 
 
 def _env(**update: object) -> Envelope:
@@ -103,3 +113,84 @@ def test_the_clean_parts_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
         env = _env(payload={"n": n})
         assert not holds_secret(env, env.encode().decode())
         assert len(redaction._CLEAN) <= 8
+
+
+@pytest.mark.parametrize("where", ["first", "after_ts"])
+def test_an_outsiders_payload_is_searched_wherever_its_members_put_it(where: str) -> None:
+    """Someone else's JSON may put its members in any order: a payload before the errors
+    or after `ts` is searched too, and the store keeps it redacted."""
+    env = _env(payload={"password": "hunter2", "note": "sk-abcdefgh12345678"})
+    members = json.loads(env.encode())
+    payload = members.pop("payload")
+    members = (
+        {"payload": payload, **members} if where == "first" else {**members, "payload": payload}
+    )
+    key = signing.new_key()
+    raw = signing.sign(key, json.dumps(members, separators=(",", ":")).encode())
+    received, reason, clean = admission(raw, env.run_id, None, key)
+    assert reason is None and not clean
+    assert holds_secret(received, raw.decode(), ids=True)
+    stored = MessageRow.from_envelope(received, "t", 0.0, raw.decode(), clean).envelope
+    assert "hunter2" not in stored and "sk-abcdefgh" not in stored
+    assert json.loads(stored)["payload"]["password"] == "[REDACTED]"
+
+
+def _look_behinds(pattern: re.Pattern[str]) -> tuple[list[Any], list[Any]]:
+    """The look-behind assertions of `pattern` and its anchors, from its parse tree."""
+    behinds: list[Any] = []
+    anchors: list[Any] = []
+
+    def walk(items: Any) -> None:
+        for op, arg in items:
+            if op in (sre.ASSERT, sre.ASSERT_NOT):
+                direction, sub = arg
+                if direction == -1:
+                    behinds.append(sub)
+                walk(sub)
+            elif op is sre.AT:
+                anchors.append(arg)
+            elif op is sre.SUBPATTERN:
+                walk(arg[3])
+            elif op is sre.BRANCH:
+                for branch in arg[1]:
+                    walk(branch)
+            elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
+                walk(arg[2])
+
+    walk(sre_parse.parse(pattern.pattern, pattern.flags))
+    return behinds, anchors
+
+
+def _can_match(sub: Any, char: str) -> bool:
+    """Whether any single-character item of the parsed `sub` can match `char`."""
+    for op, arg in sub:
+        if op is sre.LITERAL and chr(arg) == char:
+            return True
+        if op in (sre.NOT_LITERAL, sre.ANY, sre.CATEGORY):
+            return True  # (conservative)
+        if op is sre.IN and any(
+            (o is sre.LITERAL and chr(a) == char)
+            or (o is sre.RANGE and a[0] <= ord(char) <= a[1])
+            or o not in (sre.LITERAL, sre.RANGE)
+            for o, a in arg
+        ):
+            return True
+        if op is sre.SUBPATTERN and _can_match(arg[3], char):
+            return True
+        if op is sre.BRANCH and any(_can_match(b, char) for b in arg[1]):
+            return True
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and _can_match(arg[2], char):
+            return True
+    return False
+
+
+def test_no_look_behind_of_the_search_can_match_the_comma_a_searched_part_begins_with() -> None:
+    """Why a part of an envelope searched alone (and remembered clean) answers as it does
+    in place: the search has no anchors, and no look-behind can match the `,` of
+    `,"errors":` the part begins with, so none can reach before it."""
+    for pattern in (redact._CLUES, redact._ENV_EQUALS, redact._ENV_CLUES):
+        behinds, anchors = _look_behinds(pattern)
+        assert not anchors
+        assert not [b for b in behinds if _can_match(b, ",")]
+    assert behinds  # the walk does find them (the clue patterns have dozens)
+    assert _can_match(sre_parse.parse(r"(?<=a|[,b])x")[0][1][1], ",")

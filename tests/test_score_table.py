@@ -100,6 +100,9 @@ def test_the_summary_of_the_table_is_the_summary_of_the_scores() -> None:
     assert list(table.ordered().costs(skip)) == costs and 0 < len(costs) < 3000
     assert table.ordered() == [table[t] for t in range(3000)]
     assert table.ordered()[10:12] == [table[10], table[11]]
+    ordered = table.ordered()
+    del table[next(t for t in range(3000) if scores[t].outcome not in skip)]
+    assert list(ordered.costs(skip)) == costs[1:]  # a trial deleted since: no costs
 
 
 def test_a_run_without_kept_messages_keeps_a_table_and_one_with_them_a_dict() -> None:

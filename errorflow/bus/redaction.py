@@ -4,8 +4,9 @@ Everything a sender builds is redacted where it is built (a tool's arguments, an
 observation, the task's prompt), but a builder that forgets must not publish or store
 a secret: `sealed` is applied to every envelope an endpoint sends, before it is
 signed, and `holds_secret` to every envelope the store keeps. Both ask the cheap
-question first (`might_hold_secret`) on the only part of the text that can hold one,
-so a clean envelope (nearly all of them) costs one search, not a walk.
+question first (`might_hold_secret`) on the part of the text that can hold one (the
+whole text of an envelope someone else wrote), so a clean envelope (nearly all of them)
+costs one search, not a walk.
 """
 
 from __future__ import annotations
@@ -24,31 +25,35 @@ _ERRORS, _TS = ',"errors":', ',"ts":'
 #: Errors-and-payload texts found clean, up to a length and a number (then started
 #: again): a run's envelopes repeat most of theirs (the same event of every trial, the
 #: same error), and a set lookup costs a tenth of the search. The part searched alone
-#: is searched as in its envelope: it begins with `,"errors":`, where no clue can begin,
-#: and a clue's look behind reaches back less than that.
+#: answers as it does in its envelope: it begins with the `,` of `,"errors":`, which no
+#: look-behind of the search can match, and the search has no anchors (a test walks
+#: its patterns for both).
 _CLEAN: set[str] = set()
 CLEAN_KEPT, CLEAN_LONGEST = 4096, 1024
 
 
 def holds_secret(env: Envelope, text: str, ids: bool = False) -> bool:
     """Whether `env`, whose JSON is `text`, may hold something redaction would change
-    (`might_hold_secret`): its errors and payload searched where they are in the text,
-    and with `ids` its free-form ids too (an envelope someone else built)."""
+    (`might_hold_secret`). Our own text (`Envelope.encode`: errors, payload and `ts`
+    are its last members, in that order) is searched from its errors to its `ts`. With
+    `ids` (an envelope someone else built: its members may come in any order) the
+    whole text is searched, and its free-form ids."""
+    if ids:
+        return might_hold_secret(text) or ids_hold_secret(env)
     start, end = text.find(_ERRORS), text.rfind(_TS)  # the first, and the last
     if not 0 <= start < end:
         start, end = 0, len(text)
     if end - start > CLEAN_LONGEST:
-        if might_hold_secret(text, start, end):
-            return True
-    else:
-        part = text[start:end]
-        if part not in _CLEAN:
-            if might_hold_secret(part):
-                return True
-            if len(_CLEAN) >= CLEAN_KEPT:
-                _CLEAN.clear()
-            _CLEAN.add(part)
-    return ids and ids_hold_secret(env)
+        return might_hold_secret(text, start, end)
+    part = text[start:end]
+    if part in _CLEAN:
+        return False
+    if might_hold_secret(part):
+        return True
+    if len(_CLEAN) >= CLEAN_KEPT:
+        _CLEAN.clear()
+    _CLEAN.add(part)
+    return False
 
 
 def ids_hold_secret(env: Envelope) -> bool:

@@ -188,7 +188,7 @@ class OrderedScores(Sequence[TrialScore]):
         from the table's columns (no score made: a summary reads each cost column)."""
         table = self._table
         codes, costs = table._outcome, table._costs
-        skipped = {_CODE[o] for o in _OUTCOMES if o in skip}
+        skipped = {0, *(_CODE[o] for o in _OUTCOMES if o in skip)}  # 0: deleted since
         for t in self._trials:
             if codes[t] not in skipped:
                 at = t * _WIDTH
