@@ -245,3 +245,23 @@ def test_json_text_is_redacted_as_data_and_clean_text_is_kept_as_it_is() -> None
         "password": "[REDACTED]",
     }
     assert redact_json("token=abc, not JSON") == "token=[REDACTED], not JSON"
+
+
+def test_the_memos_keep_only_short_texts_and_names() -> None:
+    """Hostile traffic full of long distinct texts or mapping keys must not fill the
+    memos: past `MEMO_LONGEST` they are redacted as well, and not kept."""
+    from errorflow.core import redact as module
+
+    texts, names = (
+        module._redact_memo.cache_info().currsize,
+        (module._secret_name_memo.cache_info().currsize),
+    )
+    long_text = "x" * module.MEMO_LONGEST + " password=hunter2"
+    long_key = "k" * module.MEMO_LONGEST + "_token"
+    assert "hunter2" not in redact(long_text)
+    assert redact_obj({long_key: "v"}) == {long_key: "[REDACTED]"}
+    assert module._redact_memo.cache_info().currsize == texts
+    assert module._secret_name_memo.cache_info().currsize == names
+    short = "password=memo-check-31e9"
+    assert redact(short) == redact(short) != short
+    assert module._redact_memo.cache_info().currsize == texts + 1

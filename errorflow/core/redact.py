@@ -154,11 +154,23 @@ _PATHS: list[tuple[re.Pattern[str], str]] = [
 _SECRET_KEY_NAME = re.compile(rf"(?i){_SECRET_KEY}")
 
 
-@functools.lru_cache(maxsize=4096)
+#: The longest text or key name kept by the memos below: a run repeats short ones, and
+#: hostile traffic full of long distinct ones must not fill memory.
+MEMO_LONGEST = 2048
+
+
 def redact(text: str) -> str:
-    """Pure, and called with the same few error texts again and again: memoised. A text
-    with no clue of a secret in it (`might_hold_secret`) is returned as it is."""
+    """Pure, and called with the same few error texts again and again: memoised (up to
+    `MEMO_LONGEST`). A text with no clue of a secret in it (`might_hold_secret`) is
+    returned as it is."""
+    return _redact_memo(text) if len(text) <= MEMO_LONGEST else _redacted(text)
+
+
+def _redacted(text: str) -> str:
     return _patterns_applied(text) if might_hold_secret(text) else text
+
+
+_redact_memo = functools.lru_cache(maxsize=4096)(_redacted)
 
 
 def _patterns_applied(text: str) -> str:
@@ -177,13 +189,17 @@ def _patterns_applied(text: str) -> str:
 
 
 def _secret_key(key: object) -> bool:
-    return isinstance(key, str) and _secret_name(key)
+    if not isinstance(key, str):
+        return False
+    return _secret_name_memo(key) if len(key) <= MEMO_LONGEST else _secret_name(key)
 
 
-@functools.lru_cache(maxsize=4096)
 def _secret_name(key: str) -> bool:
-    """Memoised: a run's mappings use the same few keys again and again."""
     return _SECRET_KEY_NAME.fullmatch(key) is not None
+
+
+#: A run's mappings use the same few keys again and again.
+_secret_name_memo = functools.lru_cache(maxsize=4096)(_secret_name)
 
 
 def redact_obj(value: Any) -> Any:
