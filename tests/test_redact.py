@@ -252,6 +252,8 @@ def test_the_memos_keep_only_short_texts_and_names() -> None:
     memos: past `MEMO_LONGEST` they are redacted as well, and not kept."""
     from errorflow.core import redact as module
 
+    module._redact_memo.cache_clear()  # (full after other tests: nothing added then)
+    module._secret_name_memo.cache_clear()
     texts, names = (
         module._redact_memo.cache_info().currsize,
         (module._secret_name_memo.cache_info().currsize),
