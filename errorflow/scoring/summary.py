@@ -36,6 +36,8 @@ NOT_MEASURED: frozenset[Outcome] = frozenset({Outcome.INFRA_FAULT})
 
 #: Outcomes with a rate (by value, in `Outcome` order).
 RATED: tuple[Outcome, ...] = tuple(o for o in Outcome if o not in NOT_MEASURED)
+#: Trials without costs: not measured, or no messages arrived (a bus fault).
+_NOT_COSTED = NOT_MEASURED | {Outcome.BUS_FAULT}
 
 
 class Rate(TypedDict):
@@ -213,10 +215,6 @@ def _cost_column(scores: Sequence[TrialScore], key: str) -> array[float]:
     if isinstance(scores, OrderedScores):  # read from the table's columns
         return array("d", (_cost(c, key) for c in scores.costs(_NOT_COSTED)))
     return array("d", (_cost(s.costs, key) for s in scores if s.outcome not in _NOT_COSTED))
-
-
-#: Trials without costs: not measured, or no messages arrived (a bus fault).
-_NOT_COSTED = NOT_MEASURED | {Outcome.BUS_FAULT}
 
 
 def bus_recovery_line(r: BusRecovery) -> str:
