@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from errorflow.runtime.workers import WorkersRefused, count_for, shards_of
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scoring.score import TrialScore
 from errorflow.store import root_causes
+from errorflow.store.opening import open_db
 from errorflow.store.readers import get_run
 from tests import processes
 from tests.conftest import scenario
@@ -154,6 +156,30 @@ def test_root_causes_are_made_by_the_workers_and_merged(
     assert made_here == []  # the workers (spawned: unpatched) made every one
     causes = stored(tmp_path / "two.db")[0][3]
     assert len(causes) > 10 and causes == stored(tmp_path / "one.db")[0][3]
+
+
+@pytest.mark.parametrize("made", ["", "CREATE TABLE messages (x); CREATE TABLE events (x);"])
+def test_a_shard_stopped_while_it_made_its_store_is_merged_as_empty(
+    tmp_path: Path, made: str
+) -> None:
+    """A worker stopped (another shard's store failed) between creating its store's file
+    and its last table stored nothing: the merge passes it by, where it once failed the
+    run with "no such table"."""
+    shard = tmp_path / "shard-1.db"
+    with closing(sqlite3.connect(shard)) as conn:
+        conn.execute("BEGIN IMMEDIATE")  # as the worker's check of its path leaves it
+        conn.rollback()
+        conn.executescript(made)
+
+    async def merged() -> int:
+        db = await open_db(tmp_path / "run.db")
+        try:
+            await workers.merge(db, shard)
+            return len(await db.execute_fetchall("SELECT 1 FROM messages"))
+        finally:
+            await db.close()
+
+    assert asyncio.run(merged()) == 0
 
 
 def test_agent_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:

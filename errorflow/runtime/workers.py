@@ -410,6 +410,15 @@ _MERGED = (
 )
 
 
+#: The tables `_MERGED` reads.
+_MERGED_TABLES = frozenset({"messages", "events", "rejects", "trials", "labels"})
+
+
+async def _has_tables(db: aiosqlite.Connection, schema: str, names: frozenset[str]) -> bool:
+    tables = f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
+    return names <= {row[0] for row in await db.execute_fetchall(tables)}
+
+
 async def close_run(
     db: aiosqlite.Connection,
     run_id: str,
@@ -436,6 +445,8 @@ async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
         return  # the worker never got to it
     await db.execute("ATTACH DATABASE ? AS shard", (str(shard_db),))
     try:
+        if not await _has_tables(db, "shard", _MERGED_TABLES):
+            return  # stopped while it made its store: nothing is written before the tables
         async with writing(db):  # rolled back before the detach; `StoreFailed` if the store failed
             for sql in _MERGED:
                 await db.execute(sql)
