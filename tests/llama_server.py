@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.request
@@ -75,7 +76,9 @@ class LlamaServer:
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the llama.cpp server exited: {self.tail()}")
+                code = self.proc.returncode
+                how = signal.Signals(-code).name if code < 0 else f"exit code {code}"
+                raise RuntimeError(f"the llama.cpp server exited ({how}): {self.tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/models", timeout=2) as r:
                     if r.status == 200:
