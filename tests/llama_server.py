@@ -27,7 +27,7 @@ from tests.conftest import IN_CI, free_port
 
 ENV = "ERRORFLOW_TEST_LLAMA"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: Holds the longest prompt the tests send (1,636 tokens, research-chain's writer) and
+#: Holds the longest prompt the tests send (1,636 tokens, in the calibration test) and
 #: a reply of `max_tokens`, and no more: a reply on `auto` that runs on (greedy, it can
 #: repeat itself to the end of the context) ends in ~1,100 tokens with a 400, where 4,096
 #: kept the one-request-at-a-time server busy past the next requests' timeouts.
