@@ -56,7 +56,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store import root_causes
 from errorflow.store.failures import StoreFailed, stopped_by, writing
-from errorflow.store.opening import open_db
+from errorflow.store.opening import open_db, tables_of
 from errorflow.store.readers import load_scores
 from errorflow.store.runs import finish_run, resume_run
 
@@ -414,11 +414,6 @@ _MERGED = (
 _MERGED_TABLES = frozenset({"messages", "events", "rejects", "trials", "labels"})
 
 
-async def _has_tables(db: aiosqlite.Connection, schema: str, names: frozenset[str]) -> bool:
-    tables = f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
-    return names <= {row[0] for row in await db.execute_fetchall(tables)}
-
-
 async def close_run(
     db: aiosqlite.Connection,
     run_id: str,
@@ -445,7 +440,7 @@ async def merge(db: aiosqlite.Connection, shard_db: Path) -> None:
         return  # the worker never got to it
     await db.execute("ATTACH DATABASE ? AS shard", (str(shard_db),))
     try:
-        if not await _has_tables(db, "shard", _MERGED_TABLES):
+        if not _MERGED_TABLES.issubset(await tables_of(db, "shard")):
             return  # stopped while it made its store: nothing is written before the tables
         async with writing(db):  # rolled back before the detach; `StoreFailed` if the store failed
             for sql in _MERGED:

@@ -16,7 +16,7 @@ sorted, lazily materialised view `RunResult.scores` takes.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Container, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import overload
 
 from errorflow.core.costs import ALL_COST_KEYS, Costs
@@ -120,18 +120,27 @@ class ScoreTable(MutableMapping[int, TrialScore]):
     def __getitem__(self, trial: int) -> TrialScore:
         if not 0 <= trial < len(self._outcome) or not self._outcome[trial]:
             raise KeyError(trial)
-        at = trial * _WIDTH
-        costs = Costs(*self._costs[at : at + _WIDTH])  # in field order, as put in
         return TrialScore(
             trial,
             _OUTCOMES[self._outcome[trial] - 1],
             self._depth[trial],
-            costs=costs,
+            costs=self._costs_at(trial),
             reason=self._reasons[self._reason[trial]],
             policy={a: dict(c) for a, c in self._policies[self._policy[trial]].items()},
             credit=dict(self._credits[self._credit[trial]]),
             struck=bool(self._struck[trial]),
         )
+
+    def _costs_at(self, trial: int) -> Costs:
+        at = trial * _WIDTH
+        return Costs(*self._costs[at : at + _WIDTH])  # in field order, as put in
+
+    def costs_of(self, trials: Iterable[int], skip: Container[Outcome]) -> Iterator[Costs]:
+        """The costs of those of `trials` held here whose outcome is not in `skip`, in
+        the order given, read from the columns (no score made)."""
+        skipped = {0, *(_CODE[o] for o in _OUTCOMES if o in skip)}  # 0: none, or deleted
+        codes = self._outcome
+        return (self._costs_at(t) for t in trials if codes[t] not in skipped)
 
     def __delitem__(self, trial: int) -> None:
         if trial not in self:
@@ -186,13 +195,7 @@ class OrderedScores(Sequence[TrialScore]):
     def costs(self, skip: Container[Outcome]) -> Iterator[Costs]:
         """The costs of the trials whose outcome is not in `skip`, in trial order, read
         from the table's columns (no score made: a summary reads each cost column)."""
-        table = self._table
-        codes, costs = table._outcome, table._costs
-        skipped = {0, *(_CODE[o] for o in _OUTCOMES if o in skip)}  # 0: deleted since
-        for t in self._trials:
-            if codes[t] not in skipped:
-                at = t * _WIDTH
-                yield Costs(*costs[at : at + _WIDTH])
+        return self._table.costs_of(self._trials, skip)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):

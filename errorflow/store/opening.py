@@ -204,6 +204,14 @@ async def _migrate(db: aiosqlite.Connection) -> None:
     await db.commit()
 
 
+async def tables_of(db: aiosqlite.Connection, schema: str = "main") -> set[str]:
+    """The names of the tables in `schema` (an attached store's name, or `main`)."""
+    rows = await db.execute_fetchall(
+        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
+    )
+    return {row[0] for row in rows}
+
+
 def check_writable(path: Path) -> None:
     """Fail now, before a run starts, if `open_db(path)` could not write there; leaves
     nothing behind (a missing database is not created, a test file is removed)."""

@@ -24,7 +24,7 @@ import aiosqlite
 
 from errorflow.scoring.genealogy import genealogy
 from errorflow.scoring.root_cause import FAILED_OUTCOMES, RootCause, root_cause
-from errorflow.store.opening import connect_ro
+from errorflow.store.opening import connect_ro, tables_of
 from errorflow.store.trial_store import (
     RunMeta,
     TrialRows,
@@ -158,10 +158,7 @@ async def copy_attached(db: aiosqlite.Connection, schema: str) -> None:
     """Copy the root causes an attached store (`schema`: a worker's shard) computed for
     its trials: they are the rows' own (computed from them alone), so the run's store need
     not compute them again. A shard that stored none (interrupted) has no table."""
-    found = await db.execute_fetchall(
-        f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = 'root_causes'"
-    )
-    if not list(found):
+    if "root_causes" not in await tables_of(db, schema):
         return
     await db.execute(SCHEMA)  # one statement: inside the merge's transaction
     await db.execute(
