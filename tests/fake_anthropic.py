@@ -20,7 +20,8 @@ For whole runs: `respond=` answers every request without a scripted reply (a fak
 model: tests/fake_model.py); `rate_limits=` (requests a window) answers 429 with
 `retry-after` past the limit and sends the `anthropic-ratelimit-*` headers on every
 reply; `burst_429()` refuses the next N requests; `in_flight` / `peak_in_flight` count
-requests being answered at once.
+requests being answered at once; `one_at_a_time=True` answers them one by one, as
+llama.cpp's server does, each to its end even when its client has gone.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ class FakeAnthropic:
         rate_limit: int | None = None,
         window_s: float = 60.0,
         lookup: Reply | None = None,
+        one_at_a_time: bool = False,
     ) -> None:
         self.replies: list[Reply] = []
         self.received: list[Received] = []
@@ -169,6 +171,10 @@ class FakeAnthropic:
         self.refused = 0  # 429s answered
         self.in_flight = 0
         self.peak_in_flight = 0
+        # llama.cpp's server: one request at a time, each to its end (a reply whose client
+        # gave up included), the others queued behind it
+        self.one_at_a_time = one_at_a_time
+        self._turn = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -200,6 +206,13 @@ class FakeAnthropic:
                 self._send(reply)
 
             def do_POST(self) -> None:
+                if not fake.one_at_a_time:
+                    self._post()
+                    return
+                with fake._turn:
+                    self._post()
+
+            def _post(self) -> None:
                 if fake.stopped.is_set():  # going away: drop the connection unanswered
                     return
                 got = self._received("POST")

@@ -2,7 +2,8 @@
 
 The machinery of tests/fake_anthropic.py (a real HTTP server in a thread, scripted
 `Reply`s, recorded requests, `respond=`, `api_key=`, `models=`, `stop_after=`,
-`serves_models=`, `lookup=`, `rate_limit=`, `burst_429()`), answering as OpenAI does:
+`serves_models=`, `lookup=`, `rate_limit=`, `burst_429()`, `one_at_a_time=`), answering
+as OpenAI does:
 `url` is the base_url the SDK gets (it ends in `/v1`), refusals and 429s carry OpenAI's
 error objects, and a server with a rate limit sends the `x-ratelimit-*` headers on every
 reply. `completion()` and `tool_call()` build replies; `GARBAGE` holds one of each kind of

@@ -412,8 +412,26 @@ async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
     reason = f"the model server at {where(fake.url)} did not answer in 0.3s"
     assert info.value.infrastructure == str(info.value) == reason
     assert info.value.code is ErrorCode.INFRA_FAULT and not is_retryable(info.value.code)
-    assert info.value.status is None
+    assert info.value.status is None and info.value.timed_out
     assert len(fake.received) == 1
+
+
+@pytest.mark.parametrize("late", [0.5, None])
+async def test_wait_free_waits_for_a_one_token_answer(
+    fake: FakeAnthropic, late: float | None
+) -> None:
+    answer = Reply(body=message([text("p")]), delay_s=late or 0)
+    fake.script(Reply(hang=True) if late is None else answer)
+    b = AnthropicBackend(ModelSpec(base_url=fake.url), KEY, timeout_s=0.3)
+    try:
+        said = await b.wait_free(1.0)
+    finally:
+        await b.aclose()
+    assert fake.received[0].body["max_tokens"] == 1
+    if late is None:
+        assert said == f"the model server at {where(fake.url)} did not answer in 1s"
+    else:
+        assert said is None
 
 
 async def test_connection_refused_is_transient() -> None:

@@ -149,6 +149,10 @@ def test_dry_run_prices_without_calling(tmp_path: Path) -> None:
         (["--backend", "bogus", "--out", "x.yaml"], {}, "expected one of"),
         (["--backend", "simulated", "--families", "nope", "--out", "x.yaml"], {},
          "unknown probe family"),
+        (["--backend", "simulated", "--busy-wait", "-1", "--out", "x.yaml"], {},
+         "expected 0 or more"),
+        (["--backend", "simulated", "--busy-wait", "1e9", "--out", "x.yaml"], {},
+         "(a day)"),
         (["--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
           "--out", "x.yaml"], {}, "calibration stopped"),
     ],
@@ -173,3 +177,46 @@ def test_the_anthropic_backend_calibrates_too(tmp_path: Path) -> None:
     # the fake model passes the task's value and heeds every upstream failure
     assert found["p_heed_upstream"]["successes"] == found["p_heed_upstream"]["probes"] == 3
     assert found["p_drop_required_arg"]["successes"] == 0 and asked >= 6
+
+
+def test_a_server_still_writing_a_reply_its_client_gave_up_on_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    """As llama.cpp's: one request at a time, each to its end. One reply takes four times
+    the timeout; the call sent with it queues behind it and times out too. With the
+    wait (the default) the calibration goes on once the server answers again; with
+    `--busy-wait 0` the calls sent meanwhile time out behind it and stop it."""
+    from dataclasses import replace
+
+    from tests.fake_anthropic import Received, Reply
+    from tests.fake_openai import ChatModel, FakeOpenAI
+
+    def calibration(*more: str) -> tuple[subprocess.CompletedProcess[str], int]:
+        model = ChatModel(seed=1)
+        asked: list[bool] = []  # a ping (the check's, the wait's) or not
+
+        def respond(got: Received) -> Reply:
+            reply = model(got)
+            ping = got.body["messages"] == [{"role": "user", "content": "ping"}]
+            asked.append(ping)
+            return replace(reply, delay_s=4.0) if asked.count(False) == 1 and not ping else reply
+
+        with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
+            done = calibrate("--backend", "openai", "--model", "local", "--base-url", fake.url,
+                             "--probes", "6", "--families", "failed_upstream",
+                             "--model-timeout", "1", "--concurrency", "2",
+                             "--out", str(tmp_path / "p.yaml"), "--json", *more)  # fmt: skip
+        return done, asked.count(True)
+
+    done, pings = calibration()
+    assert done.returncode == 0, done.stderr
+    heed = json.loads(done.stdout)["p_heed_upstream"]
+    # the slow reply's probe and the one sent with it; every other probe answered (and
+    # heeded: the fake model does)
+    assert (
+        1 <= heed["unclassified"] <= 2
+        and heed["successes"] == heed["probes"] == 6 - heed["unclassified"]
+    )
+    assert pings == 2  # the check's and the wait's
+    done, _ = calibration("--busy-wait", "0")
+    assert done.returncode == 1 and "in a row failed" in done.stderr, done.stderr

@@ -297,7 +297,7 @@ async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
         await b.aclose()
     reason = f"the model server at {where(fake.url)} did not answer in 0.3s"
     assert info.value.infrastructure == str(info.value) == reason
-    assert info.value.code is ErrorCode.INFRA_FAULT
+    assert info.value.code is ErrorCode.INFRA_FAULT and info.value.timed_out
     assert len(fake.received) == 1
 
 
@@ -393,3 +393,48 @@ async def test_check_of_an_unreachable_server() -> None:
     url = unused_url() + "/v1"
     with pytest.raises(InfrastructureError, match="connection refused"):
         await check(url)
+
+
+# -- waiting for a busy server after a timeout -----------------------------------------------
+
+
+async def wait_free(url: str, wait_s: float) -> str | None:
+    b = OpenAIBackend(spec(url), KEY, timeout_s=0.3)
+    try:
+        return await b.wait_free(wait_s)
+    finally:
+        await b.aclose()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Reply(body=completion(None, "p", "length", completion_tokens=1), delay_s=0.5),
+        Reply(503, openai_error("server_error", "busy")),  # it answered: free to ask
+        GARBAGE["an HTML page"],
+    ],
+)
+async def test_wait_free_waits_past_the_timeout_for_any_answer(
+    fake: FakeOpenAI, answer: Reply
+) -> None:
+    fake.script(answer)
+    assert await wait_free(fake.url, 2.0) is None
+    assert [r.body["max_tokens"] for r in fake.received] == [1]
+
+
+async def test_wait_free_of_a_server_that_does_not_answer(fake: FakeOpenAI) -> None:
+    fake.script(Reply(hang=True))
+    said = await wait_free(fake.url, 0.5)
+    assert said == f"the model server at {where(fake.url)} did not answer in 0.5s"
+
+
+async def test_wait_free_of_an_unreachable_server() -> None:
+    said = await wait_free(unused_url() + "/v1", 1.0)
+    assert said is not None and said.endswith("(connection refused)")
+
+
+async def test_a_refused_call_is_not_a_timeout(fake: FakeOpenAI, backend: OpenAIBackend) -> None:
+    fake.script(Reply(400, openai_error("invalid_request_error", "no")))
+    with pytest.raises(ModelCallError) as info:
+        await backend.complete(req())
+    assert not info.value.timed_out

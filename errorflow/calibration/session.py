@@ -5,14 +5,15 @@ observation the probe's tool gives), then its classification.
 A model call errorflow's infrastructure failed (the server unreachable or silent, the
 key refused, a cassette without the reply) leaves that probe unclassified, with the
 reason; `MAX_INFRA_IN_A_ROW` such failures in a row stop the calibration (the server is
-gone: nothing more would be measured). Any other failed call (an unusable reply) leaves
+gone: nothing more would be measured). After a call timed out, the next wait for the
+server to answer again (`run_probes`). Any other failed call (an unusable reply) leaves
 its probe unclassified too.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from errorflow.calibration.classify import Verdicts, classify
@@ -47,6 +48,7 @@ class ProbeResult:
     error: str | None = None
     calls: list[str] = field(default_factory=list)  # tool names the model called
     infrastructure: bool = False  # the error was errorflow's infrastructure's
+    timed_out: bool = False  # the server did not answer in time (and may be busy still)
 
 
 def _observations(probe: Probe, response: ModelResponse) -> list[Turn]:
@@ -70,6 +72,7 @@ async def converse(probe: Probe, backend: ModelBackend) -> ProbeResult:
             response = await backend.complete(request)
         except ModelCallError as exc:
             result.infrastructure = exc.infrastructure is not None
+            result.timed_out = exc.timed_out
             result.error = exc.infrastructure or f"{exc.code.value}: {exc}"
             result.verdicts = dict.fromkeys(classify(probe, ModelResponse()))
             return result
@@ -90,25 +93,57 @@ async def run_probes(
     *,
     concurrency: int = 4,
     on_done: Callable[[ProbeResult], None] | None = None,
+    wait_free: Callable[[], Awaitable[str | None]] | None = None,
 ) -> list[ProbeResult]:
-    """Every probe's result, in the order of `probes`."""
+    """Every probe's result, in the order of `probes`.
+
+    After a probe's call timed out, `wait_free` (when given) holds the next calls back
+    until the server answers again (None), for a server that answers one request at a
+    time goes on with the reply its client gave up on, and what is sent meanwhile would
+    time out behind it. Calls already sent when it began that time out too join the same
+    wait; it counts once towards `MAX_INFRA_IN_A_ROW`. A server that does not answer
+    again (a reason) stops the calibration."""
     gate = asyncio.Semaphore(concurrency)
+    free = asyncio.Event()
+    free.set()
     in_a_row = 0
+    last_error = ""
+    waiting: asyncio.Task[None] | None = None
+
+    async def recover(timed_out: str) -> None:
+        nonlocal waiting
+        assert wait_free is not None
+        why = await wait_free()
+        if why is not None:
+            said = f"a call timed out ({timed_out}); the server did not answer again: {why}"
+            raise CalibrationError(said)
+        waiting = None
+        free.set()
+
+    def counted(result: ProbeResult) -> None:
+        nonlocal in_a_row, last_error, waiting
+        if not result.infrastructure:
+            in_a_row = 0
+            return
+        last_error = f"{MAX_INFRA_IN_A_ROW} model calls in a row failed: {result.error}"
+        if not result.timed_out or wait_free is None:
+            in_a_row += 1
+        elif waiting is None:  # the first of its kind: the server is waited for, once
+            in_a_row += 1
+            free.clear()
+            waiting = group.create_task(recover(result.error or "a model call timed out"))
 
     async def one(probe: Probe) -> ProbeResult:
-        nonlocal in_a_row
         async with gate:
+            await free.wait()  # (cleared while the server is waited for)
             if in_a_row >= MAX_INFRA_IN_A_ROW:
-                raise CalibrationError(last_error[0])
+                raise CalibrationError(last_error)
             result = await converse(probe, backend_for(probe))
-        in_a_row = in_a_row + 1 if result.infrastructure else 0
-        if result.infrastructure and result.error:
-            last_error[0] = f"{MAX_INFRA_IN_A_ROW} model calls in a row failed: {result.error}"
+            counted(result)
         if on_done is not None:
             on_done(result)
         return result
 
-    last_error = [""]
     # A task group: a stop cancels the probes still waiting; its error is raised as itself.
     try:
         async with asyncio.TaskGroup() as group:

@@ -82,6 +82,11 @@ class Target:
             except InfrastructureError as exc:
                 raise TargetError(f"{self.label}: {exc}") from None
 
+    async def wait_free(self, wait_s: float) -> str | None:
+        """After a probe timed out: None once the server answers again (at once for the
+        simulated model or a cassette), else why not, in one line."""
+        return None if self.client is None else await self.client.wait_free(wait_s)
+
     async def aclose(self) -> None:
         if self.client is not None:
             await self.client.aclose()

@@ -180,7 +180,8 @@ class ModelCallError(ErrorflowError):
     `infrastructure` is set when the failure is errorflow's infrastructure rather than
     the experiment (the server cannot be reached, refuses the key, has no such model):
     one line naming the server and what failed. The code still decides retries; only a
-    call that fails for good this way makes the trial an infra fault."""
+    call that fails for good this way makes the trial an infra fault. `timed_out`: the
+    server did not answer in the request's time (it may still be working on it)."""
 
     def __init__(
         self,
@@ -190,12 +191,14 @@ class ModelCallError(ErrorflowError):
         status: int | None = None,
         retry_after_s: float | None = None,
         infrastructure: str | None = None,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.status = status
         self.retry_after_s = retry_after_s
         self.infrastructure = infrastructure
+        self.timed_out = timed_out
 
 
 class InfrastructureError(ErrorflowError):

@@ -5,8 +5,8 @@ JSON body back into a `ModelResponse` and its usage. The served path (the respon
 cache, the cassette and the traffic log: errorflow/models/served_backend.py) and the
 dry run (errorflow/models/model_estimate.py) work on bodies and replies through it
 alone, so they serve every API alike. A `Client` sends a body to the API's server and
-returns the reply's body (through the shared rate limiter), and checks the server
-before the first trial.
+returns the reply's body (through the shared rate limiter), checks the server before
+the first trial, and waits for it to answer again after a request timed out.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ class Client(Protocol):
 
     async def check(self) -> None:
         """Raises `InfrastructureError` when the server cannot serve the run."""
+        ...
+
+    async def wait_free(self, wait_s: float) -> str | None:
+        """None once the server answers again (within `wait_s`), else why not."""
         ...
 
     async def aclose(self) -> None: ...

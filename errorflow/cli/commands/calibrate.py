@@ -27,7 +27,7 @@ from errorflow.calibration.target import (
     replayed_spec,
     write_cassette,
 )
-from errorflow.cli.args import positive
+from errorflow.cli.args import nonneg_float, positive, wait_seconds
 from errorflow.cli.command_table import summary
 from errorflow.cli.console import err, out
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
@@ -43,6 +43,9 @@ from errorflow.scenario.spec.profiles import PROFILES, Tendencies
 
 REPLAY = "replay:"
 BACKENDS = ("openai", "anthropic", "simulated")
+#: The default `--busy-wait`, in `--model-timeout`s: the reply its client gave up on and
+#: the calls sent with it, each at most a timeout long, and room to spare.
+BUSY_WAIT_TIMEOUTS = 5
 
 
 def _backend(text: str) -> str:
@@ -61,6 +64,10 @@ def _level(text: str) -> float:
     if not 0.5 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a level from 0.5 to below 1, found {text!r}")
     return value
+
+
+def _busy_wait(text: str) -> float:
+    return 0.0 if nonneg_float(text) == 0 else wait_seconds(text)
 
 
 def _families(text: str) -> list[str]:
@@ -148,6 +155,12 @@ def _estimate_table(found: dict[str, Estimate], label: str) -> Table:
     return table
 
 
+def _busy_wait_s(args: argparse.Namespace) -> float:
+    """How long to wait for the server to answer again after a call timed out."""
+    given: float | None = args.busy_wait
+    return BUSY_WAIT_TIMEOUTS * args.model_timeout if given is None else given
+
+
 async def _probe(
     target: Target, probes: list[Probe], args: argparse.Namespace
 ) -> list[ProbeResult]:
@@ -159,9 +172,11 @@ async def _probe(
         task = bar.add_task("probes", total=len(probes))
         try:
             await target.check()
+            wait_s = _busy_wait_s(args)
             return await run_probes(
                 probes, target.backend_for, concurrency=args.concurrency,
                 on_done=lambda _: bar.advance(task),
+                wait_free=(lambda: target.wait_free(wait_s)) if wait_s > 0 else None,
             )  # fmt: skip
         finally:
             await target.aclose()
@@ -303,6 +318,16 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
         default=60.0,
         metavar="SECONDS",
         help="how long a reply may take (default: 60)",
+    )
+    sp.add_argument(
+        "--busy-wait",
+        type=_busy_wait,
+        default=None,
+        metavar="SECONDS",
+        help="after a reply timed out, how long to wait for the server to answer again "
+        "before the next probe: a server that answers one request at a time (llama.cpp's) "
+        f"is still writing that reply (default: {BUSY_WAIT_TIMEOUTS} × --model-timeout; "
+        "0: do not wait)",
     )
     sp.add_argument(
         "--send-temperature",

@@ -211,7 +211,7 @@ class AnthropicBackend(SdkBackend):
         reason to refuse the run."""
         failure = await self._try(self._lookup_model)
         if failure is not None and lookup_unserved(failure.status):
-            failure = await self._try(self._ping)
+            failure = await self._try(lambda: self._ping(self._check_s))
         if failure is None:
             return
         reason = failure.infrastructure
@@ -229,8 +229,8 @@ class AnthropicBackend(SdkBackend):
         )
         return judged if isinstance(judged, ModelCallError) else None
 
-    async def _ping(self) -> ModelCallError | None:
-        client = self._client.with_options(timeout=self._check_s)
+    async def _ping(self, timeout_s: float) -> ModelCallError | None:
+        client = self._client.with_options(timeout=timeout_s)
         raw = await client.messages.with_raw_response.create(
             model=self.model,
             max_tokens=1,

@@ -184,7 +184,7 @@ class OpenAIBackend(SdkBackend):
         server error that a retry may cure is not a reason to refuse the run."""
         failure = await self._try(self._lookup_model)
         if failure is not None and lookup_unserved(failure.status):
-            failure = await self._try(self._ping)
+            failure = await self._try(lambda: self._ping(self._check_s))
         if failure is None or failure.infrastructure is None:
             return
         if failure.status is not None and failure.status >= 500:
@@ -202,8 +202,8 @@ class OpenAIBackend(SdkBackend):
         )  # fmt: skip
         return judged if isinstance(judged, ModelCallError) else None
 
-    async def _ping(self) -> ModelCallError | None:
-        client = self._client.with_options(timeout=self._check_s)
+    async def _ping(self, timeout_s: float) -> ModelCallError | None:
+        client = self._client.with_options(timeout=timeout_s)
         raw = await client.chat.completions.with_raw_response.create(
             model=self.model,
             messages=[{"role": "user", "content": "ping"}],

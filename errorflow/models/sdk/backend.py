@@ -72,6 +72,10 @@ class SdkBackend:
     async def _post(self, body: WireRequest) -> Posted | Refused:
         raise NotImplementedError
 
+    async def _ping(self, timeout_s: float) -> ModelCallError | None:
+        """A one-token request: its failure when the server answered (None: a reply)."""
+        raise NotImplementedError
+
     def _status_error(self, exc: Any) -> ModelCallError:  # Any: each SDK's status error
         raise NotImplementedError
 
@@ -99,7 +103,9 @@ class SdkBackend:
         if isinstance(exc, errors.timeout):
             waited = self.timeout_s if waited_s is None else waited_s
             reason = f"the model server at {self.server} did not answer in {waited:g}s"
-            return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason)
+            return ModelCallError(
+                ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True
+            )
         if isinstance(exc, errors.connection):
             reason = self._scrub(
                 f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
@@ -159,6 +165,20 @@ class SdkBackend:
         except Exception as exc:
             err = self._wrap(exc, waited_s=self._check_s)
         return err
+
+    async def wait_free(self, wait_s: float) -> str | None:
+        """Waits up to `wait_s` for the server to answer a one-token request: None once it
+        has (whatever it answered), else why not, in one line. A server that answers one
+        request at a time (llama.cpp's) goes on with a reply whose client gave up and
+        queues what comes after it, so a caller whose request timed out waits here
+        before it asks again. Sent past the rate limiter and the served path: it is
+        not part of any experiment."""
+        try:
+            await self._ping(wait_s)
+        except Exception as exc:
+            if isinstance(exc, self.errors.connection):  # (a timeout is one): no answer
+                return self._wrap(exc, waited_s=wait_s).infrastructure
+        return None
 
     async def send(self, body: WireRequest) -> JsonObject:
         """One request body → the reply's JSON body, through the rate limiter (a 429 is
