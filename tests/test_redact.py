@@ -252,18 +252,17 @@ def test_the_memos_keep_only_short_texts_and_names() -> None:
     memos: past `MEMO_LONGEST` they are redacted as well, and not kept."""
     from errorflow.core import redact as module
 
-    module._redact_memo.cache_clear()  # (full after other tests: nothing added then)
-    module._secret_name_memo.cache_clear()
-    texts, names = (
-        module._redact_memo.cache_info().currsize,
-        (module._secret_name_memo.cache_info().currsize),
-    )
+    module._REDACTED.clear()  # (full after other tests: nothing added then)
+    module._SECRET_NAME.clear()
+    texts, names = module._REDACTED.kept(), module._SECRET_NAME.kept()
     long_text = "x" * module.MEMO_LONGEST + " password=hunter2"
     long_key = "k" * module.MEMO_LONGEST + "_token"
     assert "hunter2" not in redact(long_text)
     assert redact_obj({long_key: "v"}) == {long_key: "[REDACTED]"}
-    assert module._redact_memo.cache_info().currsize == texts
-    assert module._secret_name_memo.cache_info().currsize == names
+    assert module._REDACTED.kept() == texts
+    assert module._SECRET_NAME.kept() == names
     short = "password=memo-check-31e9"
     assert redact(short) == redact(short) != short
-    assert module._redact_memo.cache_info().currsize == texts + 1
+    assert module._REDACTED.kept() == texts + 1
+    assert redact_obj({"api_key": "v", "other": "w"}) == {"api_key": "[REDACTED]", "other": "w"}
+    assert module._SECRET_NAME.kept() == names + 2

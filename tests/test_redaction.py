@@ -15,6 +15,7 @@ from errorflow.bus.admission import admission
 from errorflow.bus.redaction import holds_secret, sealed
 from errorflow.core import redact
 from errorflow.core.redact import might_hold_secret
+from errorflow.core.short_memo import ShortMemo
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope, Kind, WireError
@@ -83,7 +84,7 @@ def test_the_part_searched_alone_gives_the_answer_it_gives_in_its_envelope() -> 
                 assert might_hold_secret(text, start, end) == alone, text
 
 
-def test_a_clean_part_is_searched_once_and_a_suspect_one_every_time(
+def test_a_part_is_searched_once_and_a_long_one_every_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     searched: list[str] = []
@@ -93,26 +94,27 @@ def test_a_clean_part_is_searched_once_and_a_suspect_one_every_time(
         return might_hold_secret(text, start, end)
 
     monkeypatch.setattr(redaction, "might_hold_secret", counting)
-    monkeypatch.setattr(redaction, "_CLEAN", set())
+    redaction._SUSPECT.clear()
     clean = _env(payload={"type": "agent_start", "agent": "a"})
     suspect = _env(payload={"dsn": "redis://:pw@cache:6379"})
     for _ in range(3):
         assert not holds_secret(clean, clean.encode().decode())
         assert holds_secret(suspect, suspect.encode().decode())
-    assert len(searched) == 4  # the clean part once, the suspect one each time
-    long = _env(payload={"text": "a" * redaction.CLEAN_LONGEST})
+    assert len(searched) == 2  # each part once: the answer is kept
+    long = _env(payload={"text": "a" * redaction.PART_LONGEST})
     for _ in range(2):
         assert not holds_secret(long, long.encode().decode())
-    assert len(searched) == 6  # too long to be kept: searched in place each time
+    assert len(searched) == 4  # too long to be kept: searched in place each time
 
 
-def test_the_clean_parts_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redaction, "_CLEAN", set())
-    monkeypatch.setattr(redaction, "CLEAN_KEPT", 8)
+def test_the_answers_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    bounded = ShortMemo(redaction._part_suspect, redaction.PART_LONGEST, kept=8)
+    monkeypatch.setattr(redaction, "_SUSPECT", bounded)
     for n in range(20):
         env = _env(payload={"n": n})
         assert not holds_secret(env, env.encode().decode())
-        assert len(redaction._CLEAN) <= 8
+        assert bounded.kept() <= 8
+    assert bounded.kept() == 8
 
 
 @pytest.mark.parametrize("where", ["first", "after_ts"])

@@ -12,6 +12,7 @@ costs one search, not a walk.
 from __future__ import annotations
 
 from errorflow.core.redact import might_hold_secret, redact, redact_obj
+from errorflow.core.short_memo import ShortMemo
 from errorflow.protocol.envelope import Envelope, WireError
 
 #: The longest `message` and `suggestion` a WireError may hold (a redacted text can be
@@ -22,14 +23,20 @@ MAX_ERROR_TEXT = 2000
 _ERRORS, _TS = ',"errors":', ',"ts":'
 
 
-#: Errors-and-payload texts found clean, up to a length and a number (then started
-#: again): a run's envelopes repeat most of theirs (the same event of every trial, the
-#: same error), and a set lookup costs a tenth of the search. The part searched alone
-#: answers as it does in its envelope: it begins with the `,` of `,"errors":`, which no
-#: look-behind of the search can match, and the search has no anchors (a test walks
-#: its patterns for both).
-_CLEAN: set[str] = set()
-CLEAN_KEPT, CLEAN_LONGEST = 4096, 1024
+#: The longest errors-and-payload text whose answer is kept: a run's envelopes repeat
+#: most of theirs (the same event of every trial, the same error), and a kept answer
+#: costs a tenth of the search.
+PART_LONGEST = 1024
+
+
+def _part_suspect(part: str) -> bool:
+    """The part searched alone answers as it does in its envelope: it begins with the `,`
+    of `,"errors":`, which no look-behind of the search can match, and the search has
+    no anchors (a test walks its patterns for both)."""
+    return might_hold_secret(part)
+
+
+_SUSPECT = ShortMemo(_part_suspect, PART_LONGEST)
 
 
 def holds_secret(env: Envelope, text: str, ids: bool = False) -> bool:
@@ -43,17 +50,9 @@ def holds_secret(env: Envelope, text: str, ids: bool = False) -> bool:
     start, end = text.find(_ERRORS), text.rfind(_TS)  # the first, and the last
     if not 0 <= start < end:
         start, end = 0, len(text)
-    if end - start > CLEAN_LONGEST:
+    if end - start > PART_LONGEST:  # searched in place, not cut out
         return might_hold_secret(text, start, end)
-    part = text[start:end]
-    if part in _CLEAN:
-        return False
-    if might_hold_secret(part):
-        return True
-    if len(_CLEAN) >= CLEAN_KEPT:
-        _CLEAN.clear()
-    _CLEAN.add(part)
-    return False
+    return _SUSPECT(text[start:end])
 
 
 def ids_hold_secret(env: Envelope) -> bool:

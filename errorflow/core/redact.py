@@ -14,12 +14,13 @@ change something, so a text it clears is left as it is without running the patte
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from errorflow.core.short_memo import ShortMemo
 
 # Key names that say "the value is a secret" (key=value text and mapping keys).
 _SECRET_KEY = (
@@ -163,14 +164,14 @@ def redact(text: str) -> str:
     """Pure, and called with the same few error texts again and again: memoised (up to
     `MEMO_LONGEST`). A text with no clue of a secret in it (`might_hold_secret`) is
     returned as it is."""
-    return _redact_memo(text) if len(text) <= MEMO_LONGEST else _redacted(text)
+    return _REDACTED(text)
 
 
 def _redacted(text: str) -> str:
     return _patterns_applied(text) if might_hold_secret(text) else text
 
 
-_redact_memo = functools.lru_cache(maxsize=4096)(_redacted)
+_REDACTED = ShortMemo(_redacted, MEMO_LONGEST)
 
 
 def _patterns_applied(text: str) -> str:
@@ -189,9 +190,7 @@ def _patterns_applied(text: str) -> str:
 
 
 def _secret_key(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
-    return _secret_name_memo(key) if len(key) <= MEMO_LONGEST else _secret_name(key)
+    return isinstance(key, str) and _SECRET_NAME(key)
 
 
 def _secret_name(key: str) -> bool:
@@ -199,7 +198,7 @@ def _secret_name(key: str) -> bool:
 
 
 #: A run's mappings use the same few keys again and again.
-_secret_name_memo = functools.lru_cache(maxsize=4096)(_secret_name)
+_SECRET_NAME = ShortMemo(_secret_name, MEMO_LONGEST)
 
 
 def redact_obj(value: Any) -> Any:
