@@ -19,7 +19,13 @@ from errorflow.calibration.session import (
     run_probes,
 )
 from errorflow.core.taxonomy import ErrorCode
-from errorflow.models.backend import ModelBackend, ModelCallError, ModelRequest, ModelResponse
+from errorflow.models.backend import (
+    ModelBackend,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
 
 TIMEOUT_S = 0.2
 REPLY_S = 0.01
@@ -109,11 +115,18 @@ def test_a_server_that_does_not_answer_again_stops_the_calibration() -> None:
     assert server.pings == 1
 
 
-def test_a_server_too_slow_for_every_call_stops_after_as_many_waits() -> None:
+def test_a_server_too_slow_for_every_call_stops_at_the_third_failure_in_a_row() -> None:
     server = SerialServer(lambda n: 0.3)  # every reply outlasts its client
     with pytest.raises(CalibrationError, match="3 model calls in a row failed"):
         run(server, 12, concurrency=2, wait_s=3.0)
-    assert server.pings == MAX_INFRA_IN_A_ROW
+    assert server.pings == MAX_INFRA_IN_A_ROW - 1  # not after the failure that stops it
+
+
+def test_a_timeout_of_the_last_probe_is_not_waited_for() -> None:
+    server = SerialServer(lambda n: 5.0 if n == 3 else 0)  # never free again in time
+    results = run(server, 4, concurrency=1, wait_s=0.5)
+    assert [bool(r.error) for r in results] == [False, False, False, True]
+    assert server.pings == 0
 
 
 def test_no_call_is_sent_while_the_server_is_waited_for() -> None:
@@ -122,3 +135,51 @@ def test_no_call_is_sent_while_the_server_is_waited_for() -> None:
     assert server.pings == 2 and sum(1 for r in results if r.error) <= 4
     # only the calls sent together queue at once (and a ping behind them)
     assert server.most_at_once <= 3
+
+
+class TurnsServer:
+    """Probe 0's call times out once probe 1's first turn is sent; probe 1 (two turns)
+    gets its first reply once the wait for the server has begun, and its second turn
+    must be sent only after the server answered again."""
+
+    def __init__(self) -> None:
+        self.sent = asyncio.Event()
+        self.waiting = asyncio.Event()
+        self.answered_again = asyncio.Event()
+        self.second_turn_after_the_wait: list[bool] = []
+
+    def backend_for(self, probe: Probe) -> ModelBackend:
+        server = self
+
+        class Backend:
+            async def complete(self, request: ModelRequest) -> ModelResponse:
+                if probe.index == 0:
+                    await server.sent.wait()
+                    said = "the model server at fake did not answer in 1s"
+                    raise ModelCallError(
+                        ErrorCode.INFRA_FAULT, said, infrastructure=said, timed_out=True
+                    )
+                if len(request.turns) == len(probe.request.turns):  # the first turn
+                    server.sent.set()
+                    await server.waiting.wait()
+                    return ModelResponse(calls=[ToolCall("c1", "lookup", {})])
+                server.second_turn_after_the_wait.append(server.answered_again.is_set())
+                return ModelResponse()
+
+        return Backend()
+
+    async def wait_free(self) -> str | None:
+        self.waiting.set()
+        await asyncio.sleep(0.05)
+        self.answered_again.set()
+        return None
+
+
+def test_a_conversation_s_next_turn_waits_too() -> None:
+    server = TurnsServer()
+    asked = plan(7, 3, ["failed_upstream"])  # a family that wants a final answer
+    results = asyncio.run(
+        run_probes(asked, server.backend_for, concurrency=2, wait_free=server.wait_free)
+    )
+    assert server.second_turn_after_the_wait == [True, True]  # probes 1 and 2
+    assert results[0].timed_out and [r.replies for r in results] == [0, 2, 2]

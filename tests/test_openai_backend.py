@@ -438,3 +438,18 @@ async def test_a_refused_call_is_not_a_timeout(fake: FakeOpenAI, backend: OpenAI
     with pytest.raises(ModelCallError) as info:
         await backend.complete(req())
     assert not info.value.timed_out
+
+
+async def test_wait_free_of_a_failure_that_is_not_an_answer(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(timeout_s: float) -> None:
+        raise RuntimeError(f"bug holding {KEY}")
+
+    b = OpenAIBackend(spec(fake.url), KEY, timeout_s=0.3)
+    monkeypatch.setattr(b, "_ping", broken)
+    try:
+        said = await b.wait_free(1.0)
+    finally:
+        await b.aclose()
+    assert said == "model call failed (RuntimeError)" and not fake.received

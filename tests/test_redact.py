@@ -254,15 +254,15 @@ def test_the_memos_keep_only_short_texts_and_names() -> None:
 
     module._REDACTED.clear()  # (full after other tests: nothing added then)
     module._SECRET_NAME.clear()
-    texts, names = module._REDACTED.kept(), module._SECRET_NAME.kept()
+    texts, names = module._REDACTED.size(), module._SECRET_NAME.size()
     long_text = "x" * module.MEMO_LONGEST + " password=hunter2"
     long_key = "k" * module.MEMO_LONGEST + "_token"
     assert "hunter2" not in redact(long_text)
     assert redact_obj({long_key: "v"}) == {long_key: "[REDACTED]"}
-    assert module._REDACTED.kept() == texts
-    assert module._SECRET_NAME.kept() == names
+    assert module._REDACTED.size() == texts
+    assert module._SECRET_NAME.size() == names
     short = "password=memo-check-31e9"
     assert redact(short) == redact(short) != short
-    assert module._REDACTED.kept() == texts + 1
+    assert module._REDACTED.size() == texts + 1
     assert redact_obj({"api_key": "v", "other": "w"}) == {"api_key": "[REDACTED]", "other": "w"}
-    assert module._SECRET_NAME.kept() == names + 2
+    assert module._SECRET_NAME.size() == names + 2

@@ -113,8 +113,8 @@ def test_the_answers_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(20):
         env = _env(payload={"n": n})
         assert not holds_secret(env, env.encode().decode())
-        assert bounded.kept() <= 8
-    assert bounded.kept() == 8
+        assert bounded.size() <= 8
+    assert bounded.size() == 8
 
 
 @pytest.mark.parametrize("where", ["first", "after_ts"])

@@ -14,13 +14,14 @@ def test_short_texts_are_answered_once_long_ones_every_time() -> None:
         return len(text)
 
     memo = ShortMemo(length, longest=4, kept=2)
-    assert [memo("ab"), memo("ab"), memo("abcd"), memo("abcd")] == [2, 2, 4, 4]
-    assert asked == ["ab", "abcd"] and memo.kept() == 2
-    assert [memo("abcde"), memo("abcde")] == [5, 5]
-    assert asked[2:] == ["abcde", "abcde"] and memo.kept() == 2
-    memo("x")  # a third short text: the least recently used ("ab") is dropped
-    memo("abcd")
-    memo("ab")
-    assert asked[4:] == ["x", "ab"] and memo.kept() == 2
+    ask = memo.ask
+    assert [ask("ab"), ask("ab"), ask("abcd"), ask("abcd")] == [2, 2, 4, 4]
+    assert asked == ["ab", "abcd"] and memo.size() == 2
+    assert [ask("abcde"), ask("abcde")] == [5, 5]
+    assert asked[2:] == ["abcde", "abcde"] and memo.size() == 2
+    ask("x")  # a third short text: the least recently used ("ab") is dropped
+    ask("abcd")
+    ask("ab")
+    assert asked[4:] == ["x", "ab"] and memo.size() == 2
     memo.clear()
-    assert memo.kept() == 0 and "length" in repr(memo)
+    assert memo.size() == 0

@@ -25,14 +25,16 @@ _ERRORS, _TS = ',"errors":', ',"ts":'
 
 #: The longest errors-and-payload text whose answer is kept: a run's envelopes repeat
 #: most of theirs (the same event of every trial, the same error), and a kept answer
-#: costs a tenth of the search.
+#: costs a tenth of the search. (A suspect text kept stays in memory until dropped, as
+#: `redact`'s memo keeps the error texts it redacts.)
 PART_LONGEST = 1024
 
 
 def _part_suspect(part: str) -> bool:
-    """The part searched alone answers as it does in its envelope: it begins with the `,`
-    of `,"errors":`, which no look-behind of the search can match, and the search has
-    no anchors (a test walks its patterns for both)."""
+    """Whether an envelope's errors-and-payload part may hold a secret. Searched alone
+    it answers as it does in its envelope: it begins with the `,` of `,"errors":`, which
+    no look-behind of the search can match, and the search has no anchors (a test walks
+    its patterns for both)."""
     return might_hold_secret(part)
 
 
@@ -52,7 +54,7 @@ def holds_secret(env: Envelope, text: str, ids: bool = False) -> bool:
         start, end = 0, len(text)
     if end - start > PART_LONGEST:  # searched in place, not cut out
         return might_hold_secret(text, start, end)
-    return _SUSPECT(text[start:end])
+    return _SUSPECT.ask(text[start:end])
 
 
 def ids_hold_secret(env: Envelope) -> bool:

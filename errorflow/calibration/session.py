@@ -5,14 +5,15 @@ observation the probe's tool gives), then its classification.
 A model call errorflow's infrastructure failed (the server unreachable or silent, the
 key refused, a cassette without the reply) leaves that probe unclassified, with the
 reason; `MAX_INFRA_IN_A_ROW` such failures in a row stop the calibration (the server is
-gone: nothing more would be measured). After a call timed out, the next wait for the
-server to answer again (`run_probes`). Any other failed call (an unusable reply) leaves
-its probe unclassified too.
+gone: nothing more would be measured). After a call timed out, the calls after it wait
+for the server to answer again (`run_probes`). Any other failed call (an unusable reply)
+leaves its probe unclassified too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
@@ -87,6 +88,20 @@ async def converse(probe: Probe, backend: ModelBackend) -> ProbeResult:
     return result
 
 
+class _Held:
+    """A probe's backend whose every call (each turn of a conversation) waits while the
+    server is waited for, and stops once it did not answer again."""
+
+    def __init__(self, backend: ModelBackend, free: asyncio.Event, stop: list[str]) -> None:
+        self._backend, self._free, self._stop = backend, free, stop
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await self._free.wait()
+        if self._stop:
+            raise CalibrationError(self._stop[0])
+        return await self._backend.complete(request)
+
+
 async def run_probes(
     probes: list[Probe],
     backend_for: Callable[[Probe], ModelBackend],
@@ -97,27 +112,27 @@ async def run_probes(
 ) -> list[ProbeResult]:
     """Every probe's result, in the order of `probes`.
 
-    After a probe's call timed out, `wait_free` (when given) holds the next calls back
-    until the server answers again (None), for a server that answers one request at a
-    time goes on with the reply its client gave up on, and what is sent meanwhile would
-    time out behind it. Calls already sent when it began that time out too join the same
-    wait; it counts once towards `MAX_INFRA_IN_A_ROW`. A server that does not answer
-    again (a reason) stops the calibration."""
+    After a call timed out, `wait_free` (when given) holds every further call back until
+    the server answers again (None): a server that answers one request at a time goes on
+    with the reply its client gave up on, and what is sent meanwhile would time out
+    behind it. Calls sent before the wait began that time out too join it; it counts
+    once towards `MAX_INFRA_IN_A_ROW`. A server that does not answer again (a reason)
+    stops the calibration. Nothing is waited for when no probe is left, or when the
+    failures in a row already stop it."""
     gate = asyncio.Semaphore(concurrency)
     free = asyncio.Event()
     free.set()
+    stop: list[str] = []  # why the server was given up on, once it was
     in_a_row = 0
     last_error = ""
+    unfinished = len(probes)
     waiting: asyncio.Task[None] | None = None
 
     async def recover(timed_out: str) -> None:
-        nonlocal waiting
         assert wait_free is not None
         why = await wait_free()
         if why is not None:
-            said = f"a call timed out ({timed_out}); the server did not answer again: {why}"
-            raise CalibrationError(said)
-        waiting = None
+            stop.append(f"a call timed out ({timed_out}); the server did not answer again: {why}")
         free.set()
 
     def counted(result: ProbeResult) -> None:
@@ -126,19 +141,24 @@ async def run_probes(
             in_a_row = 0
             return
         last_error = f"{MAX_INFRA_IN_A_ROW} model calls in a row failed: {result.error}"
-        if not result.timed_out or wait_free is None:
-            in_a_row += 1
-        elif waiting is None:  # the first of its kind: the server is waited for, once
-            in_a_row += 1
+        waits = result.timed_out and wait_free is not None
+        if waits and not free.is_set():
+            return  # sent before the wait began: it joins the wait, counted once
+        in_a_row += 1
+        if waits and unfinished and in_a_row < MAX_INFRA_IN_A_ROW:
             free.clear()
-            waiting = group.create_task(recover(result.error or "a model call timed out"))
+            waiting = asyncio.create_task(recover(result.error or "no answer in time"))
 
     async def one(probe: Probe) -> ProbeResult:
+        nonlocal unfinished
         async with gate:
-            await free.wait()  # (cleared while the server is waited for)
+            await free.wait()
+            if stop:
+                raise CalibrationError(stop[0])
             if in_a_row >= MAX_INFRA_IN_A_ROW:
                 raise CalibrationError(last_error)
-            result = await converse(probe, backend_for(probe))
+            result = await converse(probe, _Held(backend_for(probe), free, stop))
+            unfinished -= 1
             counted(result)
         if on_done is not None:
             on_done(result)
@@ -150,4 +170,9 @@ async def run_probes(
             tasks = [group.create_task(one(p)) for p in probes]
     except ExceptionGroup as group_error:
         raise group_error.exceptions[0] from None
+    finally:
+        if waiting is not None and not waiting.done():  # every probe is done: no need
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
     return [t.result() for t in tasks]

@@ -164,7 +164,7 @@ def redact(text: str) -> str:
     """Pure, and called with the same few error texts again and again: memoised (up to
     `MEMO_LONGEST`). A text with no clue of a secret in it (`might_hold_secret`) is
     returned as it is."""
-    return _REDACTED(text)
+    return _REDACTED.ask(text)
 
 
 def _redacted(text: str) -> str:
@@ -190,7 +190,7 @@ def _patterns_applied(text: str) -> str:
 
 
 def _secret_key(key: object) -> bool:
-    return isinstance(key, str) and _SECRET_NAME(key)
+    return isinstance(key, str) and _SECRET_NAME.ask(key)
 
 
 def _secret_name(key: str) -> bool:

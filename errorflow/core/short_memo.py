@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -20,23 +20,22 @@ KEPT = 4096
 
 
 class ShortMemo(Generic[T]):
-    __slots__ = ("_fn", "_longest", "_memo")
+    """`ask(text)` answers; it is a plain function (no `__call__` dispatch: it is asked
+    for every envelope)."""
+
+    __slots__ = ("_memo", "ask")
 
     def __init__(self, fn: Callable[[str], T], longest: int, kept: int = KEPT) -> None:
-        self._fn = fn
-        self._longest = longest
-        self._memo = functools.lru_cache(maxsize=kept)(fn)
+        memo = self._memo = functools.lru_cache(maxsize=kept)(fn)
 
-    def __call__(self, text: str) -> T:
-        return self._memo(text) if len(text) <= self._longest else self._fn(text)
+        def ask(text: str) -> T:
+            return memo(text) if len(text) <= longest else fn(text)
 
-    def kept(self) -> int:
+        self.ask: Callable[[str], T] = ask
+
+    def size(self) -> int:
         """How many answers are kept now."""
         return self._memo.cache_info().currsize
 
     def clear(self) -> None:
         self._memo.cache_clear()
-
-    def __repr__(self) -> str:
-        info: Any = self._memo.cache_info()
-        return f"ShortMemo({self._fn.__name__}, longest={self._longest}, {info})"

@@ -66,8 +66,9 @@ def _level(text: str) -> float:
     return value
 
 
-def _busy_wait(text: str) -> float:
-    return 0.0 if nonneg_float(text) == 0 else wait_seconds(text)
+def _busy_wait_arg(text: str) -> float:
+    """0 (no wait), or seconds up to a day."""
+    return wait_seconds(text) if nonneg_float(text) else 0.0
 
 
 def _families(text: str) -> list[str]:
@@ -321,13 +322,13 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--busy-wait",
-        type=_busy_wait,
+        type=_busy_wait_arg,
         default=None,
         metavar="SECONDS",
         help="after a reply timed out, how long to wait for the server to answer again "
         "before the next probe: a server that answers one request at a time (llama.cpp's) "
-        f"is still writing that reply (default: {BUSY_WAIT_TIMEOUTS} × --model-timeout; "
-        "0: do not wait)",
+        "is still writing that reply; one that does not answer in time stops the "
+        f"calibration (default: {BUSY_WAIT_TIMEOUTS} × --model-timeout; 0: do not wait)",
     )
     sp.add_argument(
         "--send-temperature",

@@ -173,12 +173,16 @@ class SdkBackend:
         queues what comes after it, so a caller whose request timed out waits here
         before it asks again. Sent past the rate limiter and the served path: it is
         not part of any experiment."""
+        failure: ModelCallError | None = None
         try:
             await self._ping(wait_s)
-        except Exception as exc:
-            if isinstance(exc, self.errors.connection):  # (a timeout is one): no answer
-                return self._wrap(exc, waited_s=wait_s).infrastructure
-        return None
+        except Exception as exc:  # a reason in words: nothing keeps the SDK's exception
+            answered = isinstance(exc, self.errors.base) and not isinstance(
+                exc,
+                self.errors.connection,  # (a timeout is one)
+            )
+            failure = None if answered else self._wrap(exc, waited_s=wait_s)
+        return None if failure is None else failure.infrastructure or str(failure)
 
     async def send(self, body: WireRequest) -> JsonObject:
         """One request body → the reply's JSON body, through the rate limiter (a 429 is
