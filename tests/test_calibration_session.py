@@ -51,27 +51,29 @@ class SerialServer:
             await asyncio.sleep(seconds)
         self._waiting -= 1
 
+    async def _answered(self, seconds: float, within_s: float) -> bool:
+        """Whether a request the server takes `seconds` over is answered within
+        `within_s` (the server finishes it either way)."""
+        job = asyncio.ensure_future(self._serve(seconds))
+        try:
+            await asyncio.wait_for(asyncio.shield(job), within_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         n, self.calls = self.calls, self.calls + 1
-        job = asyncio.ensure_future(self._serve(self.slow(n) or REPLY_S))
-        try:
-            await asyncio.wait_for(asyncio.shield(job), TIMEOUT_S)
-        except TimeoutError:
+        if not await self._answered(self.slow(n) or REPLY_S, TIMEOUT_S):
             self.timed_out += 1
             said = f"the model server at fake did not answer in {TIMEOUT_S:g}s"
-            raise ModelCallError(
-                ErrorCode.INFRA_FAULT, said, infrastructure=said, timed_out=True
-            ) from None
+            raise ModelCallError(ErrorCode.INFRA_FAULT, said, infrastructure=said, timed_out=True)
         return ModelResponse()
 
     async def wait_free(self, wait_s: float) -> str | None:
         self.pings += 1
-        job = asyncio.ensure_future(self._serve(0.001))
-        try:
-            await asyncio.wait_for(asyncio.shield(job), wait_s)
-        except TimeoutError:
-            return f"the model server at fake did not answer in {wait_s:g}s"
-        return None
+        if await self._answered(0.001, wait_s):
+            return None
+        return f"the model server at fake did not answer in {wait_s:g}s"
 
 
 def probes(n: int) -> list[Probe]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -398,8 +398,12 @@ async def test_check_of_an_unreachable_server() -> None:
 # -- waiting for a busy server after a timeout -----------------------------------------------
 
 
-async def wait_free(url: str, wait_s: float) -> str | None:
+async def wait_free(
+    url: str, wait_s: float, ping: Callable[[float], Awaitable[None]] | None = None
+) -> str | None:
     b = OpenAIBackend(spec(url), KEY, timeout_s=0.3)
+    if ping is not None:
+        b._ping = ping  # type: ignore[method-assign]
     try:
         return await b.wait_free(wait_s)
     finally:
@@ -440,16 +444,9 @@ async def test_a_refused_call_is_not_a_timeout(fake: FakeOpenAI, backend: OpenAI
     assert not info.value.timed_out
 
 
-async def test_wait_free_of_a_failure_that_is_not_an_answer(
-    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_wait_free_of_a_failure_that_is_not_an_answer(fake: FakeOpenAI) -> None:
     async def broken(timeout_s: float) -> None:
         raise RuntimeError(f"bug holding {KEY}")
 
-    b = OpenAIBackend(spec(fake.url), KEY, timeout_s=0.3)
-    monkeypatch.setattr(b, "_ping", broken)
-    try:
-        said = await b.wait_free(1.0)
-    finally:
-        await b.aclose()
+    said = await wait_free(fake.url, 1.0, broken)
     assert said == "model call failed (RuntimeError)" and not fake.received

@@ -152,10 +152,7 @@ async def run_probes(
     async def one(probe: Probe) -> ProbeResult:
         nonlocal unfinished
         async with gate:
-            await free.wait()
-            if stop:
-                raise CalibrationError(stop[0])
-            if in_a_row >= MAX_INFRA_IN_A_ROW:
+            if in_a_row >= MAX_INFRA_IN_A_ROW:  # (a wait never raises it: checked now)
                 raise CalibrationError(last_error)
             result = await converse(probe, _Held(backend_for(probe), free, stop))
             unfinished -= 1
