@@ -124,6 +124,15 @@ def test_bank_keys_by_tool_and_optionally_by_argument_pattern() -> None:
     assert per_arg.get("search", "a") is per_arg.get("search", "a")
 
 
+def test_the_time_left_never_passes_the_wait_by_a_rounding() -> None:
+    b = make(limit=1, wait=1.0)
+    at = 31.974112581947335  # (at + 1.0) - at == 1.0000000000000036
+    assert b.try_acquire(at).allowed
+    queued = b.try_acquire(at)
+    assert queued.reason == "queued" and queued.ticket is not None
+    assert b.poll(queued.ticket, at).wait_s == 1.0
+
+
 # --- properties -------------------------------------------------------------------
 
 scripts = st.lists(

@@ -112,10 +112,16 @@ class Bulkhead:
         self._expire(now)
         if self._queue:
             waiter = self._queue.popleft()
-            self._granted[waiter.ticket] = max(0.0, now - waiter.queued_at)
+            self._granted[waiter.ticket] = self._within_wait(now - waiter.queued_at)
             return waiter.ticket
         self._in_flight -= 1
         return None
+
+    def _within_wait(self, seconds: float) -> float:
+        """A time waited or left, in [0, `max_wait_s`]: a difference of floats can pass
+        the bound by a rounding (queued at 31.974112581947335 with 1 s to wait, polled
+        then: its deadline less now is 1.0000000000000036)."""
+        return min(max(0.0, seconds), self._cfg.max_wait_s)
 
     def poll(self, ticket: int, now: float) -> BulkheadDecision:
         """Where waiter `ticket` stands at `now` (KeyError for an unknown ticket)."""
@@ -130,8 +136,9 @@ class Bulkhead:
         for waiter in self._queue:
             if waiter.ticket == ticket:
                 return BulkheadDecision(
-                    False, waiter.deadline - now, self._in_flight, "queued", ticket
-                )
+                    False, self._within_wait(waiter.deadline - now), self._in_flight, "queued",
+                    ticket,
+                )  # fmt: skip
         raise KeyError(f"unknown bulkhead ticket {ticket}")
 
     def cancel(self, ticket: int) -> bool:
