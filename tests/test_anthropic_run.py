@@ -194,12 +194,14 @@ async def test_a_silent_server_is_an_infra_fault_before_the_trial_timeout(
         options = RunOptions(broker=embedded, db_path=tmp_path / "s.db", trial_timeout_s=3.0)
         with serving(Serving(request_timeout_s=1.0)):
             result = await run_scenario(s, options)
-        asked = len(fake.received)
+        pings = [r for r in fake.received if r.body["messages"][0]["content"] == "ping"]
+        asked = len(fake.received) - len(pings)
     assert [t.outcome for t in result.scores] == [Outcome.INFRA_FAULT] * 2  # not bus_fault
     assert result.infra_reasons == [
         f"infra_fault at researcher: the model server at {fake.url[7:]} did not answer in 1s"
     ]
     assert asked == 2  # one request a trial: silence is not retried
+    assert len(pings) == 1  # both timed out together: one wait for the server
 
 
 def test_the_request_timeout_stays_below_the_trial_timeout() -> None:
@@ -212,3 +214,18 @@ def test_the_request_timeout_stays_below_the_trial_timeout() -> None:
 def test_a_model_timeout_past_the_limit_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "contamination", "--model-timeout", "500"]) == 2
     assert "--model-timeout" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["-1", "nan", "inf", "2days"])
+def test_a_busy_wait_that_is_not_0_or_seconds_is_bad_input(
+    given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "contamination", "--busy-wait", given]) == 2
+    assert "--busy-wait" in capsys.readouterr().err
+
+
+def test_the_busy_wait_defaults_to_five_request_timeouts() -> None:
+    assert Serving(request_timeout_s=2.0).server_wait_s == 10.0
+    assert Serving(request_timeout_s=2.0, busy_wait_s=0).server_wait_s == 0
+    with pytest.raises(ValueError, match="busy_wait_s"):
+        Serving(busy_wait_s=-1)

@@ -13,12 +13,15 @@ serve the Messages API.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,7 @@ from errorflow.scenario.overrides import apply
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome
 from tests.conftest import scenario
+from tests.fake_anthropic import Received
 from tests.fake_openai import GARBAGE, ChatModel, FakeOpenAI, Reply, openai_error
 
 API_KEY = "sk-proj-SECRETKEYdonotleak1234567890"
@@ -175,6 +179,61 @@ def test_a_server_not_answering_the_api_fails_every_trial_as_infra_and_the_run(
     with sqlite3.connect(db) as conn:
         outcomes = [o for (o,) in conn.execute("SELECT outcome FROM trials")]
     assert outcomes == ["infra_fault", "infra_fault"]
+
+
+# -- a server that answers one request at a time ------------------------------------------
+
+
+def one_slow_reply(slow_s: float, normal_s: float) -> tuple[ChatModel, Callable[[Received], Reply]]:
+    """The fake model, every reply `normal_s` long but the first call's, `slow_s` long (a
+    runaway reply); pings (the check's, the waits') are answered at once."""
+    model = ChatModel(seed=3)
+    calls = itertools.count()
+
+    def respond(got: Received) -> Reply:
+        reply = model(got)
+        if got.body["messages"] == [{"role": "user", "content": "ping"}]:
+            return reply
+        return replace(reply, delay_s=slow_s if next(calls) == 0 else normal_s)
+
+    return model, respond
+
+
+@pytest.mark.parametrize("busy_wait", [None, "0"])
+def test_one_runaway_reply_costs_its_trial_not_every_trial_after_it(
+    busy_wait: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """As llama.cpp's: one request at a time, each written to its end, even after its
+    client gave up. A reply takes 0.7 s, under the 1 s timeout, but two do not fit in
+    it. One runaway reply (2.5 s) times out; a request sent while the server still writes
+    it queues behind it and times out too, and so does each one after that, queued
+    behind the last abandoned one. With the wait (the default) the requests after the
+    timeout are held until the server answers a ping: the one held past its own timeout
+    fails, the next is sent once the server is free and every trial after it is scored.
+    With `--busy-wait 0` every trial after the runaway is an infra fault."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    _, respond = one_slow_reply(slow_s=2.5, normal_s=0.7)
+    more = [] if busy_wait is None else ["--busy-wait", busy_wait]
+    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
+        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
+        code, out, _ = cli(
+            capsys, "run", "contamination", "--trials", "5", "--db", str(tmp_path / "b.db"),
+            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
+            "--set", "max_in_flight=1", "--max-concurrency", "1", "--model-timeout", "1",
+            *more,
+        )  # fmt: skip
+    assert code == 1  # a trial was an infra fault
+    doc = json.loads(out)
+    infra = doc["outcomes"]["infra_fault"]
+    [traffic] = doc["model_traffic"].values()
+    if busy_wait is None:
+        assert infra == 2, doc["outcomes"]  # the runaway's trial, and the one held past 1 s
+        assert traffic["timed_out"] == 1 and traffic["held"] == traffic["held_expired"] + 1
+        assert traffic["held_expired"] == 1
+    else:
+        assert infra == 5 and traffic["timed_out"] >= 5, doc["outcomes"]
+        assert traffic["held"] == 0
 
 
 # -- keys --------------------------------------------------------------------------------

@@ -9,13 +9,18 @@ import argparse
 import math
 from pathlib import Path
 
-from errorflow.cli.args import positive, positive_float
+from errorflow.cli.args import nonneg_float, positive, positive_float, wait_seconds
 from errorflow.cli.errors import UsageError, shown
 from errorflow.cli.paths import check_directory, path_arg
 from errorflow.models.cassette import Cassette, CassetteError
 from errorflow.models.exchange_store import traffic_dir_for
 from errorflow.models.rate_limit import RateLimits
-from errorflow.models.serving import DEFAULT_REQUEST_TIMEOUT_S, MAX_REQUEST_TIMEOUT_S, Serving
+from errorflow.models.serving import (
+    BUSY_WAIT_TIMEOUTS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    MAX_REQUEST_TIMEOUT_S,
+    Serving,
+)
 from errorflow.reports.prices import Price, PriceError, parse_price
 
 #: Ask before a real run expected to cost more than this (US dollars).
@@ -37,6 +42,11 @@ def _request_timeout(text: str) -> float:
     return value
 
 
+def _busy_wait(text: str) -> float:
+    """0 (no wait), or seconds up to a day."""
+    return wait_seconds(text) if nonneg_float(text) else 0.0
+
+
 def _price(text: str) -> str:
     """An argparse type: MODEL=IN/OUT with finite prices, checked whether or not the
     command comes to need them."""
@@ -52,6 +62,7 @@ def _price(text: str) -> str:
 #: The argparse types other commands share (errorflow calibrate).
 price_arg = _price
 request_timeout_arg = _request_timeout
+busy_wait_arg = _busy_wait
 
 
 def _backend(text: str) -> str:
@@ -133,6 +144,17 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
         f"{DEFAULT_REQUEST_TIMEOUT_S:g}, at most {MAX_REQUEST_TIMEOUT_S:g})",
     )
     sp.add_argument(
+        "--busy-wait",
+        type=_busy_wait,
+        default=None,
+        metavar="SECONDS",
+        help="after a request timed out, hold the next ones to that server until it answers "
+        "a one-token request again, for up to SECONDS: a server that answers one request at "
+        "a time (llama.cpp's) is still writing the reply its client gave up on, and what "
+        "is sent meanwhile would time out behind it; a request is held at most its "
+        f"--model-timeout (default: {BUSY_WAIT_TIMEOUTS} × --model-timeout; 0: never hold)",
+    )
+    sp.add_argument(
         "--no-prompt-cache",
         action="store_true",
         help="do not mark the system prompt and tools cache_control (for a server that "
@@ -181,4 +203,5 @@ def serving_of(args: argparse.Namespace) -> Serving:
         temperature=getattr(args, "send_temperature", "auto"),
         prompt_cache=not getattr(args, "no_prompt_cache", False),
         request_timeout_s=getattr(args, "model_timeout", DEFAULT_REQUEST_TIMEOUT_S),
+        busy_wait_s=getattr(args, "busy_wait", None),
     )

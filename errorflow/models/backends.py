@@ -64,6 +64,8 @@ def _anthropic(spec: ModelSpec, api_key: str, serving: Serving | None = None) ->
         prompt_cache=serving.prompt_cache,
         max_pacing_s=serving.max_pacing_s,
         timeout_s=serving.request_timeout_s,
+        busy=serving.busy_server(model_label(spec)),
+        busy_wait_s=serving.server_wait_s,
     )
 
 
@@ -77,6 +79,8 @@ def _openai(spec: ModelSpec, api_key: str, serving: Serving) -> OpenAIBackend:
         temperature=serving.temperature,
         max_pacing_s=serving.max_pacing_s,
         timeout_s=serving.request_timeout_s,
+        busy=serving.busy_server(model_label(spec)),
+        busy_wait_s=serving.server_wait_s,
     )
 
 

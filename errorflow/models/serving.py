@@ -13,7 +13,11 @@ A `Serving` is installed for a process (the CLI does, from its options) or for a
 - `temperature`, `prompt_cache`: what goes on the wire (errorflow/models/anthropic/backend.py,
   errorflow/models/openai/wire.py);
 - `request_timeout_s`: how long a request waits for the server's reply; a server silent
-  that long fails the trial as an infrastructure fault.
+  that long fails the trial as an infrastructure fault;
+- `busy_wait_s`: after a request timed out, how long the requests after it may be held
+  while the server is asked to answer again (one `BusyServer` per server and model, like
+  the limiters: errorflow/models/busy_server.py, which also counts the timeouts); 0
+  sends them at once.
 
 It also keeps what was sent, by model (`ModelTraffic`), for the summary a command
 prints. Without one installed, a process gets the defaults: no limits, no cache, no
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from errorflow.models.busy_server import BusyServer
 from errorflow.models.cassette import Cassette
 from errorflow.models.exchange_store import ExchangeLog, ResponseCache
 from errorflow.models.paced import DEFAULT_MAX_PACING_S
@@ -47,6 +52,9 @@ DEFAULT_REQUEST_TIMEOUT_S = 60.0
 #: server that never answers fails its trial as an infrastructure fault before the
 #: runner gives the trial up as a bus fault (its final result never came).
 MAX_REQUEST_TIMEOUT_S = 100.0
+#: The default `busy_wait_s`, in request timeouts: the reply its client gave up on and
+#: the requests queued with it, each at most a timeout long, and room to spare.
+BUSY_WAIT_TIMEOUTS = 5
 
 #: What the vendors' APIs are called in labels when a spec names no base_url.
 ANTHROPIC_API = "api.anthropic.com"
@@ -120,8 +128,11 @@ class Serving:
     prompt_cache: bool = True
     max_pacing_s: float = DEFAULT_MAX_PACING_S
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    #: None: BUSY_WAIT_TIMEOUTS request timeouts; 0: requests are never held.
+    busy_wait_s: float | None = None
     traffic: dict[str, ModelTraffic] = field(default_factory=dict)
     limiters: dict[str, RateLimiter] = field(default_factory=dict)
+    busy_servers: dict[str, BusyServer] = field(default_factory=dict)
     _cache: ResponseCache | None = field(default=None, repr=False)
     _log: ExchangeLog | None = field(default=None, repr=False)
 
@@ -131,6 +142,21 @@ class Serving:
                 f"request_timeout_s must be above 0 and at most {MAX_REQUEST_TIMEOUT_S:g}, "
                 f"found {self.request_timeout_s:g}"
             )
+        if self.busy_wait_s is not None and not 0 <= self.busy_wait_s < float("inf"):
+            raise ValueError(f"busy_wait_s must be 0 or more, found {self.busy_wait_s:g}")
+
+    @property
+    def server_wait_s(self) -> float:
+        """How long a server is waited for after a request timed out (0: not at all)."""
+        if self.busy_wait_s is None:
+            return BUSY_WAIT_TIMEOUTS * self.request_timeout_s
+        return self.busy_wait_s
+
+    def busy_server(self, label: str) -> BusyServer:
+        """A server and model's requests that timed out, and the wait for it after one."""
+        if label not in self.busy_servers:
+            self.busy_servers[label] = BusyServer()
+        return self.busy_servers[label]
 
     def limiter(self, label: str) -> RateLimiter:
         if label not in self.limiters:

@@ -1,6 +1,7 @@
 """What real models were sent (after a run) or would be (a dry run), by model.
 
-After a run: requests sent to the server, 429s waited out and for how long, replies
+After a run: requests sent to the server, 429s waited out and for how long, requests
+that timed out and those held meanwhile (errorflow/models/busy_server.py), replies
 served by the response cache or a cassette instead, and the tokens the server counted
 (input split into uncached, read from and written to its prompt cache), with their cost
 where a price is known. Before one (`--dry-run`): the calls and tokens the simulated
@@ -16,6 +17,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from errorflow.models.busy_server import BusyStats
 from errorflow.models.model_estimate import Bound
 from errorflow.models.serving import LOCAL_HOSTS, Serving, Tally
 from errorflow.reports.prices import Price, dollars, price_of
@@ -34,6 +36,9 @@ class TrafficJson(TypedDict):
     rate_limited: int
     paced_s: float
     peak_in_flight: int
+    timed_out: int
+    held: int
+    held_expired: int
     replies: int
     cache_hits: int
     cache_misses: int
@@ -51,6 +56,8 @@ def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, Tra
     for label in sorted(set(serving.traffic) | set(serving.limiters)):
         c = serving.counts(label)
         stats = serving.limiter(label).stats
+        busy = serving.busy_servers.get(label)
+        held = busy.stats if busy is not None else BusyStats()
         price = price_of(label, prices, local_label(label))
         cost = None
         if price is not None:
@@ -62,6 +69,9 @@ def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, Tra
             "rate_limited": stats.rate_limited,
             "paced_s": round(stats.paced_s, 3),
             "peak_in_flight": stats.peak_in_flight,
+            "timed_out": held.timeouts,
+            "held": held.held,
+            "held_expired": held.expired,
             "replies": c.replies,
             "cache_hits": c.cache_hits,
             "cache_misses": c.cache_misses,
@@ -86,12 +96,24 @@ def traffic_lines(data: Mapping[str, TrafficJson]) -> list[str]:
             served = f"{t['replayed']} replies replayed from the cassette"
         lines.append(
             f"model traffic: {shown(label)}: {t['requests']} requests ({t['rate_limited']} "
-            f"rate-limited, {t['paced_s']:.1f}s waited); {served}; input tokens "
+            f"rate-limited, {t['paced_s']:.1f}s waited{_timeouts(t)}); {served}; input tokens "
             f"{t['input_tokens_uncached']:,} uncached + {t['cache_read_tokens']:,} cache read + "
             f"{t['cache_write_tokens']:,} cache write; output {t['output_tokens']:,}; "
             f"cost {dollars(t['cost_usd'])}"
         )
     return lines
+
+
+def _timeouts(t: TrafficJson) -> str:
+    """`, 1 timed out, 3 held until the server answered again (1 past its timeout)`."""
+    if not t["timed_out"]:
+        return ""
+    said = f", {t['timed_out']} timed out"
+    if t["held"]:
+        said += f", {t['held']} held until the server answered again"
+        if t["held_expired"]:
+            said += f" ({t['held_expired']} past its timeout)"
+    return said
 
 
 class SpendJson(TypedDict):

@@ -27,15 +27,20 @@ from errorflow.calibration.target import (
     replayed_spec,
     write_cassette,
 )
-from errorflow.cli.args import nonneg_float, positive, wait_seconds
+from errorflow.cli.args import positive
 from errorflow.cli.command_table import summary
 from errorflow.cli.console import err, out
 from errorflow.cli.errors import EXIT_OK, RunFailure, UsageError
 from errorflow.cli.paths import path_arg
-from errorflow.cli.serving_options import price_arg, prices_of, request_timeout_arg
+from errorflow.cli.serving_options import (
+    busy_wait_arg,
+    price_arg,
+    prices_of,
+    request_timeout_arg,
+)
 from errorflow.models.api_keys import KEY_ENVS, local_hint
 from errorflow.models.cassette import Cassette, CassetteError
-from errorflow.models.serving import Serving, is_local, server_of
+from errorflow.models.serving import BUSY_WAIT_TIMEOUTS, Serving, is_local, server_of
 from errorflow.scenario.provenance.profile_file import profile_yaml
 from errorflow.scenario.provenance.view import profile_view
 from errorflow.scenario.spec.model import ModelSpec
@@ -43,9 +48,6 @@ from errorflow.scenario.spec.profiles import PROFILES, Tendencies
 
 REPLAY = "replay:"
 BACKENDS = ("openai", "anthropic", "simulated")
-#: The default `--busy-wait`, in `--model-timeout`s: the reply its client gave up on and
-#: the calls sent with it, each at most a timeout long, and room to spare.
-BUSY_WAIT_TIMEOUTS = 5
 
 
 def _backend(text: str) -> str:
@@ -66,11 +68,6 @@ def _level(text: str) -> float:
     return value
 
 
-def _busy_wait_arg(text: str) -> float:
-    """0 (no wait), or seconds up to a day."""
-    return wait_seconds(text) if nonneg_float(text) else 0.0
-
-
 def _families(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
@@ -87,6 +84,7 @@ def _target(args: argparse.Namespace) -> Target:
         cache_dir=Path(args.cache) if args.cache else None,
         temperature=args.send_temperature,
         request_timeout_s=args.model_timeout,
+        busy_wait_s=args.busy_wait,
     )
     if args.backend == "simulated":
         base: Tendencies = profile_view(args.base, {}, None).base
@@ -156,12 +154,6 @@ def _estimate_table(found: dict[str, Estimate], label: str) -> Table:
     return table
 
 
-def _busy_wait_s(args: argparse.Namespace) -> float:
-    """How long to wait for the server to answer again after a call timed out."""
-    given: float | None = args.busy_wait
-    return BUSY_WAIT_TIMEOUTS * args.model_timeout if given is None else given
-
-
 async def _probe(
     target: Target, probes: list[Probe], args: argparse.Namespace
 ) -> list[ProbeResult]:
@@ -173,7 +165,7 @@ async def _probe(
         task = bar.add_task("probes", total=len(probes))
         try:
             await target.check()
-            wait_s = _busy_wait_s(args)
+            wait_s = target.serving.server_wait_s
             return await run_probes(
                 probes, target.backend_for, concurrency=args.concurrency,
                 on_done=lambda _: bar.advance(task),
@@ -322,7 +314,7 @@ def _serving_options(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--busy-wait",
-        type=_busy_wait_arg,
+        type=busy_wait_arg,
         default=None,
         metavar="SECONDS",
         help="after a reply timed out, how long to wait for the server to answer again "

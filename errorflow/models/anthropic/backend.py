@@ -85,6 +85,7 @@ from errorflow.models.backend import (
     ModelRequest,
     ModelResponse,
 )
+from errorflow.models.busy_server import BusyServer
 from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.models.sdk.backend import SdkBackend, SdkErrors, lookup_unserved, lower_headers
@@ -142,18 +143,16 @@ class AnthropicBackend(SdkBackend):
         temperature: TemperaturePolicy = "auto",
         prompt_cache: bool = True,
         max_pacing_s: float = DEFAULT_MAX_PACING_S,
+        busy: BusyServer | None = None,
+        busy_wait_s: float = 0.0,
     ) -> None:
         if not isinstance(api_key, str) or not api_key.strip():
             raise ValueError(f"an Anthropic API key is required (set {API_KEY_ENV})")
-        if not timeout_s > 0:
-            raise ValueError("timeout_s must be positive")
         self.wire = WireFormat.of(spec, temperature, prompt_cache)
         self.model = self.wire.model
         self.base_url = spec.base_url
         self.max_tokens = spec.max_tokens
-        self.timeout_s = timeout_s
-        self.limiter = limiter or RateLimiter()
-        self.max_pacing_s = max_pacing_s
+        self._sending(timeout_s, limiter or RateLimiter(), max_pacing_s, busy, busy_wait_s)
         # max_retries=0: the policy layer owns retries, backoff and Retry-After; an
         # SDK retry would hide failures from it and double-count the budget. The key
         # lives only inside the SDK client (which needs it for every request).

@@ -61,6 +61,7 @@ from errorflow.models.backend import (
     ModelRequest,
     ModelResponse,
 )
+from errorflow.models.busy_server import BusyServer
 from errorflow.models.openai.limits import limiter_headers
 from errorflow.models.openai.wire import OPENAI_BASE_URL, ChatWire
 from errorflow.models.paced import DEFAULT_MAX_PACING_S, Posted, Refused
@@ -112,17 +113,15 @@ class OpenAIBackend(SdkBackend):
         limiter: RateLimiter | None = None,
         temperature: str = "auto",
         max_pacing_s: float = DEFAULT_MAX_PACING_S,
+        busy: BusyServer | None = None,
+        busy_wait_s: float = 0.0,
     ) -> None:
         if not isinstance(api_key, str) or not api_key.strip():
             raise ValueError(f"an OpenAI API key is required (set {API_KEY_ENV})")
-        if not timeout_s > 0:
-            raise ValueError("timeout_s must be positive")
         self.wire = ChatWire.of(spec, temperature)
         self.model = self.wire.model
         self.base_url = spec.base_url
-        self.timeout_s = timeout_s
-        self.limiter = limiter or RateLimiter()
-        self.max_pacing_s = max_pacing_s
+        self._sending(timeout_s, limiter or RateLimiter(), max_pacing_s, busy, busy_wait_s)
         # The base URL is always given: the SDK would otherwise take OPENAI_BASE_URL from
         # the environment, and the server called would not be the one the labels name.
         self._client = AsyncOpenAI(

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from errorflow.core.redact import redact
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.backend import ModelCallError
+from errorflow.models.busy_server import BusyServer
 from errorflow.models.paced import Posted, Refused, send_paced
 from errorflow.models.rate_limit import RateLimiter
 from errorflow.models.sdk.failures import KEY_REFUSED, NO_MODEL, connection_cause
@@ -68,6 +69,24 @@ class SdkBackend:
     server: str
     max_pacing_s: float
     timeout_s: float
+    busy: BusyServer | None
+    busy_wait_s: float
+
+    def _sending(
+        self,
+        timeout_s: float,
+        limiter: RateLimiter,
+        max_pacing_s: float,
+        busy: BusyServer | None,
+        busy_wait_s: float,
+    ) -> None:
+        """How requests go out: each waits up to `timeout_s` for its reply, through
+        `limiter`; after one timed out, `busy` (when given) holds the next ones while the
+        server is waited for, up to `busy_wait_s` (0: the timeouts are only counted)."""
+        if not timeout_s > 0:
+            raise ValueError("timeout_s must be positive")
+        self.timeout_s, self.limiter, self.max_pacing_s = timeout_s, limiter, max_pacing_s
+        self.busy, self.busy_wait_s = busy, busy_wait_s
 
     async def _post(self, body: WireRequest) -> Posted | Refused:
         raise NotImplementedError
@@ -171,8 +190,15 @@ class SdkBackend:
         has (whatever it answered), else why not, in one line. A server that answers one
         request at a time (llama.cpp's) goes on with a reply whose client gave up and
         queues what comes after it, so a caller whose request timed out waits here
-        before it asks again. Sent past the rate limiter and the served path: it is
-        not part of any experiment."""
+        before it asks again. With a `busy` state, a wait already running for this
+        server is joined, not doubled (errorflow/models/busy_server.py)."""
+        if self.busy is None:
+            return await self._answers(wait_s)
+        return await self.busy.answered(self._answers, wait_s)
+
+    async def _answers(self, wait_s: float) -> str | None:
+        """One one-token request, sent past the rate limiter and the served path (it is
+        not part of any experiment): None when the server answered it within `wait_s`."""
         failure: ModelCallError | None = None
         try:
             await self._ping(wait_s)
@@ -186,11 +212,33 @@ class SdkBackend:
 
     async def send(self, body: WireRequest) -> JsonObject:
         """One request body → the reply's JSON body, through the rate limiter (a 429 is
-        waited out, see `send_paced`); any other failure raises `ModelCallError`."""
+        waited out, see `send_paced`); any other failure raises `ModelCallError`.
+
+        After a request to this server timed out, the next ones are held until it
+        answers again (`busy`, errorflow/models/busy_server.py): each at most its own
+        timeout, then it fails as the server's silence would have. One the server's
+        answer set free has its whole timeout for its reply."""
+        busy = self.busy
+        if busy is not None and not await busy.hold(self.timeout_s):
+            reason = (
+                f"the model server at {self.server} did not answer in {self.timeout_s:g}s "
+                "(still busy after a request that timed out)"
+            )
+            raise ModelCallError(
+                ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True
+            )
         return await send_paced(
-            lambda: self._post(body),
+            lambda: self._post_watched(body),
             self.limiter,
             estimate=input_tokens(body),
             server=self.server,
             max_pacing_s=self.max_pacing_s,
         )
+
+    async def _post_watched(self, body: WireRequest) -> Posted | Refused:
+        """`_post`; a timeout holds the requests after it (see `send`)."""
+        outcome = await self._post(body)
+        busy = self.busy
+        if busy is not None and isinstance(outcome, Refused) and outcome.error.timed_out:
+            busy.timed_out(self._answers, self.busy_wait_s)
+        return outcome
