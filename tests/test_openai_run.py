@@ -217,7 +217,7 @@ def test_one_runaway_reply_costs_its_trial_not_every_trial_after_it(
     more = [] if busy_wait is None else ["--busy-wait", busy_wait]
     with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
         real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
-        code, out, _ = cli(
+        code, out, said = cli(
             capsys, "run", "contamination", "--trials", "5", "--db", str(tmp_path / "b.db"),
             "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
             "--set", "max_in_flight=1", "--max-concurrency", "1", "--model-timeout", "1",
@@ -234,6 +234,26 @@ def test_one_runaway_reply_costs_its_trial_not_every_trial_after_it(
     else:
         assert infra == 5 and traffic["timed_out"] >= 5, doc["outcomes"]
         assert traffic["held"] == 0
+    assert "hint:" not in said  # one request at a time already
+
+
+def test_requests_that_time_out_in_a_one_at_a_time_servers_queue_get_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three trials at once, each reply 0.7 s against a 1 s timeout: the server answers
+    the first, the others time out in its queue. The command says what to change."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    _, respond = one_slow_reply(slow_s=0.7, normal_s=0.7)
+    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
+        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
+        code, _, said = cli(
+            capsys, "run", "contamination", "--trials", "3", "--db", str(tmp_path / "h.db"),
+            "-q", "--yes", "--set", f"agents.researcher.model={real}", "--model-timeout", "1",
+        )  # fmt: skip
+    assert code == 1
+    [hint] = [line for line in said.splitlines() if line.startswith("hint:")]
+    assert f"to gpt-test @ {fake.url[7:-3]} timed out with up to 3 in flight" in hint
+    assert "--max-concurrency 1" in hint
 
 
 # -- keys --------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from errorflow.reports.model_traffic import (
     TrafficJson,
     estimate_json,
     estimate_table,
+    timeout_hints,
     traffic_json,
     traffic_lines,
 )
@@ -176,3 +177,5 @@ def print_traffic(args: argparse.Namespace) -> None:
     if data and not args.json:
         for line in traffic_lines(data):
             out.print(Text(line), highlight=False)
+    for hint in timeout_hints(data):
+        err.print(Text(hint), highlight=False, soft_wrap=True)

@@ -116,6 +116,19 @@ def _timeouts(t: TrafficJson) -> str:
     return said
 
 
+def timeout_hints(data: Mapping[str, TrafficJson]) -> list[str]:
+    """What to try when requests to a server that answers timed out with several in
+    flight: one that answers one request at a time keeps the others in its queue, where
+    their timeouts run (a server that never answered gets no hint: it is silent)."""
+    return [
+        f"hint: {t['timed_out']} requests to {shown(label)} timed out with up to "
+        f"{t['peak_in_flight']} in flight; a server that answers one request at a time "
+        "(llama.cpp's) needs --max-concurrency 1 (and a --model-timeout its longest reply fits in)"
+        for label, t in data.items()
+        if t["timed_out"] and t["peak_in_flight"] > 1 and t["replies"]
+    ]
+
+
 class SpendJson(TypedDict):
     calls: int
     input_tokens: int
