@@ -1,7 +1,7 @@
 """The wait for a model server after a request to it timed out (errorflow/models/busy_server.py):
-requests held until the server answers a ping, each at most its own timeout; one wait
-however many requests time out; a wait joined, not doubled; nothing bound to a loop
-that has ended."""
+requests held until the server answers a ping, each within its own timeout (sent with
+what is left, or not at all when less is left than a reply takes); one wait however many
+requests time out; a wait joined, not doubled; nothing bound to a loop that has ended."""
 
 from __future__ import annotations
 
@@ -34,9 +34,17 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_nothing_is_held_before_a_request_timed_out() -> None:
     busy = BusyServer()
-    assert await busy.hold(0.01)
+    assert await busy.hold(0.01) == 0.01  # all of its timeout
     assert busy.stats.held == 0 and busy.stats.waits == 0
 
 
@@ -48,8 +56,9 @@ async def test_requests_are_held_until_the_server_answers_once_for_every_timeout
     await settle()
     assert server.pings == [30.0] and not any(t.done() for t in held)
     server.answer()
-    assert await asyncio.gather(*held) == [True, True, True]
-    assert await busy.hold(0.01)  # free again
+    lefts = await asyncio.gather(*held)
+    assert all(left is not None and 0 < left <= 5.0 for left in lefts)
+    assert await busy.hold(0.01) == 0.01  # free again
     s = busy.stats
     assert (s.timeouts, s.waits, s.held, s.expired, s.unanswered) == (2, 1, 3, 0, 0)
 
@@ -57,7 +66,7 @@ async def test_requests_are_held_until_the_server_answers_once_for_every_timeout
 async def test_a_request_is_held_at_most_its_own_timeout_and_the_wait_goes_on() -> None:
     busy, server = BusyServer(), Server()
     busy.timed_out(server.ping, 30.0)
-    assert not await busy.hold(0.02)  # its timeout ran out first
+    assert await busy.hold(0.02) is None  # its timeout ran out first
     later = asyncio.create_task(busy.hold(5.0))
     await settle()
     assert not later.done() and len(server.pings) == 1
@@ -72,7 +81,7 @@ async def test_a_server_that_does_not_answer_lets_the_requests_go_and_is_asked_a
     held = asyncio.create_task(busy.hold(5.0))
     await settle()
     server.answer("the model server at h:1 did not answer in 30s")
-    assert await held  # sent: if it times out too, the next wait begins
+    assert await held is not None  # sent: if it times out too, the next wait begins
     assert busy.stats.unanswered == 1
     busy.timed_out(server.ping, 30.0)
     await settle()
@@ -82,7 +91,7 @@ async def test_a_server_that_does_not_answer_lets_the_requests_go_and_is_asked_a
 async def test_without_a_wait_timeouts_are_only_counted() -> None:
     busy, server = BusyServer(), Server()
     busy.timed_out(server.ping, 0.0)
-    assert await busy.hold(0.01)
+    assert await busy.hold(0.01) == 0.01
     assert server.pings == [] and busy.stats.timeouts == 1 and busy.stats.waits == 0
 
 
@@ -97,7 +106,7 @@ async def test_answered_joins_the_wait_running_and_a_cancelled_caller_leaves_it(
     await settle()
     assert server.pings == [30.0] and not held.done()  # one ping; the wait still runs
     server.answer("no answer")
-    assert await second == "no answer" and await held
+    assert await second == "no answer" and await held is not None
     with pytest.raises(asyncio.CancelledError):
         await first
 
@@ -106,7 +115,7 @@ async def test_answered_starts_a_wait_when_none_runs() -> None:
     busy, server = BusyServer(), Server()
     asked = asyncio.create_task(busy.answered(server.ping, 7.0))
     await settle()
-    assert server.pings == [7.0] and not await busy.hold(0.01)
+    assert server.pings == [7.0] and await busy.hold(0.01) is None
     server.answer()
     assert await asked is None and busy.stats.waits == 1 and busy.stats.timeouts == 0
 
@@ -123,4 +132,66 @@ def test_a_wait_left_by_a_loop_that_ended_holds_nothing_in_the_next() -> None:
         loop.run_until_complete(first())  # the loop ends with the wait unfinished
     finally:
         loop.close()
-    assert asyncio.run(busy.hold(0.01)) is True
+    assert asyncio.run(busy.hold(0.01)) == 0.01
+
+
+async def test_a_request_set_free_is_sent_with_the_time_it_has_left() -> None:
+    clock = Clock()
+    busy, server = BusyServer(clock), Server()
+    busy.timed_out(server.ping, 30.0)
+    held = asyncio.create_task(busy.hold(5.0))
+    await settle()
+    clock.now += 2.0
+    server.answer()
+    assert await held == 3.0  # its whole timeout, less the 2 s held: never longer
+
+
+async def test_one_set_free_with_less_left_than_the_last_reply_took_is_not_sent() -> None:
+    clock = Clock()
+    busy, server = BusyServer(clock), Server()
+    busy.replied(1.5)
+    busy.timed_out(server.ping, 30.0)
+    short, long = asyncio.create_task(busy.hold(2.0)), asyncio.create_task(busy.hold(5.0))
+    await settle()
+    clock.now += 1.0
+    server.answer()
+    assert await short is None  # 1 s left: it would be abandoned, and keep the server busy
+    assert await long == 4.0
+    assert busy.stats.expired == 1 and busy.stats.held == 2
+
+
+async def test_a_ping_that_raises_lets_the_requests_go_with_a_reason() -> None:
+    async def broken(wait_s: float) -> str | None:
+        raise RuntimeError("closed")
+
+    busy = BusyServer()
+    busy.timed_out(broken, 30.0)
+    assert await busy.hold(5.0) is not None and busy.stats.held == 1  # let go, not failed
+    assert await busy.answered(broken, 1.0) == "the server could not be asked (RuntimeError)"
+    assert busy.stats.unanswered == 2
+
+
+def test_a_wait_of_an_ended_loop_ending_late_leaves_a_later_wait_running() -> None:
+    """A loop closed with the wait pending: its coroutine is closed later (when it is
+    collected), after a wait of the next loop began."""
+    busy, server = BusyServer(), Server()
+
+    async def first() -> asyncio.Task[str | None] | None:
+        busy.timed_out(server.ping, 30.0)
+        await settle()
+        return busy._waiting
+
+    loop = asyncio.new_event_loop()
+    stale = loop.run_until_complete(first())
+    loop.close()
+    assert stale is not None and not stale.done()
+
+    async def second() -> None:
+        busy.timed_out(server.ping, 30.0)
+        live = busy._waiting
+        assert live is not None and live is not stale
+        stale.get_coro().close()  # what collecting it does: its `finally` runs
+        assert busy._waiting is live and await busy.hold(0.01) is None
+        live.cancel()
+
+    asyncio.run(second())

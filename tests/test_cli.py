@@ -568,3 +568,18 @@ def test_a_sweep_of_hostile_values_prints_and_reports_them_as_text(
     code, page, _ = run_cli(capsys, "report", group, "--db", db, "--format", "html")
     assert code == 0 and "<script>" not in page and "\x1b" not in page
     assert "<td>a|b</td>" in page and "<td>&lt;script&gt;x&lt;/script&gt;</td>" in page
+
+
+def test_a_command_leaves_nothing_installed_for_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How a run's real models are served (its cassette, limits, timeouts) ends with the
+    command: `main` called again in the same thread starts from what was there before."""
+    from errorflow.models import serving
+
+    before = serving.current()
+    db = str(tmp_path / "s.db")
+    assert (
+        main(["run", "contamination", "--trials", "1", "--db", db, "-q", "--busy-wait", "3"]) == 0
+    )
+    assert serving.current() is before

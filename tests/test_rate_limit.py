@@ -83,6 +83,16 @@ async def test_tokens_a_minute_count_what_a_reply_really_used() -> None:
     assert sum(time.slept) == pytest.approx(5.0)  # 500 tokens at 100 a second
 
 
+async def test_a_request_not_sent_uses_nothing_and_is_not_counted() -> None:
+    time = FakeTime()
+    lim = limiter(time, requests_per_minute=1, tokens_per_minute=600)
+    async with lim.slot(600):
+        lim.unsent(600)  # held past its timeout (errorflow/models/busy_server.py)
+    async with lim.slot(600):
+        pass
+    assert time.slept == [] and lim.stats.requests == 1  # the bucket was whole again
+
+
 async def test_a_request_larger_than_a_minute_costs_at_most_a_minute_of_debt() -> None:
     time = FakeTime()
     lim = limiter(time, tokens_per_minute=600)

@@ -117,8 +117,9 @@ async def run_probes(
     with the reply its client gave up on, and what is sent meanwhile would time out
     behind it. Calls sent before the wait began that time out too join it; it counts
     once towards `MAX_INFRA_IN_A_ROW`. A server that does not answer again (a reason)
-    stops the calibration. Nothing is waited for when no probe is left, or when the
-    failures in a row already stop it."""
+    stops the calibration. Nothing is held for when no probe is left, or when the
+    failures in a row already stop it (the client's own wait may still ask the server
+    once: errorflow/models/busy_server.py, which `wait_free` joins)."""
     gate = asyncio.Semaphore(concurrency)
     free = asyncio.Event()
     free.set()

@@ -5,6 +5,7 @@ errorflow/cli/errors.py is the one place failures are turned into text)."""
 from __future__ import annotations
 
 import argparse
+import contextvars
 import logging
 import os
 import sys
@@ -71,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.code if isinstance(exc.code, int) else 0
         configure_logging(args.verbose)
         apply_mqtt_client_option(args)
-        code = int(args.func(args))
+        # In a context of its own: what a command installs (how real models are served)
+        # ends with it, when main() is called again in the same thread.
+        code = int(contextvars.copy_context().run(args.func, args))
         sys.stdout.flush()  # a closed pipe fails here, where it is caught
         return code
     except BrokenPipeError:

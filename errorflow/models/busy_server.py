@@ -6,10 +6,12 @@ sent next queues behind that reply and may time out too; abandoned in turn, it k
 server busy longer still, so one runaway reply can fail every trial after it. So after a
 request timed out, the requests after it are held, not sent, until the server answers a
 one-token request again (within `wait_s`, else they go anyway: a server that did not
-answer is asked again by the next timeout). A request is held at most its own timeout,
-then fails as the server's silence would have, so a trial whose server stays busy
-still fails as an infrastructure fault before the runner's trial timeout; one set free
-by the server's answer has its whole timeout for its reply.
+answer is asked again by the next timeout). A request is held within its own timeout:
+held that long, it fails as the server's silence would have, and one set free is sent
+with the time it has left, so a call never takes longer than its timeout and a trial
+whose server stays busy fails as an infrastructure fault before the runner's trial
+timeout. One set free with less time left than the server's last reply took is not sent
+either: it would be abandoned, and keep the server busy again.
 
 One `BusyServer` per model server and model, shared by every client of it in the process
 like the rate limiters (errorflow/models/serving.py). Our own code, not a library's: a
@@ -21,6 +23,7 @@ that answers one request at a time needs. Pure asyncio, bound to no loop between
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -35,12 +38,15 @@ class BusyStats:
     waits: int = 0  # waits for the server to answer again
     unanswered: int = 0  # waits the server did not answer within `wait_s`
     held: int = 0  # requests held during a wait
-    expired: int = 0  # held requests whose own timeout ran out first
+    expired: int = 0  # held ones not sent: too little of their timeout left
 
 
 class BusyServer:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._waiting: asyncio.Task[str | None] | None = None
+        self._started = 0  # waits started: tells a wait whether it is still the one
+        self._last_reply_s = 0.0
         self.stats = BusyStats()
 
     def _wait_running(self) -> asyncio.Task[str | None] | None:
@@ -49,20 +55,30 @@ class BusyServer:
             self._waiting = waiting = None  # left by a loop that has ended
         return waiting
 
-    async def hold(self, budget_s: float) -> bool:
-        """Before a request is sent: True at once when the server is not being waited
-        for, or once it answered; False when `budget_s` ran out first."""
+    async def hold(self, budget_s: float) -> float | None:
+        """Before a request is sent: the seconds of `budget_s` left to send it with
+        (all of it when the server is not being waited for), or None when it is not to be
+        sent (`budget_s` ran out, or what is left is less than the last reply took)."""
         waiting = self._wait_running()
         if waiting is None:
-            return True
+            return budget_s
         self.stats.held += 1
+        start = self._clock()
         try:
             async with asyncio.timeout(budget_s):
                 await asyncio.shield(waiting)
         except TimeoutError:
             self.stats.expired += 1
-            return False
-        return True
+            return None
+        left = budget_s - (self._clock() - start)
+        if left <= 0 or left < self._last_reply_s:
+            self.stats.expired += 1
+            return None
+        return left
+
+    def replied(self, took_s: float) -> None:
+        """A request was answered after `took_s` (what a request set free needs left)."""
+        self._last_reply_s = took_s
 
     def timed_out(self, ping: Ping, wait_s: float) -> None:
         """A request got no answer in time: hold the next ones until the server answers
@@ -79,14 +95,19 @@ class BusyServer:
 
     def _start(self, ping: Ping, wait_s: float) -> asyncio.Task[str | None]:
         self.stats.waits += 1
-        self._waiting = asyncio.get_running_loop().create_task(self._wait(ping, wait_s))
+        self._started += 1
+        wait = self._wait(ping, wait_s, self._started)
+        self._waiting = asyncio.get_running_loop().create_task(wait)
         return self._waiting
 
-    async def _wait(self, ping: Ping, wait_s: float) -> str | None:
+    async def _wait(self, ping: Ping, wait_s: float, number: int) -> str | None:
         try:
             why = await ping(wait_s)
+        except Exception as exc:  # the holders go on: nothing of this reaches them
+            why = f"the server could not be asked ({type(exc).__name__})"
         finally:
-            self._waiting = None
+            if self._started == number:  # (not a later wait: an ended loop's ends late)
+                self._waiting = None
         if why is not None:
             self.stats.unanswered += 1
         return why

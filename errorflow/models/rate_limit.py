@@ -195,6 +195,14 @@ class RateLimiter:
         if self._tokens is not None:
             self._tokens.take(self.clock(), -estimated)
 
+    def unsent(self, estimated: int) -> None:
+        """A request that took its slot but was not sent (errorflow/models/busy_server.py
+        held it past its timeout): it used nothing, and is not counted."""
+        self.refund(estimated)
+        if self._requests is not None:
+            self._requests.take(self.clock(), -1)
+        self.stats.requests -= 1
+
     def rate_limited(self, retry_after_s: float | None) -> float:
         """A 429: everyone pauses until its retry-after (or the backoff). Returns the
         pause."""

@@ -39,6 +39,7 @@ class TrafficJson(TypedDict):
     timed_out: int
     held: int
     held_expired: int
+    waits_unanswered: int
     replies: int
     cache_hits: int
     cache_misses: int
@@ -72,6 +73,7 @@ def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, Tra
             "timed_out": held.timeouts,
             "held": held.held,
             "held_expired": held.expired,
+            "waits_unanswered": held.unanswered,
             "replies": c.replies,
             "cache_hits": c.cache_hits,
             "cache_misses": c.cache_misses,
@@ -105,15 +107,23 @@ def traffic_lines(data: Mapping[str, TrafficJson]) -> list[str]:
 
 
 def _timeouts(t: TrafficJson) -> str:
-    """`, 1 timed out, 3 held until the server answered again (1 past its timeout)`."""
+    """`, 1 timed out, 3 held while the server was waited for (1 not sent: too little
+    time left)`, and the waits it did not answer."""
     if not t["timed_out"]:
         return ""
     said = f", {t['timed_out']} timed out"
     if t["held"]:
-        said += f", {t['held']} held until the server answered again"
+        said += f", {t['held']} held while the server was waited for"
         if t["held_expired"]:
-            said += f" ({t['held_expired']} past its timeout)"
+            said += f" ({t['held_expired']} not sent: too little time left)"
+    if t["waits_unanswered"]:
+        said += f", {t['waits_unanswered']} waits unanswered"
     return said
+
+
+def _from_server(t: TrafficJson) -> int:
+    """The replies the server itself gave (not the cache's or a cassette's)."""
+    return t["replies"] - t["cache_hits"] - t["replayed"]
 
 
 def timeout_hints(data: Mapping[str, TrafficJson]) -> list[str]:
@@ -125,7 +135,7 @@ def timeout_hints(data: Mapping[str, TrafficJson]) -> list[str]:
         f"{t['peak_in_flight']} in flight; a server that answers one request at a time "
         "(llama.cpp's) needs --max-concurrency 1 (and a --model-timeout its longest reply fits in)"
         for label, t in data.items()
-        if t["timed_out"] and t["peak_in_flight"] > 1 and t["replies"]
+        if t["timed_out"] and t["peak_in_flight"] > 1 and _from_server(t)
     ]
 
 

@@ -241,13 +241,13 @@ class AnthropicBackend(SdkBackend):
         )
         return judged if isinstance(judged, ModelCallError) else None
 
-    async def _post(self, body: WireRequest) -> Posted | Refused:
+    async def _post(self, body: WireRequest, timeout_s: float) -> Posted | Refused:
         named = {k: body[k] for k in SDK_FIELDS if k in body}
         extra = {k: v for k, v in body.items() if k not in SDK_FIELDS}
         failure: Refused | None = None
         try:
             raw = await self._client.messages.with_raw_response.create(
-                **cast(Any, named), extra_body=extra or None
+                **cast(Any, named), extra_body=extra or None, timeout=timeout_s
             )
             headers = lower_headers(raw.headers)
             body_bytes = await raw.read()

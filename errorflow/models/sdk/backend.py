@@ -14,6 +14,7 @@ error's body reads, and which statuses besides the refusals say the server is wr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -88,7 +89,8 @@ class SdkBackend:
         self.timeout_s, self.limiter, self.max_pacing_s = timeout_s, limiter, max_pacing_s
         self.busy, self.busy_wait_s = busy, busy_wait_s
 
-    async def _post(self, body: WireRequest) -> Posted | Refused:
+    async def _post(self, body: WireRequest, timeout_s: float) -> Posted | Refused:
+        """`body` sent once; its reply waited for up to `timeout_s`."""
         raise NotImplementedError
 
     async def _ping(self, timeout_s: float) -> ModelCallError | None:
@@ -214,31 +216,39 @@ class SdkBackend:
         """One request body → the reply's JSON body, through the rate limiter (a 429 is
         waited out, see `send_paced`); any other failure raises `ModelCallError`.
 
-        After a request to this server timed out, the next ones are held until it
-        answers again (`busy`, errorflow/models/busy_server.py): each at most its own
-        timeout, then it fails as the server's silence would have. One the server's
-        answer set free has its whole timeout for its reply."""
-        busy = self.busy
-        if busy is not None and not await busy.hold(self.timeout_s):
-            reason = (
-                f"the model server at {self.server} did not answer in {self.timeout_s:g}s "
-                "(still busy after a request that timed out)"
-            )
-            raise ModelCallError(
-                ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True
-            )
+        After a request to this server timed out, the next ones are held in their slots
+        until it answers again (`busy`, errorflow/models/busy_server.py), each within its
+        own timeout: one held too long fails as the server's silence would have."""
+        estimate = input_tokens(body)
         return await send_paced(
-            lambda: self._post_watched(body),
+            lambda: self._post_watched(body, estimate),
             self.limiter,
-            estimate=input_tokens(body),
+            estimate=estimate,
             server=self.server,
             max_pacing_s=self.max_pacing_s,
         )
 
-    async def _post_watched(self, body: WireRequest) -> Posted | Refused:
-        """`_post`; a timeout holds the requests after it (see `send`)."""
-        outcome = await self._post(body)
+    async def _post_watched(self, body: WireRequest, estimate: int) -> Posted | Refused:
+        """`_post` in a limiter slot: held while the server is waited for, and a timeout
+        holds the requests after it (see `send`)."""
         busy = self.busy
-        if busy is not None and isinstance(outcome, Refused) and outcome.error.timed_out:
+        if busy is None:
+            return await self._post(body, self.timeout_s)
+        left = await busy.hold(self.timeout_s)
+        if left is None:
+            self.limiter.unsent(estimate)
+            reason = (
+                f"the model server at {self.server} did not answer in {self.timeout_s:g}s "
+                "(still busy after a request that timed out)"
+            )
+            error = ModelCallError(
+                ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True
+            )
+            return Refused(error)
+        started = time.monotonic()
+        outcome = await self._post(body, left)
+        if isinstance(outcome, Posted):
+            busy.replied(time.monotonic() - started)
+        elif outcome.error.timed_out:
             busy.timed_out(self._answers, self.busy_wait_s)
         return outcome
