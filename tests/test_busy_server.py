@@ -160,6 +160,31 @@ async def test_one_set_free_with_less_left_than_the_last_reply_took_is_not_sent(
     assert busy.stats.expired == 1 and busy.stats.held == 2
 
 
+async def test_before_any_reply_one_set_free_needs_half_its_timeout_left() -> None:
+    """The runaway may be the server's first reply: no reply has said how long one takes."""
+    clock = Clock()
+    busy, server = BusyServer(clock), Server()
+    busy.timed_out(server.ping, 30.0)
+    short, long = asyncio.create_task(busy.hold(3.0)), asyncio.create_task(busy.hold(5.0))
+    await settle()
+    clock.now += 2.0
+    server.answer()
+    assert await short is None and await long == 3.0  # 1 of 3 s left; 3 of 5
+
+
+async def test_the_shortest_recent_reply_is_what_one_set_free_needs() -> None:
+    clock = Clock()
+    busy, server = BusyServer(clock), Server()
+    for took in (0.9, 0.3, 0.6):  # 0.9 and 0.6 waited in the server's queue
+        busy.replied(took)
+    busy.timed_out(server.ping, 30.0)
+    held = asyncio.create_task(busy.hold(1.0))
+    await settle()
+    clock.now += 0.6
+    server.answer()
+    assert await held == pytest.approx(0.4)  # more than 0.3: sent
+
+
 async def test_a_ping_that_raises_lets_the_requests_go_with_a_reason() -> None:
     async def broken(wait_s: float) -> str | None:
         raise RuntimeError("closed")

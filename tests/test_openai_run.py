@@ -256,7 +256,7 @@ def test_requests_that_time_out_in_a_one_at_a_time_servers_queue_get_a_hint(
     assert code == 1
     [hint] = [line for line in said.splitlines() if line.startswith("hint:")]
     assert f"to gpt-test @ {fake.url[7:-3]} timed out with up to 3 in flight" in hint
-    assert "--max-concurrency 1" in hint
+    assert "--max-concurrency 1 and --set max_in_flight=1" in hint
 
 
 # -- keys --------------------------------------------------------------------------------

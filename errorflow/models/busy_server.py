@@ -8,10 +8,11 @@ request timed out, the requests after it are held, not sent, until the server an
 one-token request again (within `wait_s`, else they go anyway: a server that did not
 answer is asked again by the next timeout). A request is held within its own timeout:
 held that long, it fails as the server's silence would have, and one set free is sent
-with the time it has left, so a call never takes longer than its timeout and a trial
-whose server stays busy fails as an infrastructure fault before the runner's trial
-timeout. One set free with less time left than the server's last reply took is not sent
-either: it would be abandoned, and keep the server busy again.
+with the time it has left, so being held never makes it outlast its timeout (and a
+trial whose server stays busy fails as an infrastructure fault). One set free with less
+time left than the shortest of the server's recent replies took (half its timeout
+before any reply came) is not sent either: it would be abandoned, and keep the server
+busy again.
 
 One `BusyServer` per model server and model, shared by every client of it in the process
 like the rate limiters (errorflow/models/serving.py). Our own code, not a library's: a
@@ -24,8 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+#: The replies whose times say what a request set free needs left: the shortest of
+#: them (a reply's time counts any wait in the server's own queue, so the shortest is
+#: the one nearest a reply's own).
+RECENT_REPLIES = 8
 
 #: Asks the server a one-token request, waiting up to the seconds given: None once it
 #: answered (whatever it answered), else why not, in one line.
@@ -46,7 +53,7 @@ class BusyServer:
         self._clock = clock
         self._waiting: asyncio.Task[str | None] | None = None
         self._started = 0  # waits started: tells a wait whether it is still the one
-        self._last_reply_s = 0.0
+        self._replies: deque[float] = deque(maxlen=RECENT_REPLIES)  # how long they took
         self.stats = BusyStats()
 
     def _wait_running(self) -> asyncio.Task[str | None] | None:
@@ -58,7 +65,7 @@ class BusyServer:
     async def hold(self, budget_s: float) -> float | None:
         """Before a request is sent: the seconds of `budget_s` left to send it with
         (all of it when the server is not being waited for), or None when it is not to be
-        sent (`budget_s` ran out, or what is left is less than the last reply took)."""
+        sent (`budget_s` ran out, or less is left than a reply needs)."""
         waiting = self._wait_running()
         if waiting is None:
             return budget_s
@@ -71,14 +78,15 @@ class BusyServer:
             self.stats.expired += 1
             return None
         left = budget_s - (self._clock() - start)
-        if left <= 0 or left < self._last_reply_s:
+        need = min(self._replies) if self._replies else budget_s / 2
+        if left < need:
             self.stats.expired += 1
             return None
         return left
 
     def replied(self, took_s: float) -> None:
         """A request was answered after `took_s` (what a request set free needs left)."""
-        self._last_reply_s = took_s
+        self._replies.append(took_s)
 
     def timed_out(self, ping: Ping, wait_s: float) -> None:
         """A request got no answer in time: hold the next ones until the server answers

@@ -198,7 +198,8 @@ def current() -> Serving:
 
 
 def install(settings: Serving) -> None:
-    """`settings` for the rest of this context (a CLI command: the whole process)."""
+    """`settings` for the rest of this context (a CLI command's: `main` runs each command
+    in a context of its own)."""
     _CURRENT.set(settings)
 
 
