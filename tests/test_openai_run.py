@@ -201,22 +201,25 @@ def one_slow_reply(
     return respond
 
 
-@pytest.mark.parametrize(("busy_wait", "in_flight"), [(None, 1), ("0", 1), (None, 3)])
+@pytest.mark.parametrize(
+    ("busy_wait", "in_flight", "runaway"), [(None, 1, 1), ("0", 1, 1), (None, 3, 1), (None, 1, 0)]
+)
 def test_one_runaway_reply_is_the_only_request_that_times_out(
-    busy_wait: str | None, in_flight: int, tmp_path: Path,
+    busy_wait: str | None, in_flight: int, runaway: int, tmp_path: Path,
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """As llama.cpp's: one request at a time, each written to its end, even after its
     client gave up. A reply takes 0.6 s against the 1 s timeout; the second one runs away
-    (2.8 s). Without the wait (`--busy-wait 0`), a request sent while the server still
-    writes it queues behind it and times out too, abandoned in turn, and the next queues
-    behind that: trial after trial. With the wait (the default) the requests after the
-    timeout are held until the server answers a ping, the ones queued in the limiter
-    included (`max_in_flight=3`); a held one that has less time left than a reply takes
-    is not sent. So the runaway is the only request that times out, and the trials that
-    start once the server answered are scored."""
+    (2.8 s), or the first, before any reply said how long one takes. Without the wait
+    (`--busy-wait 0`), a request sent while the server still writes it queues behind it
+    and times out too, abandoned in turn, and the next queues behind that: trial after
+    trial. With the wait (the default) the requests after the timeout are held until the
+    server answers a ping, the ones queued in the limiter included (`max_in_flight=3`);
+    one set free with less time left than a reply takes (half the timeout before any
+    reply came) is not sent. So the runaway is the only request that times out, and the
+    trials that start once the server answered are scored."""
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    respond = one_slow_reply(slow_s=2.8, normal_s=0.6, slow_call=1)
+    respond = one_slow_reply(slow_s=2.8, normal_s=0.6, slow_call=runaway)
     more = [] if busy_wait is None else ["--busy-wait", busy_wait]
     with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
         real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
