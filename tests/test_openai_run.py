@@ -259,7 +259,52 @@ def test_requests_that_time_out_in_a_one_at_a_time_servers_queue_get_a_hint(
     assert code == 1
     [hint] = [line for line in said.splitlines() if line.startswith("hint:")]
     assert f"to gpt-test @ {fake.url[7:-3]} timed out with up to 3 in flight" in hint
-    assert "--max-concurrency 1 and --set max_in_flight=1" in hint
+    assert "needs --max-concurrency 1 (the others then wait for a free slot here" in hint
+
+
+def test_trials_queued_for_a_model_server_are_not_bus_faults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six trials at once behind `--max-concurrency 1`, each reply 0.5 s: the last
+    trial's request waits 2.5 s for a slot, past the 2 s trial timeout. Time at a model
+    server does not count against it (errorflow/models/server_time.py): every trial is
+    scored, none a bus fault."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    respond = one_slow_reply(slow_s=0.5, normal_s=0.5)
+    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
+        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
+        code, out, _ = cli(
+            capsys, "run", "contamination", "--trials", "6", "--db", str(tmp_path / "q.db"),
+            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
+            "--set", "max_in_flight=6", "--max-concurrency", "1", "--trial-timeout", "2",
+        )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 0, doc["outcomes"]
+    assert doc["outcomes"]["bus_fault"] == 0 and doc["outcomes"]["infra_fault"] == 0
+    [traffic] = doc["model_traffic"].values()
+    assert traffic["requests"] == traffic["replies"] == 6 and traffic["peak_in_flight"] == 1
+
+
+def test_a_lost_message_is_still_a_bus_fault_when_the_agents_call_a_model_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The researcher's result never reaches the writer (a partition, no resends): once
+    its request was answered, nothing of the trial is at a model server, and the trial
+    timeout runs out as it would without one."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    respond = one_slow_reply(slow_s=0.5, normal_s=0.5)
+    cut = "{partitions: [{between: [researcher, writer], from_s: 0, to_s: 100000}], max_resends: 0}"
+    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
+        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
+        code, out, _ = cli(
+            capsys, "run", "contamination", "--trials", "2", "--db", str(tmp_path / "p.db"),
+            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
+            "--set", f"bus={cut}", "--max-concurrency", "1", "--trial-timeout", "1.5",
+        )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 0 and doc["outcomes"]["bus_fault"] == 2, doc["outcomes"]
+    [traffic] = doc["model_traffic"].values()
+    assert traffic["replies"] == 2  # each researcher was answered before its trial ran out
 
 
 # -- keys --------------------------------------------------------------------------------

@@ -114,8 +114,9 @@ def trial_timeout_option(sp: argparse.ArgumentParser) -> None:
         default=DEFAULT_TRIAL_TIMEOUT_S,
         metavar="SECONDS",
         help="how long the runner waits for a trial's final result before it scores the "
-        f"trial bus_fault (default: {DEFAULT_TRIAL_TIMEOUT_S:g}); a trial of real models "
-        "makes several calls of up to --model-timeout each, one after another",
+        f"trial bus_fault (default: {DEFAULT_TRIAL_TIMEOUT_S:g}); the time its agents in "
+        "this process wait on a model server (for a slot, a 429 or the reply) does not "
+        "count; that of --external-agents does",
     )
 
 

@@ -6,7 +6,9 @@ factory. Each request is rendered to its wire body once, keyed (errorflow/agents
 exchange.py), and answered from the first of: the cassette being replayed, the response
 cache, the server (through the shared rate limiter). Whatever answered is logged to the
 traffic log and parsed as the server's own reply would be, so a cached or replayed run
-gives its agents exactly what the recorded one got: same answers, same usage.
+gives its agents exactly what the recorded one got: same answers, same usage. A request
+to the server is timed for its trial while it waits and is answered (`Serving.server_time`:
+the runner's trial timeout does not count that time).
 """
 
 from __future__ import annotations
@@ -103,7 +105,11 @@ class ServedBackend:
     async def _from_server(self, body: WireRequest) -> JsonObject:
         if self.sender is None:  # a replay without the key (unreachable: _stored raised)
             raise ModelCallError(ErrorCode.INTERNAL_ERROR, "no model server to ask")
-        reply = await self.sender.send(body)
+        if self.experiment is None:
+            reply = await self.sender.send(body)
+        else:
+            with self.serving.server_time.at_server((self.experiment.digest, self.place.trial)):
+                reply = await self.sender.send(body)
         self._count_usage(reply)
         return reply
 

@@ -133,9 +133,9 @@ def timeout_hints(data: Mapping[str, TrafficJson]) -> list[str]:
     return [
         f"hint: {t['timed_out']} requests to {shown(label)} timed out with up to "
         f"{t['peak_in_flight']} in flight; a server that answers one request at a time "
-        "(llama.cpp's) needs --max-concurrency 1 and --set max_in_flight=1 (a request "
-        "waiting for a free slot has no timeout: a trial that runs out of --trial-timeout "
-        "there is a bus fault), and a --model-timeout its longest reply fits in"
+        "(llama.cpp's) needs --max-concurrency 1 (the others then wait for a free slot "
+        "here, where their timeouts do not run), and a --model-timeout its longest reply "
+        "fits in"
         for label, t in data.items()
         if t["timed_out"] and t["peak_in_flight"] > 1 and _from_server(t)
     ]
