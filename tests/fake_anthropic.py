@@ -14,7 +14,8 @@ models endpoint answers instead. `unused_url()` is a server nobody listens on.
 
 A `Reply` can be what no Messages API sends: bytes or text as they are, under any
 `content_type`, or `hang=True`, a request read and never answered (until the server
-stops). `GARBAGE` holds one of each kind of answer that is not a Messages API reply.
+stops), or `trickle_s=`, a body written a byte at a time (each read soon, the whole
+late). `GARBAGE` holds one of each kind of answer that is not a Messages API reply.
 
 For whole runs: `respond=` answers every request without a scripted reply (a fake
 model: tests/fake_model.py); `rate_limits=` (requests a window) answers 429 with
@@ -45,6 +46,7 @@ class Reply:
     delay_s: float = 0.0
     content_type: str = "application/json"
     hang: bool = False  # read the request, never answer it
+    trickle_s: float = 0.0  # the body written a byte at a time, this long between bytes
 
 
 @dataclass
@@ -265,7 +267,12 @@ class FakeAnthropic:
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if not reply.trickle_s:
+                        self.wfile.write(payload)
+                    for byte in payload if reply.trickle_s else b"":
+                        self.wfile.write(bytes((byte,)))
+                        self.wfile.flush()
+                        time.sleep(reply.trickle_s)
                 except OSError:  # the client gave up (timeout tests)
                     pass
 

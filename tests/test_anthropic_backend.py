@@ -397,7 +397,12 @@ async def test_invalid_retry_after_is_ignored_for_a_backoff(
 
 
 @pytest.mark.parametrize(
-    "silence", [Reply(hang=True), Reply(body=message([text("late")]), delay_s=2.0)]
+    "silence",
+    [
+        Reply(hang=True),
+        Reply(body=message([text("late")]), delay_s=2.0),
+        Reply(body=message([text("late")]), trickle_s=0.01),  # each read in time, all late
+    ],
 )
 async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
     fake: FakeAnthropic, silence: Reply

@@ -284,7 +284,14 @@ async def test_a_200_that_is_not_a_chat_completion_is_an_infra_fault(
     assert said.endswith("not a Chat Completions reply") and "\n" not in said
 
 
-@pytest.mark.parametrize("silence", [Reply(hang=True), Reply(body=completion(), delay_s=2.0)])
+@pytest.mark.parametrize(
+    "silence",
+    [
+        Reply(hang=True),
+        Reply(body=completion(), delay_s=2.0),
+        Reply(body=completion(), trickle_s=0.01),  # each read in time, the whole late
+    ],
+)
 async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
     fake: FakeOpenAI, silence: Reply
 ) -> None:

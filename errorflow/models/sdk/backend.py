@@ -14,6 +14,7 @@ error's body reads, and which statuses besides the refusals say the server is wr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -122,11 +123,7 @@ class SdkBackend:
         timeout the request had, when not `timeout_s`)."""
         errors = self.errors
         if isinstance(exc, errors.timeout):
-            waited = self.timeout_s if waited_s is None else waited_s
-            reason = f"the model server at {self.server} did not answer in {waited:g}s"
-            return ModelCallError(
-                ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True
-            )
+            return self._silent(self.timeout_s if waited_s is None else waited_s)
         if isinstance(exc, errors.connection):
             reason = self._scrub(
                 f"cannot reach the model server at {self.server} ({connection_cause(exc)})"
@@ -233,22 +230,31 @@ class SdkBackend:
         holds the requests after it (see `send`)."""
         busy = self.busy
         if busy is None:
-            return await self._post(body, self.timeout_s)
+            return await self._post_within(body, self.timeout_s)
         left = await busy.hold(self.timeout_s)
         if left is None:
             self.limiter.unsent(estimate)
-            reason = (
-                f"the model server at {self.server} did not answer in {self.timeout_s:g}s "
-                "(still busy after a request that timed out)"
+            return Refused(
+                self._silent(self.timeout_s, " (still busy after a request that timed out)")
             )
-            error = ModelCallError(
-                ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True
-            )
-            return Refused(error)
         started = time.monotonic()
-        outcome = await self._post(body, left)
+        outcome = await self._post_within(body, left)
         if isinstance(outcome, Posted):
             busy.replied(time.monotonic() - started)
         elif outcome.error.timed_out:
             busy.timed_out(self._answers, self.busy_wait_s)
         return outcome
+
+    async def _post_within(self, body: WireRequest, timeout_s: float) -> Posted | Refused:
+        """`_post`, answered within `timeout_s` in all: the SDKs' timeout bounds each read
+        of the reply, so a server writing it a little at a time would outlast it."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await self._post(body, timeout_s)
+        except TimeoutError:  # `_post` returns its own failures: this is the deadline's
+            return Refused(self._silent(self.timeout_s))
+
+    def _silent(self, waited_s: float, why: str = "") -> ModelCallError:
+        """A request the server did not answer in time: an infrastructure fault."""
+        reason = f"the model server at {self.server} did not answer in {waited_s:g}s{why}"
+        return ModelCallError(ErrorCode.INFRA_FAULT, reason, infrastructure=reason, timed_out=True)
