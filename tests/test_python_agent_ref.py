@@ -33,7 +33,9 @@ answer = 42
 """
 
 
-def scenario(folder: Path, function: str | None, behaviour: str | None = "python") -> Path:
+def scenario(
+    folder: Path, function: str | None, behaviour: str | None = "python", extra: str = ""
+) -> Path:
     (folder / "team").mkdir(exist_ok=True)
     (folder / "team" / "desk.py").write_text(CODE)
     (folder / "desk.py").write_text(CODE)
@@ -42,6 +44,8 @@ def scenario(folder: Path, function: str | None, behaviour: str | None = "python
         lines.append(f"behaviour: {behaviour}")
     if function:
         lines.append(f"function: '{function}'")
+    if extra:
+        lines.append(extra)
     agent = "{" + ", ".join(lines) + "}"
     text = f"""
     name: refs
@@ -103,6 +107,19 @@ def test_function_and_behaviour_go_together(tmp_path: Path) -> None:
         load(scenario(tmp_path, None))
     with pytest.raises(ScenarioError, match="`function` is for `behaviour: python`"):
         load(scenario(tmp_path, "desk:good", behaviour=None))
+
+
+def test_function_timeout_goes_with_python_and_old_files_dump_as_before(tmp_path: Path) -> None:
+    s = load(scenario(tmp_path, "desk:good"))
+    assert s.agents["clerk"].function_timeout_s == 60.0
+    assert "function_timeout_s" not in s.agents["clerk"].model_dump()  # hashes as before
+    s = load(scenario(tmp_path, "desk:good", extra="function_timeout_s: 2.5"))
+    assert s.agents["clerk"].function_timeout_s == 2.5
+    assert s.agents["clerk"].model_dump()["function_timeout_s"] == 2.5
+    with pytest.raises(ScenarioError, match="`function_timeout_s` is for `behaviour: python`"):
+        load(scenario(tmp_path, None, behaviour=None, extra="function_timeout_s: 5"))
+    with pytest.raises(ScenarioError, match="function_timeout_s"):
+        load(scenario(tmp_path, "desk:good", extra="function_timeout_s: 0"))
 
 
 def test_a_framework_module_without_its_extra_is_one_line(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 file beside the scenario, calls its tools through the gate and is scored. A relaying
 agent succeeds fault-free; under a tool fault it is contaminated implicitly and
 contained explicitly (as scored, trial by trial); a raising callable is an agent
-failure; tool, agent and crash faults fire on it and are counted; the model handle
-works; the same seed gives the same events."""
+failure, and so is one that never returns (its own time runs out); tool, agent and
+crash faults fire on it and are counted; the model handle works; the same seed gives
+the same events."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from errorflow.scoring.score import Outcome
 from tests.test_runner import events_by_trial, normalised
 
 AGENTS = """
+import asyncio
+
 from errorflow import AgentContext, AgentReply
 
 async def relay(ctx: AgentContext) -> AgentReply:
@@ -38,6 +41,11 @@ async def relay(ctx: AgentContext) -> AgentReply:
 async def boom(ctx: AgentContext) -> AgentReply:
     await ctx.call_tool(ctx.needs[0].tool, ctx.needs[0].arguments)
     raise ValueError("could not parse the answer")
+
+async def stuck(ctx: AgentContext) -> AgentReply:
+    if ctx.trial % 2 == 0:
+        await asyncio.Event().wait()  # a reply of its own service that never comes
+    return await relay(ctx)
 
 async def timeout(ctx: AgentContext) -> AgentReply:
     raise TimeoutError("the agent's own client timed out")
@@ -84,6 +92,7 @@ def scenario_file(
     trials: int = 20,
     downstream: str | None = None,
     profile: str = "small-local",
+    clerk_extra: str = "",
 ) -> Path:
     (tmp_path / "agents.py").write_text(AGENTS)
     sends = "\n    sends_to: [last]" if downstream else ""
@@ -110,7 +119,7 @@ agents:
     tools: [kpi]
     model: {{profile: {profile}}}
     policy: {policy}
-    faults: {agent_faults}{sends}{last}
+    faults: {agent_faults}{sends}{clerk_extra}{last}
 task:
   prompt: What were the 2024 revenue and costs?
   needs:
@@ -122,8 +131,10 @@ task:
     return path
 
 
-async def run(scenario: Scenario, db: Path, propagation: str = "explicit") -> RunResult:
-    options = RunOptions(bus=InProcessBus(), db_path=db)
+async def run(
+    scenario: Scenario, db: Path, propagation: str = "explicit", trial_timeout_s: float = 120.0
+) -> RunResult:
+    options = RunOptions(bus=InProcessBus(), db_path=db, trial_timeout_s=trial_timeout_s)
     return await run_scenario(with_settings(scenario, propagation=propagation), options)
 
 
@@ -197,6 +208,31 @@ async def test_a_raising_callable_is_an_agent_failure(tmp_path: Path) -> None:
     s = load(scenario_file(tmp_path, "agents.py:timeout", trials=2))
     final = finals(await run(s, tmp_path / "t.db"))[0]
     assert final.errors[0].code.value == "timeout"
+
+
+async def test_a_callable_that_never_returns_is_the_agents_timeout_not_a_bus_fault(
+    tmp_path: Path,
+) -> None:
+    """Past `function_timeout_s` of its own time the callable is cancelled and the agent
+    fails with a timeout, reported as a raised TimeoutError is; before, its trial ran
+    into the runner's trial timeout and was scored a bus fault."""
+    extra = "\n    function_timeout_s: 0.3"
+    path = scenario_file(tmp_path, "agents.py:stuck", trials=4, clerk_extra=extra)
+    for propagation in ("explicit", "implicit"):
+        result = await run(load(path), tmp_path / f"{propagation}.db", propagation, 5.0)
+        assert result.outcomes["bus_fault"] == 0, result.outcomes
+        stuck = finals(result)[0]
+        payload = ResultPayload.from_wire(stuck.payload)
+        assert payload.stopped is not None and payload.stopped.code_value == "timeout"
+        outcomes = {sc.trial: sc.outcome for sc in result.scores}
+        assert outcomes[1] is outcomes[3] is Outcome.SUCCESS
+        if propagation == "explicit":  # reported: contained
+            [error] = stuck.errors
+            assert (error.code.value, error.origin) == ("timeout", "clerk")
+            assert outcomes[0] is outcomes[2] is Outcome.CONTAINED
+        else:  # an empty success, as `except Exception: return []` makes it
+            assert stuck.status is Status.OK and not stuck.errors
+            assert outcomes[0] is outcomes[2] is Outcome.CONTAMINATED
 
 
 async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from errorflow.agents.kit import AgentKit
 from errorflow.agents.late_inputs import Arrivals, arrivals
 from errorflow.agents.loop import LoopOutcome, Persona, TrialLoop
 from errorflow.agents.model_gate import ModelGate
+from errorflow.agents.own.own_time_limit import OwnTimeLimit
 from errorflow.agents.own.python_loop import OwnLoop
 from errorflow.agents.policy_tally import PolicyTally
 from errorflow.agents.propagation import (
@@ -166,7 +167,10 @@ class TrialWork:
         loop: TrialLoop | OwnLoop
         if kit.own is not None and plan.runs_own_code:  # the user's code, not the model's loop
             stop = plan.stop_on_unrecoverable
-            loop = OwnLoop(kit.own, trial, plan.persona, model, tools, budget, guard, stop, emit)
+            limit = OwnTimeLimit(kit.spec.function_timeout_s)
+            loop = OwnLoop(
+                kit.own, trial, plan.persona, model, tools, budget, guard, stop, emit, limit
+            )
         else:
             loop = TrialLoop(
                 plan.persona, model, tools, budget, guard, plan.stop_on_unrecoverable, emit

@@ -7,7 +7,8 @@ opens it, the tool gate runs it (faults, retries, breakers, limiters), the loop 
 closes it; once the loop is stopped (budget, guard, an unrecoverable failure when the
 policy stops on one, a tool server gone), further calls are refused without running.
 
-The budget is checked before every model call the callable makes, too.
+The budget is checked before every model call the callable makes, too. The callable
+runs within `function_timeout_s` of its own time (errorflow/agents/own/own_time_limit.py).
 A callable that raises is the agent's failure, classified like a tool's exception
 (`internal_error` when nothing more is known); one that returns something that is not
 an answer is `internal_error` too. A model call that failed for good and was not
@@ -35,6 +36,7 @@ from errorflow.agents.own.context import (
     ToolResult,
     Upstream,
 )
+from errorflow.agents.own.own_time_limit import OwnTimeLimit
 from errorflow.core.redact import redact
 from errorflow.core.taxonomy import UNRECOVERABLE, ErrorCode
 from errorflow.faults.crash import InjectedCrash
@@ -54,6 +56,7 @@ from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.events import Emit, LoopStop
 from errorflow.protocol.stop import StopReason
 from errorflow.scenario.python_agent_ref import AgentCallable
+from errorflow.scenario.spec.model import DEFAULT_FUNCTION_TIMEOUT_S
 
 #: Longest text of a callable's exception kept on the failure.
 MAX_RAISED_CHARS = 300
@@ -78,6 +81,8 @@ class OwnLoop:
     guard: LoopGuard
     stop_on_unrecoverable: bool
     emit: Emit
+    #: The callable's own time (errorflow/agents/own/own_time_limit.py).
+    limit: OwnTimeLimit = field(default_factory=lambda: OwnTimeLimit(DEFAULT_FUNCTION_TIMEOUT_S))
     stated: Stated = field(default_factory=Stated)
     _successes: int = 0
     _calls: int = 0
@@ -98,7 +103,8 @@ class OwnLoop:
             _call=lambda name, args, call_id: self._call(out, name, args, call_id),
         )
         try:
-            returned = await self.fn(ctx)
+            async with self.limit.running():
+                returned = await self.fn(ctx)
             reply = _reply(returned)
         except (InjectedCrash, asyncio.CancelledError):
             raise
@@ -148,7 +154,8 @@ class OwnLoop:
         arguments = args if isinstance(args, str) else dict(args)
         call = ToolCall(call_id or self._call_id(out, name, arguments), name, arguments)
         self._calls += 1
-        outcome = await self.gate.call(call)
+        with self.limit.paused():
+            outcome = await self.gate.call(call)
         out.turns += [AssistantTurn([call]), ObservationTurn(call.id, name, outcome.observation)]
         failure = outcome.failure
         if failure is None:
@@ -189,7 +196,8 @@ class OwnLoop:
         request = ModelRequest(
             p.agent, p.role, p.system, turns, p.tools, p.behaviour.name, p.stance
         )
-        response = await self.model.complete(request)
+        with self.limit.paused():
+            response = await self.model.complete(request)
         calls = tuple(ToolRequest(c.id, c.name, c.arguments) for c in response.calls)
         final = response.final
         if final is None and not calls:  # as the model's own loop reads it

@@ -84,6 +84,10 @@ MAX_TOOLS = 64
 MAX_STEPS = 1_000
 #: Largest single world document (UTF-8 bytes); tools return documents inside messages.
 MAX_DOCUMENT_BYTES = 64 * 1024
+#: How long a python agent's own code may run (`function_timeout_s`): below the runner's
+#: trial timeout (120 s), so a trial whose code never returns shows the agent's timeout,
+#: not a bus fault.
+DEFAULT_FUNCTION_TIMEOUT_S = 60.0
 #: Largest total of what a task's needs fetch (UTF-8 bytes): half the bus message limit
 #: (errorflow.protocol.envelope.MAX_MESSAGE_BYTES, 256 KiB), leaving room for the envelope,
 #: the errors and a report that quotes the findings.
@@ -133,6 +137,7 @@ class AgentSpec(Extended):
             "inspector",
             "function",
             "delegates",
+            "function_timeout_s",
         }
     )
 
@@ -172,6 +177,9 @@ class AgentSpec(Extended):
     #: `behaviour: python`: the async callable that does the agent's work
     #: (`package.module:callable` or `path/file.py:callable`; errorflow.agents.own).
     function: str | None = Field(default=None, min_length=3, max_length=500)
+    #: How long (real seconds) `function` may run on its own, its tool and model calls
+    #: not counted; past it the agent fails with a timeout (errorflow.agents.own).
+    function_timeout_s: float = Field(default=DEFAULT_FUNCTION_TIMEOUT_S, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _function_with_python(self) -> AgentSpec:
@@ -179,6 +187,8 @@ class AgentSpec(Extended):
             raise ValueError("a python agent needs `function: package.module:callable`")
         if self.function is not None and self.behaviour != "python":
             raise ValueError("`function` is for `behaviour: python` agents only")
+        if "function_timeout_s" in self.model_fields_set and self.behaviour != "python":
+            raise ValueError("`function_timeout_s` is for `behaviour: python` agents only")
         return self
 
     @field_validator("role")
