@@ -142,7 +142,7 @@ ROW = re.compile(
 def _check_chain(c: Calibrated) -> None:
     """The real model plays researcher, analyst and writer, at the default trial timeout
     (120 s): a chain of real replies one after another, each up to 100 s, fits in it, as
-    the time at a model server does not count (errorflow/models/server_time.py)."""
+    the time at a model server does not count (errorflow/core/outside_time.py)."""
     agents = ("researcher", "analyst", "writer")
     out = _compare(c, "research-chain", agents)
     assert "Real model vs its simulation" in out and "real − simulated (95% CI)" in out

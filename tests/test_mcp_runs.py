@@ -85,6 +85,32 @@ async def run(
     return await run_scenario(with_settings(scenario, propagation=propagation), options)
 
 
+async def test_time_at_the_server_does_not_run_out_the_trial_timeout(tmp_path: Path) -> None:
+    """Two calls of 0.3 s a trial against a trial timeout of 0.4 s: a trial's time at a
+    tool's server does not count (errorflow/core/outside_time.py); every trial scored."""
+    spec = json.dumps(server())
+    text = f"""
+name: mcp-slow
+seed: 7
+trials: 2
+tools:
+  nap: {{kind: mcp, server: {spec}, tool: sleep}}
+agents:
+  analyst: {{role: researcher, tools: [nap], sends_to: [writer]}}
+  writer: {{role: writer}}
+task:
+  prompt: Rest twice.
+  needs:
+    - {{id: first, tool: nap, wording: a nap, args: {{seconds: 0.3}}, expect: awake}}
+    - {{id: second, tool: nap, wording: another nap, args: {{seconds: 0.31}}, expect: awake}}
+"""
+    options = RunOptions(bus=InProcessBus(), db_path=tmp_path / "n.db", trial_timeout_s=0.4)
+    result = await run_scenario(load_text(text), options)
+    reasons = [sc.reason for sc in result.scores]
+    assert result.outcomes["bus_fault"] == 0 and result.outcomes["infra_fault"] == 0, reasons
+    assert sum(result.outcomes.values()) == 2
+
+
 def test_the_ground_truth_is_the_server_answer() -> None:
     truth = Truth(load_text(accounts()))
     assert truth.values["owner"] == "Dana Reyes" and truth.values["tickets"] == 3

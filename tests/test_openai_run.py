@@ -267,7 +267,7 @@ def test_trials_queued_for_a_model_server_are_not_bus_faults(
 ) -> None:
     """Six trials at once behind `--max-concurrency 1`, each reply 0.5 s: the last
     trial's request waits 2.5 s for a slot, past the 2 s trial timeout. Time at a model
-    server does not count against it (errorflow/models/server_time.py): every trial is
+    server does not count against it (errorflow/core/outside_time.py): every trial is
     scored, none a bus fault."""
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     respond = one_slow_reply(slow_s=0.5, normal_s=0.5)

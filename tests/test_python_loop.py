@@ -235,6 +235,41 @@ async def test_a_callable_that_never_returns_is_the_agents_timeout_not_a_bus_fau
             assert outcomes[0] is outcomes[2] is Outcome.CONTAMINATED
 
 
+SLOW_TOOL = """
+import asyncio
+
+async def slow_metric(name: str) -> int:
+    await asyncio.sleep(0.3)  # a service of the user's that answers slowly
+    return {"rev": 1284, "cost": 873}[name]
+"""
+
+
+async def test_time_in_real_tools_does_not_run_out_the_trial_timeout(tmp_path: Path) -> None:
+    """Each trial calls a Python tool twice, 0.3 s a call, against a trial timeout of
+    0.4 s: the time a trial's calls spend outside errorflow does not count
+    (errorflow/core/outside_time.py), so every trial is scored, none a bus fault."""
+    (tmp_path / "agents.py").write_text(AGENTS)
+    (tmp_path / "slow.py").write_text(SLOW_TOOL)
+    text = """
+    name: slow-tools
+    seed: 5
+    trials: 3
+    tools:
+      metric: {kind: python, function: 'slow.py:slow_metric'}
+    agents:
+      clerk: {role: clerk, behaviour: python, function: 'agents.py:relay', tools: [metric]}
+    task:
+      prompt: What were the revenue and costs?
+      needs:
+        - {id: revenue, tool: metric, wording: revenue, args: {name: rev}}
+        - {id: costs, tool: metric, wording: costs, args: {name: cost}}
+    """
+    path = tmp_path / "slow.yaml"
+    path.write_text(textwrap.dedent(text))
+    result = await run(load(path), tmp_path / "s.db", trial_timeout_s=0.4)
+    assert result.outcomes["success"] == 3, result.outcomes
+
+
 async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -> None:
     corrupt = "[{kind: corrupt, p: 0.5, claims: 1.0}]"
     s = load(scenario_file(tmp_path, agent_faults=corrupt, trials=20))

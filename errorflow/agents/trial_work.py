@@ -44,6 +44,7 @@ from errorflow.agents.run_clock import start_time
 from errorflow.agents.tool_gate import GateOutcome, TraceEntry
 from errorflow.bus.endpoint import Endpoint
 from errorflow.core.costs import Costs
+from errorflow.core.outside_time import working_on
 from errorflow.core.redact import redact
 from errorflow.core.simclock import SimClock
 from errorflow.core.taxonomy import ErrorCode
@@ -129,6 +130,10 @@ class TrialWork:
         self.trace_id = inputs[0].trace_id
 
     async def run(self) -> None:
+        with working_on(self.trace_id):  # its calls outside are timed for the trial
+            await self._run()
+
+    async def _run(self) -> None:
         carried = infra_reason(self.inputs)
         if carried is not None:  # nothing left to measure: pass it on, call no model
             await self._pass_infra_fault(carried)

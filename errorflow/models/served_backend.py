@@ -7,8 +7,8 @@ exchange.py), and answered from the first of: the cassette being replayed, the r
 cache, the server (through the shared rate limiter). Whatever answered is logged to the
 traffic log and parsed as the server's own reply would be, so a cached or replayed run
 gives its agents exactly what the recorded one got: same answers, same usage. A request
-to the server is timed for its trial while it waits and is answered (`Serving.server_time`:
-the runner's trial timeout does not count that time).
+to the server is timed for its trial while it waits and is answered (the runner's trial
+timeout does not count that time: errorflow/core/outside_time.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
+from errorflow.core.outside_time import outside_call
 from errorflow.core.taxonomy import ErrorCode
 from errorflow.models.backend import ModelCallError, ModelRequest, ModelResponse
 from errorflow.models.exchange import (
@@ -105,11 +106,8 @@ class ServedBackend:
     async def _from_server(self, body: WireRequest) -> JsonObject:
         if self.sender is None:  # a replay without the key (unreachable: _stored raised)
             raise ModelCallError(ErrorCode.INTERNAL_ERROR, "no model server to ask")
-        if self.experiment is None:
+        with outside_call():
             reply = await self.sender.send(body)
-        else:
-            with self.serving.server_time.at_server((self.experiment.digest, self.place.trial)):
-                reply = await self.sender.send(body)
         self._count_usage(reply)
         return reply
 

@@ -17,9 +17,7 @@ A `Serving` is installed for a process (the CLI does, from its options) or for a
 - `busy_wait_s`: after a request timed out, how long the requests after it may be held
   while the server is asked to answer again (one `BusyServer` per server and model, like
   the limiters: errorflow/models/busy_server.py, which also counts the timeouts); 0
-  sends them at once;
-- `server_time`: how long each trial's requests have waited on a server, which the
-  runner's trial timeout does not count (errorflow/models/server_time.py).
+  sends them at once.
 
 It also keeps what was sent, by model (`ModelTraffic`), for the summary a command
 prints. Without one installed, a process gets the defaults: no limits, no cache, no
@@ -45,7 +43,6 @@ from errorflow.models.cassette import Cassette
 from errorflow.models.exchange_store import ExchangeLog, ResponseCache
 from errorflow.models.paced import DEFAULT_MAX_PACING_S
 from errorflow.models.rate_limit import RateLimiter, RateLimits
-from errorflow.models.server_time import ServerTime
 from errorflow.scenario.spec.model import ModelSpec, Scenario
 
 #: How long a request waits for its reply (`Serving.request_timeout_s`): a long reply
@@ -136,7 +133,6 @@ class Serving:
     traffic: dict[str, ModelTraffic] = field(default_factory=dict)
     limiters: dict[str, RateLimiter] = field(default_factory=dict)
     busy_servers: dict[str, BusyServer] = field(default_factory=dict)
-    server_time: ServerTime = field(default_factory=ServerTime)
     _cache: ResponseCache | None = field(default=None, repr=False)
     _log: ExchangeLog | None = field(default=None, repr=False)
 

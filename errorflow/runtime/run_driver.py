@@ -19,12 +19,11 @@ import aiosqlite
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Bus, Connection, hears_all
+from errorflow.core.outside_time import OUTSIDE
 from errorflow.core.redact import redact
 from errorflow.faults.agent import AgentFaultTally
 from errorflow.faults.tool_tally import ToolFaultTally
 from errorflow.models.api_keys import ApiKeys
-from errorflow.models.exchange import Experiment
-from errorflow.models.serving import current as current_serving
 from errorflow.protocol import signing, topics
 from errorflow.protocol.envelope import Envelope, Kind
 from errorflow.protocol.events import (
@@ -73,9 +72,9 @@ log = logging.getLogger(__name__)
 #: lane looks again every `RECORDER_WAIT_S` (`_recorder_caught_up`).
 RECORDER_LAG_LIMIT = 5_000
 RECORDER_WAIT_S = 0.01
-#: While a trial's request is at a model server past its deadline, the deadline is looked
-#: at again this often (`_deadline_after_waits`).
-SERVER_WAIT_RECHECK_S = 1.0
+#: While a trial's call is outside past its deadline, the deadline is looked at again
+#: this often (`_deadline_after_waits`).
+OUTSIDE_RECHECK_S = 1.0
 
 
 class RunDriver:
@@ -124,10 +123,6 @@ class RunDriver:
             plan, run_id, bus, options, self.key, self.tracker, recording
         )
         self.liveness = self.participants.liveness
-        # The model servers' time of this process's agents (see `_final_result`); the
-        # serving in effect now is the one their backends are made under.
-        self.serving = current_serving()
-        self._digest: str | None = None
 
     def resume_from(self, scores: dict[int, TrialScore]) -> None:
         """Trials an interrupted run already scored: not run again, late copies ignored.
@@ -276,7 +271,7 @@ class RunDriver:
             if self.tracker.add(env):
                 self._resolve(trial)
         try:
-            await self._final_result(trial, fut)
+            await self._final_result(trace_id, fut)
             messages = self.tracker.messages(trial)
             score = (
                 self.crashed.pop(trial, None)
@@ -291,10 +286,10 @@ class RunDriver:
         if self.options.on_trial is not None:
             self.options.on_trial(score)
 
-    async def _final_result(self, trial: int, fut: asyncio.Future[None]) -> None:
+    async def _final_result(self, trace_id: str, fut: asyncio.Future[None]) -> None:
         """`fut`, or TimeoutError after the trial timeout, which does not count the time
-        the trial's agents in this process spent waiting on a model server: each such
-        wait ends on its own (errorflow/models/server_time.py)."""
+        the trial's agents in this process spent waiting on model servers and real tools:
+        each such wait ends on its own (errorflow/core/outside_time.py)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + self.options.trial_timeout_s
@@ -307,24 +302,17 @@ class RunDriver:
                     await asyncio.shield(fut)
                 return
             except TimeoutError:
-                later = self._deadline_after_waits(trial, started, loop.time())
+                later = self._deadline_after_waits(trace_id, started, loop.time())
                 if later is None:
                     raise
                 deadline = later
 
-    def _deadline_after_waits(self, trial: int, started: float, now: float) -> float | None:
-        """The trial's deadline moved by its time at a model server; None if it passed."""
-        server_time = self.serving.server_time
-        key = (self._experiment_digest(), trial)
-        deadline = started + self.options.trial_timeout_s + server_time.spent_s(key)
-        if server_time.waiting(key):  # looked at again at least this far apart
-            deadline = max(deadline, now + SERVER_WAIT_RECHECK_S)
+    def _deadline_after_waits(self, trace_id: str, started: float, now: float) -> float | None:
+        """The trial's deadline moved by its time outside; None if it passed."""
+        deadline = started + self.options.trial_timeout_s + OUTSIDE.spent_s(trace_id)
+        if OUTSIDE.waiting(trace_id):  # looked at again at least this far apart
+            deadline = max(deadline, now + OUTSIDE_RECHECK_S)
         return deadline if deadline > now else None
-
-    def _experiment_digest(self) -> str:
-        if self._digest is None:
-            self._digest = Experiment.of(self.scenario).digest
-        return self._digest
 
     def _timed_out(self, trial: int) -> TrialScore:
         """A trial without its final result: a bus fault, unless a message that did come

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from errorflow.core.outside_time import outside_call
 from errorflow.core.tool_context import ToolContext
 from errorflow.core.tool_errors import CallTimeout
 from errorflow.scenario.python_ref import (
@@ -172,8 +173,9 @@ class PythonTool:
         # reach the edge with its own type, and from a cancellation of the caller.
         deadline = asyncio.timeout(timeout_s)
         try:
-            async with deadline:
-                return await self._run(kwargs)
+            with outside_call():  # the user's code: not the trial timeout's to count
+                async with deadline:
+                    return await self._run(kwargs)
         except TimeoutError:
             if not deadline.expired():
                 raise

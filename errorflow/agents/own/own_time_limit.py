@@ -20,6 +20,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
+from errorflow.core.errors import ErrorflowError
+
 
 class OwnTimeLimit:
     def __init__(self, limit_s: float) -> None:
@@ -64,7 +66,7 @@ class OwnTimeLimit:
                 timeout.reschedule(loop.time() + max(self._left, 0.0))
 
 
-class OwnCodeTimeout(TimeoutError):
+class OwnCodeTimeout(ErrorflowError, TimeoutError):
     """The callable's own time ran out (classified `timeout`, as any TimeoutError)."""
 
     def __init__(self, limit_s: float) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from errorflow.core.outside_time import outside_call
 from errorflow.scenario.problems import Problem, ScenarioError
 from errorflow.scenario.spec.catalog import ToolArgs
 from errorflow.scenario.spec.tool_model import ToolSpec
@@ -55,7 +56,8 @@ class McpTool:
         """One call with validated arguments: its answer, or the failure raised
         (ToolResultError, JsonRpcError, McpCallTimeout, ToolServerDown)."""
         work = self.session.call(self.remote, call_arguments(args), timeout_s)
-        result = await asyncio.wrap_future(mcp_host().submit(work))
+        with outside_call():  # the server's time: not the trial timeout's to count
+            result = await asyncio.wrap_future(mcp_host().submit(work))
         return tool_value(result, self.output_schema)
 
     def call_sync(self, args: ToolArgs, timeout_s: float) -> JsonValue:

@@ -1,0 +1,92 @@
+"""Each trial's time outside errorflow (errorflow/core/outside_time.py): the union of its
+calls' spans (two at once count once), a call still outside counted up to now, trials
+kept apart, the oldest trials with nothing outside forgotten past the limit (never one
+with a call still out); a call is timed for the trial whose work runs in the context,
+including tasks it starts, and for none outside a trial's work."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from errorflow.core import outside_time
+from errorflow.core.outside_time import OUTSIDE, OutsideTime, outside_call, working_on
+from tests.fake_time import FakeTime
+
+A, B = "run-a-t1", "run-a-t2"
+
+
+def test_a_call_counts_from_its_slot_to_its_answer() -> None:
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    assert spans.spent_s(A) == 0.0 and not spans.waiting(A)
+    with spans.span(A):
+        t.now += 3.0
+        assert spans.waiting(A) and spans.spent_s(A) == 3.0  # still out: up to now
+        t.now += 2.0
+    t.now += 10.0  # after the answer: not counted
+    assert spans.spent_s(A) == 5.0 and not spans.waiting(A)
+    with spans.span(A):
+        t.now += 1.5
+    assert spans.spent_s(A) == 6.5
+
+
+def test_calls_of_one_trial_at_once_count_once() -> None:
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    with spans.span(A):
+        t.now += 1.0
+        with spans.span(A):  # another agent of the trial, overlapping
+            t.now += 2.0
+        assert spans.waiting(A)
+        t.now += 1.0
+    assert spans.spent_s(A) == 4.0  # 1 + 2 + 1, not 1 + 2 + 2 + 1
+
+
+def test_trials_are_kept_apart_and_a_failed_call_ends_its_span() -> None:
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    with pytest.raises(TimeoutError), spans.span(A):
+        t.now += 4.0
+        raise TimeoutError
+    assert spans.spent_s(A) == 4.0 and not spans.waiting(A)
+    assert spans.spent_s(B) == 0.0
+
+
+def test_the_oldest_idle_trials_are_forgotten_never_a_waiting_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(outside_time, "REMEMBERED_TRIALS", 3)
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    waiting = spans.span("t0")
+    waiting.__enter__()  # trial 0 stays out
+    for trial in (1, 2, 3, 4):
+        with spans.span(f"t{trial}"):
+            t.now += 1.0
+    # t0 is waiting: t1 and t2 went to make room for t3 and t4
+    assert spans.waiting("t0") and spans.spent_s("t0") == 4.0
+    assert [spans.spent_s(f"t{n}") for n in (1, 2, 3, 4)] == [0.0, 0.0, 1.0, 1.0]
+    waiting.__exit__(None, None, None)
+    assert spans.spent_s("t0") == 4.0 and not spans.waiting("t0")
+
+
+async def test_a_call_is_timed_for_the_trial_whose_work_makes_it() -> None:
+    seen: dict[str, bool] = {}
+
+    async def call(name: str) -> None:
+        with outside_call():
+            seen[name] = OUTSIDE.waiting("trace-x-t7")
+            await asyncio.sleep(0.01)
+
+    with working_on("trace-x-t7"):
+        await call("awaited")
+        await asyncio.create_task(call("in a task it started"))
+    await call("outside any trial's work")
+    assert seen == {
+        "awaited": True,
+        "in a task it started": True,
+        "outside any trial's work": False,
+    }
+    assert OUTSIDE.spent_s("trace-x-t7") >= 0.02 and not OUTSIDE.waiting("trace-x-t7")
