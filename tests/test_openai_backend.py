@@ -212,6 +212,22 @@ async def test_429s_past_the_pacing_limit_are_an_infrastructure_fault(fake: Fake
     assert "kept answering 429" in (info.value.infrastructure or "")
 
 
+async def test_429s_that_ask_for_no_pause_are_given_up_on_in_time() -> None:
+    """`retry-after: 0` to every request asks for no pause at all: the time since the
+    first 429, not only the pauses asked for, runs out the pacing limit."""
+    refused = Reply(429, openai_error("requests", "no"), headers={"retry-after": "0"})
+    with FakeOpenAI(respond=lambda got: refused) as server:
+        b = OpenAIBackend(spec(server.url), KEY, max_pacing_s=0.3)
+        try:
+            with pytest.raises(ModelCallError) as info:
+                await b.complete(req())
+        finally:
+            await b.aclose()
+    assert info.value.code is ErrorCode.RATE_LIMIT
+    assert "kept answering 429 (rate limited) for 0s" in (info.value.infrastructure or "")
+    assert len(server.received) > 2 and b.limiter.stats.rate_limited == len(server.received)
+
+
 async def test_the_x_ratelimit_headers_feed_the_limiter(
     fake: FakeOpenAI, backend: OpenAIBackend, clock: FakeTime
 ) -> None:
@@ -396,6 +412,14 @@ async def test_check_refuses_a_lookup_answered_with_garbage(kind: str) -> None:
     assert "answered the lookup of model gpt-test with" in str(info.value)
 
 
+async def test_check_of_a_server_that_trickles_its_answer() -> None:
+    """Each read in time, the whole past the check's timeout (1 s here): not answering."""
+    slow = Reply(body={"id": "gpt-test", "object": "model", "owned_by": "x"}, trickle_s=0.03)
+    with FakeOpenAI(lookup=slow) as fake, pytest.raises(InfrastructureError) as info:
+        await check(fake.url)
+    assert str(info.value) == f"the model server at {where(fake.url)} did not answer in 1s"
+
+
 async def test_check_of_an_unreachable_server() -> None:
     url = unused_url() + "/v1"
     with pytest.raises(InfrastructureError, match="connection refused"):
@@ -433,8 +457,14 @@ async def test_wait_free_waits_past_the_timeout_for_any_answer(
     assert [r.body["max_tokens"] for r in fake.received] == [1]
 
 
-async def test_wait_free_of_a_server_that_does_not_answer(fake: FakeOpenAI) -> None:
-    fake.script(Reply(hang=True))
+@pytest.mark.parametrize(
+    "silence",
+    [Reply(hang=True), Reply(body=completion(None, "p", "length"), trickle_s=0.02)],
+)
+async def test_wait_free_of_a_server_that_does_not_answer(
+    fake: FakeOpenAI, silence: Reply
+) -> None:
+    fake.script(silence)  # a trickled answer: each read in time, the whole late
     said = await wait_free(fake.url, 0.5)
     assert said == f"the model server at {where(fake.url)} did not answer in 0.5s"
 

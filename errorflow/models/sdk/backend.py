@@ -179,7 +179,10 @@ class SdkBackend:
         raised, so that nothing raised later keeps the SDK exception (and the request
         with its auth header) as its context."""
         try:
-            err = await request()
+            async with asyncio.timeout(self._check_s):  # in all, not a read at a time
+                err = await request()
+        except TimeoutError:
+            err = self._silent(self._check_s)
         except Exception as exc:
             err = self._wrap(exc, waited_s=self._check_s)
         return err
@@ -200,7 +203,10 @@ class SdkBackend:
         not part of any experiment): None when the server answered it within `wait_s`."""
         failure: ModelCallError | None = None
         try:
-            await self._ping(wait_s)
+            async with asyncio.timeout(wait_s):  # in all, not a read at a time
+                await self._ping(wait_s)
+        except TimeoutError:
+            failure = self._silent(wait_s)
         except Exception as exc:  # a reason in words: nothing keeps the SDK's exception
             answered = isinstance(exc, self.errors.base) and not isinstance(
                 exc,
