@@ -461,9 +461,7 @@ async def test_wait_free_waits_past_the_timeout_for_any_answer(
     "silence",
     [Reply(hang=True), Reply(body=completion(None, "p", "length"), trickle_s=0.02)],
 )
-async def test_wait_free_of_a_server_that_does_not_answer(
-    fake: FakeOpenAI, silence: Reply
-) -> None:
+async def test_wait_free_of_a_server_that_does_not_answer(fake: FakeOpenAI, silence: Reply) -> None:
     fake.script(silence)  # a trickled answer: each read in time, the whole late
     said = await wait_free(fake.url, 0.5)
     assert said == f"the model server at {where(fake.url)} did not answer in 0.5s"
