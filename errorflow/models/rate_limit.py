@@ -205,12 +205,14 @@ class RateLimiter:
 
     def rate_limited(self, retry_after_s: float | None) -> float:
         """A 429: everyone pauses until its retry-after (or the backoff). Returns the
-        pause."""
+        pause. A retry-after of 0 (or a date past) is taken once; from a server that
+        refuses again, the backoff: "now", refused again, is not to be asked at once."""
         self.stats.rate_limited += 1
-        if retry_after_s is None or not math.isfinite(retry_after_s):
-            pause = min(BACKOFF_MAX_S, BACKOFF_START_S * 2.0**self._in_a_row)
+        said = retry_after_s
+        if said is not None and math.isfinite(said) and (said > 0 or not self._in_a_row):
+            pause = said
         else:
-            pause = retry_after_s
+            pause = min(BACKOFF_MAX_S, BACKOFF_START_S * 2.0**self._in_a_row)
         self._in_a_row += 1
         pause = min(max(pause, 0.0), MAX_PAUSE_S)
         self._pause_for(pause)
