@@ -22,7 +22,8 @@ model: tests/fake_model.py); `rate_limits=` (requests a window) answers 429 with
 `retry-after` past the limit and sends the `anthropic-ratelimit-*` headers on every
 reply; `burst_429()` refuses the next N requests; `in_flight` / `peak_in_flight` count
 requests being answered at once; `one_at_a_time=True` answers them one by one, as
-llama.cpp's server does, each to its end even when its client has gone.
+llama.cpp's server does, each to its end even when its client has gone; `props=` is what
+its `GET /props` answers (404 without: other servers have no such route).
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class FakeAnthropic:
         window_s: float = 60.0,
         lookup: Reply | None = None,
         one_at_a_time: bool = False,
+        props: dict[str, Any] | None = None,
     ) -> None:
         self.replies: list[Reply] = []
         self.received: list[Received] = []
@@ -177,6 +179,9 @@ class FakeAnthropic:
         # gave up included), the others queued behind it
         self.one_at_a_time = one_at_a_time
         self._turn = threading.Lock()
+        # llama.cpp's `GET /props` (its `total_slots`); None: 404, as other servers answer
+        self.props = props
+        self.props_asked: list[Received] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -197,6 +202,12 @@ class FakeAnthropic:
                 if fake.stopped.is_set():  # going away: drop the connection unanswered
                     return
                 got = self._received("GET")
+                if self.path.split("?")[0].rstrip("/").endswith("/props"):
+                    fake.props_asked.append(got)
+                    props = fake.props
+                    missing = error_body("not_found_error", f"no route {self.path}")
+                    self._send(Reply(404, missing) if props is None else Reply(200, props))
+                    return
                 with fake._lock:
                     fake.lookups.append(got)
                 model = self.path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]

@@ -771,6 +771,19 @@ async def test_check_asks_for_the_model_once_and_sends_no_message() -> None:
     assert auth_value(fake.lookups[0].headers) == KEY
 
 
+async def test_check_learns_how_many_requests_a_llama_cpp_server_answers_at_once() -> None:
+    """llama.cpp's server speaks the Messages API too; its `GET /props` says how many."""
+    with FakeAnthropic(api_key=KEY, props={"total_slots": 2}) as fake:
+        limiter = RateLimiter()
+        b = AnthropicBackend(ModelSpec(model="claude-test", base_url=fake.url), KEY,
+                             limiter=limiter)  # fmt: skip
+        await b.check()
+        await b.aclose()
+    assert limiter.stats.server_slots == 2
+    assert [r.path for r in fake.props_asked] == ["/props"]
+    assert auth_value(fake.props_asked[0].headers) == KEY
+
+
 async def test_check_of_an_unreachable_server() -> None:
     url = unused_url()
     err = await check(url)

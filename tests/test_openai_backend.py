@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -26,7 +27,7 @@ from errorflow.models.backend import (
 )
 from errorflow.models.openai.backend import OpenAIBackend
 from errorflow.models.openai.reply import UnusableReply
-from errorflow.models.rate_limit import RateLimiter
+from errorflow.models.rate_limit import RateLimiter, RateLimits
 from errorflow.scenario.spec.model import ModelSpec
 
 KEY = "sk-proj-test-SECRETKEY123456"
@@ -376,6 +377,46 @@ async def check(url: str, key: str = KEY, model: str = "gpt-test") -> None:
 async def test_check_looks_the_model_up_and_sends_nothing_else(fake: FakeOpenAI) -> None:
     await check(fake.url)
     assert [r.path for r in fake.lookups] == ["/v1/models/gpt-test"] and fake.received == []
+
+
+@pytest.mark.parametrize(
+    ("props", "given", "learned"),
+    [
+        ({"total_slots": 1, "model_alias": "smollm2"}, None, 1),  # llama.cpp's server
+        ({"total_slots": 4}, 2, None),  # --max-concurrency 2 was given: it stands
+        (None, None, None),  # 404: another server
+        ({"total_slots": "1"}, None, None),
+        ({"total_slots": True}, None, None),
+        ({"total_slots": 0}, None, None),
+        ({"slots": 1}, None, None),
+    ],
+)
+async def test_check_learns_how_many_requests_a_llama_cpp_server_answers_at_once(
+    props: dict[str, Any] | None, given: int | None, learned: int | None
+) -> None:
+    with FakeOpenAI(props=props) as fake:
+        limiter = RateLimiter(RateLimits(concurrency=given))
+        b = OpenAIBackend(spec(fake.url), KEY, timeout_s=1.0, limiter=limiter)
+        await b.check()
+        await b.aclose()
+    assert limiter.stats.server_slots == learned
+    asked = fake.props_asked
+    assert [r.path for r in asked] == ([] if given else ["/props"])  # beside /v1, not in it
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in asked)
+
+
+async def test_learned_slots_bound_the_requests_in_flight() -> None:
+    limiter = RateLimiter()
+    limiter.learn_slots(1)
+    inside: list[int] = []
+
+    async def one() -> None:
+        async with limiter.slot(1):
+            inside.append(limiter.in_flight)
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(one() for _ in range(3)))
+    assert inside == [1, 1, 1] and limiter.stats.peak_in_flight == 1
 
 
 async def test_check_of_a_refused_key() -> None:

@@ -307,6 +307,31 @@ def test_a_lost_message_is_still_a_bus_fault_when_the_agents_call_a_model_server
     assert traffic["replies"] == 2  # each researcher was answered before its trial ran out
 
 
+def test_a_llama_cpp_server_that_says_it_answers_one_at_a_time_is_sent_one_at_a_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint's run, against a server whose `GET /props` says `total_slots: 1` (as
+    llama.cpp's does): no --max-concurrency needed, no request waits in its queue. The
+    last trial's request waits 1.4 s for a slot, past `--trial-timeout 1`: time at a
+    model server does not count against it (none is a bus fault)."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    respond = one_slow_reply(slow_s=0.7, normal_s=0.7)
+    props = {"total_slots": 1}
+    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False, props=props) as fake:
+        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
+        code, out, said = cli(
+            capsys, "run", "contamination", "--trials", "3", "--db", str(tmp_path / "s.db"),
+            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
+            "--model-timeout", "1", "--trial-timeout", "1",
+        )  # fmt: skip
+    assert code == 0, said
+    doc = json.loads(out)
+    [traffic] = doc["model_traffic"].values()
+    assert doc["outcomes"]["infra_fault"] == 0 and traffic["timed_out"] == 0
+    assert doc["outcomes"]["bus_fault"] == 0
+    assert traffic["server_slots"] == 1 and traffic["peak_in_flight"] == 1
+
+
 # -- keys --------------------------------------------------------------------------------
 
 

@@ -64,6 +64,7 @@ class LimiterStats:
     rate_limited: int = 0  # 429s reported
     paced_s: float = 0.0  # time requests waited for the rate (not for a free slot)
     peak_in_flight: int = 0
+    server_slots: int | None = None  # requests at once, as the server said (none given)
 
 
 class _Bucket:
@@ -138,7 +139,7 @@ class RateLimiter:
             self._leave()
 
     async def _enter(self) -> None:
-        cap = self.limits.concurrency
+        cap = self.limits.concurrency or self.stats.server_slots
         while cap is not None and self.in_flight >= cap:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -194,6 +195,13 @@ class RateLimiter:
         """A request the server refused (429): it used nothing."""
         if self._tokens is not None:
             self._tokens.take(self.clock(), -estimated)
+
+    def learn_slots(self, slots: int) -> None:
+        """The server answers `slots` requests at once (llama.cpp's says so): without a
+        concurrency given, no more are sent at once, so none waits in its queue while
+        its timeout runs."""
+        if self.limits.concurrency is None and slots > 0:
+            self.stats.server_slots = slots
 
     def unsent(self, estimated: int) -> None:
         """A request that took its slot but was not sent (errorflow/models/busy_server.py

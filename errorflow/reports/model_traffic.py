@@ -36,6 +36,7 @@ class TrafficJson(TypedDict):
     rate_limited: int
     paced_s: float
     peak_in_flight: int
+    server_slots: int | None
     timed_out: int
     held: int
     held_expired: int
@@ -70,6 +71,7 @@ def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, Tra
             "rate_limited": stats.rate_limited,
             "paced_s": round(stats.paced_s, 3),
             "peak_in_flight": stats.peak_in_flight,
+            "server_slots": stats.server_slots,
             "timed_out": held.timeouts,
             "held": held.held,
             "held_expired": held.expired,
@@ -98,12 +100,18 @@ def traffic_lines(data: Mapping[str, TrafficJson]) -> list[str]:
             served = f"{t['replayed']} replies replayed from the cassette"
         lines.append(
             f"model traffic: {shown(label)}: {t['requests']} requests ({t['rate_limited']} "
-            f"rate-limited, {t['paced_s']:.1f}s waited{_timeouts(t)}); {served}; input tokens "
+            f"rate-limited, {t['paced_s']:.1f}s waited{_slots(t)}{_timeouts(t)}); {served}; "
+            f"input tokens "
             f"{t['input_tokens_uncached']:,} uncached + {t['cache_read_tokens']:,} cache read + "
             f"{t['cache_write_tokens']:,} cache write; output {t['output_tokens']:,}; "
             f"cost {dollars(t['cost_usd'])}"
         )
     return lines
+
+
+def _slots(t: TrafficJson) -> str:
+    slots = t["server_slots"]
+    return "" if slots is None else f", {slots} at once as the server said"
 
 
 def _timeouts(t: TrafficJson) -> str:

@@ -166,6 +166,9 @@ class AnthropicBackend(SdkBackend):
         #: `host:port` of the server, for messages (never the URL's user or password).
         self.server = server_address(url.host, url.port, url.scheme)
 
+    def _sdk(self) -> AsyncAnthropic:
+        return self._client
+
     def _api_key(self) -> str | None:
         key = self._client.api_key
         return key if isinstance(key, str) and key else None
@@ -212,6 +215,7 @@ class AnthropicBackend(SdkBackend):
         if failure is not None and lookup_unserved(failure.status):
             failure = await self._try(lambda: self._ping(self._check_s))
         if failure is None:
+            await self._learn_slots(self.base_url)
             return
         reason = failure.infrastructure
         if reason is not None:

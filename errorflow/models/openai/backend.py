@@ -134,6 +134,9 @@ class OpenAIBackend(SdkBackend):
         #: `host:port` of the server, for messages (never the URL's user or password).
         self.server = server_address(url.host, url.port, url.scheme)
 
+    def _sdk(self) -> AsyncOpenAI:
+        return self._client
+
     def _api_key(self) -> str | None:
         key = self._client.api_key
         return key if isinstance(key, str) and key else None
@@ -184,7 +187,10 @@ class OpenAIBackend(SdkBackend):
         failure = await self._try(self._lookup_model)
         if failure is not None and lookup_unserved(failure.status):
             failure = await self._try(lambda: self._ping(self._check_s))
-        if failure is None or failure.infrastructure is None:
+        if failure is None:
+            await self._learn_slots(self.base_url)
+            return
+        if failure.infrastructure is None:
             return
         if failure.status is not None and failure.status >= 500:
             return  # load: the policy layer meets it, and gives up on it, in the trials

@@ -62,8 +62,8 @@ def lookup_unserved(status: int | None) -> bool:
 
 
 class SdkBackend:
-    """A backend's sending and failing half; the backend gives `_post`, `_status_error`,
-    `_api_key` and its `errors`."""
+    """A backend's sending and failing half; the backend gives `_post`, `_ping`,
+    `_status_error`, `_api_key`, its SDK client (`_sdk`) and its `errors`."""
 
     errors: ClassVar[SdkErrors]
     limiter: RateLimiter
@@ -186,6 +186,28 @@ class SdkBackend:
         except Exception as exc:
             err = self._wrap(exc, waited_s=self._check_s)
         return err
+
+    def _sdk(self) -> Any:  # Any: each vendor's SDK client
+        raise NotImplementedError
+
+    async def _learn_slots(self, base_url: str | None) -> None:
+        """After the check: a llama.cpp server says how many requests it answers at once
+        (`GET /props`, `total_slots`, beside the API's root). Without `--max-concurrency`
+        the limiter then sends no more at once: a server that answers one at a time
+        would keep the others in its queue while their timeouts run. Any other answer
+        (a 404 from other servers, a vendor's API is not asked) teaches nothing."""
+        if base_url is None or self.limiter.limits.concurrency is not None:
+            return
+        root = base_url.rstrip("/").removesuffix("/v1")
+        try:
+            client = self._sdk().with_options(timeout=self._check_s)
+            async with asyncio.timeout(self._check_s):  # in all, not a read at a time
+                props = await client.get(f"{root}/props", cast_to=object)  # JSON as it is
+            slots = props.get("total_slots") if isinstance(props, dict) else None
+        except Exception:  # not llama.cpp's: nothing to learn, nothing to report
+            return
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+            self.limiter.learn_slots(slots)
 
     async def wait_free(self, wait_s: float) -> str | None:
         """Waits up to `wait_s` for the server to answer a one-token request: None once it
