@@ -5,12 +5,14 @@ tool edge; a server that cannot start, or that dies, is the infrastructure's."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,7 @@ from errorflow.core.tool_errors import JsonRpcError, ToolResultError, ToolServer
 from errorflow.policies.classify import classify_exception
 from errorflow.scenario.problems import ScenarioError
 from errorflow.scenario.spec.tool_model import ToolSpec
+from errorflow.world.mcp import tool as mcp_tool
 from errorflow.world.mcp.host import close_sessions, mcp_host
 from errorflow.world.mcp.session import McpCallTimeout
 from errorflow.world.mcp.tool import McpTool
@@ -109,6 +112,24 @@ async def test_a_call_past_its_timeout_is_a_timeout_and_the_session_goes_on() ->
 
 
 # -- a server that cannot start, or dies ----------------------------------------------
+async def test_a_call_the_host_never_answers_is_a_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host bounds each call; should its loop stall, the caller's own bound (the
+    call's timeout and some slack) ends the call as a timeout all the same."""
+    t = tool("sleep")
+
+    def stalled(work: Coroutine[Any, Any, object]) -> concurrent.futures.Future[object]:
+        work.close()  # never run: the host's loop stalled
+        return concurrent.futures.Future()
+
+    monkeypatch.setattr(mcp_tool, "SYNC_SLACK_S", 0.2)
+    monkeypatch.setattr(mcp_host(), "submit", stalled)
+    with pytest.raises(McpCallTimeout, match=r"did not answer within 0\.3s") as info:
+        await call(t, timeout_s=0.3, seconds=0)
+    assert info.value.waited_s == 0.3
+
+
 def test_a_server_that_cannot_start_says_so_in_one_line(tmp_path: Path) -> None:
     missing = ToolSpec.model_validate(
         {"kind": "mcp", "server": {"command": str(tmp_path / "no-such-server")}}

@@ -1,8 +1,9 @@
 """Each trial's time outside errorflow (errorflow/core/outside_time.py): the union of its
 calls' spans (two at once count once), a call still outside counted up to now, trials
-kept apart, the oldest trials with nothing outside forgotten past the limit (never one
-with a call still out); a call is timed for the trial whose work runs in the context,
-including tasks it starts, and for none outside a trial's work."""
+kept apart, a call past its bound counted no more, the oldest trials with nothing
+outside forgotten past the limit (never one with a call still out); a call is timed for
+the trial whose work runs in the context, including tasks it starts, and for none
+outside a trial's work."""
 
 from __future__ import annotations
 
@@ -52,6 +53,24 @@ def test_trials_are_kept_apart_and_a_failed_call_ends_its_span() -> None:
         raise TimeoutError
     assert spans.spent_s(A) == 4.0 and not spans.waiting(A)
     assert spans.spent_s(B) == 0.0
+
+
+def test_a_call_past_its_bound_counts_no_more() -> None:
+    """A tool call bounded by its timeout whose code will not stop: past the bound it
+    counts no more, so the trial timeout runs again."""
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    stuck = spans.span(A, bound_s=2.0)
+    stuck.__enter__()
+    t.now += 1.5
+    assert spans.waiting(A) and spans.spent_s(A) == 1.5
+    with spans.span(A):  # an unbounded call (a model request) meanwhile
+        t.now += 1.0
+        assert spans.waiting(A) and spans.spent_s(A) == 2.5
+    t.now += 5.0
+    assert not spans.waiting(A) and spans.spent_s(A) == 2.5  # the stuck one's bound passed
+    stuck.__exit__(None, None, None)
+    assert spans.spent_s(A) == 2.5 and not spans.waiting(A)
 
 
 def test_the_oldest_idle_trials_are_forgotten_never_a_waiting_one(

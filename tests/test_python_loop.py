@@ -270,6 +270,52 @@ async def test_time_in_real_tools_does_not_run_out_the_trial_timeout(tmp_path: P
     assert result.outcomes["success"] == 3, result.outcomes
 
 
+STUBBORN_TOOL = """
+import asyncio
+import time
+
+async def stubborn_metric(name: str) -> int:
+    done = time.monotonic() + 2.5
+    while time.monotonic() < done:  # will not be cancelled for 2.5 s
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass
+    return 1
+"""
+
+
+async def test_a_tool_that_will_not_stop_counts_no_more_past_its_timeout(
+    tmp_path: Path,
+) -> None:
+    """A Python tool that swallows its timeout's cancellation is outside no longer than
+    its `per_call_timeout_s` (0.2 s): past it the trial timeout (1 s) runs again, and the
+    trial is a bus fault at about 1.2 s, not kept going until the code gives in."""
+    (tmp_path / "agents.py").write_text(AGENTS)
+    (tmp_path / "stubborn.py").write_text(STUBBORN_TOOL)
+    text = """
+    name: stubborn-tool
+    seed: 5
+    trials: 1
+    tools:
+      metric: {kind: python, function: 'stubborn.py:stubborn_metric'}
+    agents:
+      clerk:
+        role: clerk
+        behaviour: python
+        function: 'agents.py:relay'
+        tools: [metric]
+        policy: {strategy: tell-model, retry: {per_call_timeout_s: 0.2}}
+    task:
+      prompt: What was the revenue?
+      needs: [{id: revenue, tool: metric, wording: revenue, args: {name: rev}, expect: 1}]
+    """
+    path = tmp_path / "stubborn.yaml"
+    path.write_text(textwrap.dedent(text))
+    result = await run(load(path), tmp_path / "s.db", trial_timeout_s=1.0)
+    assert result.outcomes["bus_fault"] == 1, result.outcomes
+
+
 async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -> None:
     corrupt = "[{kind: corrupt, p: 0.5, claims: 1.0}]"
     s = load(scenario_file(tmp_path, agent_faults=corrupt, trials=20))

@@ -24,10 +24,11 @@ in other processes (`--external-agents`) are not seen here: their waits still co
 from __future__ import annotations
 
 import contextvars
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: The trials remembered: the oldest ones with nothing outside are forgotten past it, so
 #: a process serving trials for a long time (an agent process) stays flat. Far above the
@@ -38,8 +39,21 @@ REMEMBERED_TRIALS = 4_096
 @dataclass
 class _Spans:
     spent_s: float = 0.0  # the closed spans, in all
-    open: int = 0  # calls outside now
-    since: float = 0.0  # when the open span began (`open` went from 0 to 1)
+    #: The calls outside now: when each must be back by (inf: bounded by its own waits).
+    ends: list[float] = field(default_factory=list)
+    since: float = 0.0  # when the calls outside last changed
+
+    def open_s(self, now: float) -> float:
+        """The time counted since `since`: up to now, or to the last bound of the calls
+        outside (none counts past its own)."""
+        if not self.ends:
+            return 0.0
+        return max(0.0, min(now, max(self.ends)) - self.since)
+
+    def checkpoint(self, now: float) -> None:
+        """Before a call goes out or comes back: what the calls outside counted so far."""
+        self.spent_s += self.open_s(now)
+        self.since = now
 
 
 class OutsideTime:
@@ -50,41 +64,41 @@ class OutsideTime:
         self._trials: dict[str, _Spans] = {}
 
     @contextmanager
-    def span(self, trace_id: str) -> Iterator[None]:
-        """One call, from asking for a slot until it is answered or fails."""
+    def span(self, trace_id: str, bound_s: float | None = None) -> Iterator[None]:
+        """One call, from asking for a slot until it is answered or fails. `bound_s`: how
+        long it may take (a tool's timeout): past it the call counts no more, should it
+        not end (code that will not be cancelled); None: its own waits bound it."""
         spans = self._trials.get(trace_id)
         if spans is None:
             self._forget_oldest()
             spans = self._trials[trace_id] = _Spans()
-        if spans.open == 0:
-            spans.since = self._clock()
-        spans.open += 1
+        now = self._clock()
+        spans.checkpoint(now)
+        end = math.inf if bound_s is None else now + bound_s
+        spans.ends.append(end)
         try:
             yield
         finally:
-            spans.open -= 1
-            if spans.open == 0:
-                spans.spent_s += self._clock() - spans.since
+            spans.checkpoint(self._clock())
+            spans.ends.remove(end)
 
     def spent_s(self, trace_id: str) -> float:
         """The trial's time outside so far, a call still there included."""
         spans = self._trials.get(trace_id)
         if spans is None:
             return 0.0
-        if spans.open:
-            return spans.spent_s + self._clock() - spans.since
-        return spans.spent_s
+        return spans.spent_s + spans.open_s(self._clock())
 
     def waiting(self, trace_id: str) -> bool:
-        """Whether a call of the trial is outside now."""
+        """Whether a call of the trial is outside now, within its bound."""
         spans = self._trials.get(trace_id)
-        return spans is not None and spans.open > 0
+        return spans is not None and bool(spans.ends) and self._clock() < max(spans.ends)
 
     def _forget_oldest(self) -> None:
         if len(self._trials) < REMEMBERED_TRIALS:
             return
         for trace_id, spans in self._trials.items():  # oldest first: dicts keep their order
-            if not spans.open:
+            if not spans.ends:
                 del self._trials[trace_id]
                 return
 
@@ -113,12 +127,13 @@ class working_on:
 
 
 @contextmanager
-def outside_call() -> Iterator[None]:
+def outside_call(bound_s: float | None = None) -> Iterator[None]:
     """A call to a system outside errorflow, timed for the trial whose work makes it (none
-    outside a trial's work: a probe, the ground truth, calibration)."""
+    outside a trial's work: a probe, the ground truth, calibration); `bound_s` as
+    `OutsideTime.span` takes it."""
     trace_id = _WORKING_ON.get()
     if trace_id is None:
         yield
         return
-    with OUTSIDE.span(trace_id):
+    with OUTSIDE.span(trace_id, bound_s):
         yield

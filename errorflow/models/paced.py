@@ -49,14 +49,10 @@ async def send_paced(
     server: str,
     max_pacing_s: float = DEFAULT_MAX_PACING_S,
 ) -> JsonObject:
-    """`post` once per slot of `limiter` until it is not a 429; the reply's body.
-
-    The 429s are given up on once the pauses they asked for, or the time since the first
-    of them, pass `max_pacing_s`: a server answering `retry-after: 0` (or a date past)
-    to every request asks for no pause at all, and a rate-limit header's pause is the
-    limiter's, not the 429's."""
+    """`post` once per slot of `limiter` until it is not a 429; the reply's body. The
+    429s are given up on once the pauses they asked for pass `max_pacing_s` (a
+    `retry-after: 0` refused again pauses for the backoff: `RateLimiter.rate_limited`)."""
     paced = 0.0
-    first_refused: float | None = None
     while True:
         async with limiter.slot(estimate):
             outcome = await post()
@@ -69,9 +65,6 @@ async def send_paced(
             raise err
         limiter.refund(estimate)
         paced += limiter.rate_limited(err.retry_after_s)
-        now = limiter.clock()
-        first_refused = now if first_refused is None else first_refused
-        paced = max(paced, now - first_refused)
         if paced > max_pacing_s:
             reason = (
                 f"the model server at {server} kept answering 429 (rate limited) for "

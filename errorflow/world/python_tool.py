@@ -173,7 +173,9 @@ class PythonTool:
         # reach the edge with its own type, and from a cancellation of the caller.
         deadline = asyncio.timeout(timeout_s)
         try:
-            with outside_call():  # the user's code: not the trial timeout's to count
+            # the user's code: not the trial timeout's to count, within its own timeout
+            # (one that will not be cancelled is not waited for past it)
+            with outside_call(timeout_s):
                 async with deadline:
                     return await self._run(kwargs)
         except TimeoutError:

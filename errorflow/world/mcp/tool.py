@@ -15,9 +15,10 @@ from errorflow.scenario.spec.tool_model import ToolSpec
 from errorflow.world.mcp.arguments import call_arguments, schema_args_model
 from errorflow.world.mcp.host import mcp_host
 from errorflow.world.mcp.results import tool_value
-from errorflow.world.mcp.session import McpSession
+from errorflow.world.mcp.session import McpCallTimeout, McpSession
 
-#: How long the synchronous (ground-truth) call waits beyond the call's own timeout.
+#: How long a call waits for the MCP host beyond the call's own timeout (the host bounds
+#: the call itself; this bounds a host that stalled).
 SYNC_SLACK_S = 10.0
 
 
@@ -56,8 +57,18 @@ class McpTool:
         """One call with validated arguments: its answer, or the failure raised
         (ToolResultError, JsonRpcError, McpCallTimeout, ToolServerDown)."""
         work = self.session.call(self.remote, call_arguments(args), timeout_s)
-        with outside_call():  # the server's time: not the trial timeout's to count
-            result = await asyncio.wrap_future(mcp_host().submit(work))
+        bound_s = timeout_s + SYNC_SLACK_S  # the host's own bound, should its loop stall
+        with outside_call(bound_s):  # the server's time: not the trial timeout's to count
+            try:
+                async with asyncio.timeout(bound_s):
+                    result = await asyncio.wrap_future(mcp_host().submit(work))
+            except TimeoutError as exc:
+                if isinstance(exc, McpCallTimeout):  # the session's own, within timeout_s
+                    raise
+                raise McpCallTimeout(
+                    f"TimeoutError: MCP tool {self.remote} did not answer within {timeout_s:g}s",
+                    waited_s=timeout_s,
+                ) from None
         return tool_value(result, self.output_schema)
 
     def call_sync(self, args: ToolArgs, timeout_s: float) -> JsonValue:
