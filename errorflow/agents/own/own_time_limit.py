@@ -11,8 +11,8 @@ The deadline stops while the callable is inside errorflow's gates (`ctx.call_too
 `per_call_timeout_s`, a model's `--model-timeout` and the waits for its server), and a
 callable making many calls is no slower for it. Calls made at once (`asyncio.gather`)
 stop it once; while any is in flight the deadline is stopped for all of the callable's
-code, work of its own beside the call included. Built on `asyncio.timeout`'s reschedule, so nothing runs while the code
-runs: no task, no watcher.
+code, work of its own beside the call included. Built on `asyncio.timeout`'s
+reschedule, so nothing runs while the code runs: no task, no watcher.
 """
 
 from __future__ import annotations
