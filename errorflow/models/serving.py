@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from errorflow.models.busy_server import BusyServer
@@ -50,11 +51,15 @@ from errorflow.scenario.spec.model import ModelSpec, Scenario
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 #: The most a request may wait: below the runner's trial timeout (120 s), so that a
 #: server that never answers fails its trial as an infrastructure fault before the
-#: runner gives the trial up as a bus fault (its final result never came).
+#: runner gives the trial up as a bus fault (its final result never came) even where
+#: the runner cannot see the request (an agent in another process: in its own process
+#: the time is not counted, errorflow/core/outside_time.py).
 MAX_REQUEST_TIMEOUT_S = 100.0
 #: The default `busy_wait_s`, in request timeouts: the reply its client gave up on and
 #: the requests queued with it, each at most a timeout long, and room to spare.
 BUSY_WAIT_TIMEOUTS = 5
+
+T = TypeVar("T")
 
 #: What the vendors' APIs are called in labels when a spec names no base_url.
 ANTHROPIC_API = "api.anthropic.com"
@@ -154,14 +159,10 @@ class Serving:
 
     def busy_server(self, label: str) -> BusyServer:
         """A server and model's requests that timed out, and the wait for it after one."""
-        if label not in self.busy_servers:
-            self.busy_servers[label] = BusyServer()
-        return self.busy_servers[label]
+        return _one_per_label(self.busy_servers, label, BusyServer)
 
     def limiter(self, label: str) -> RateLimiter:
-        if label not in self.limiters:
-            self.limiters[label] = RateLimiter(self.limits)
-        return self.limiters[label]
+        return _one_per_label(self.limiters, label, lambda: RateLimiter(self.limits))
 
     def counts(self, label: str) -> ModelTraffic:
         return self.traffic.setdefault(label, ModelTraffic())
@@ -182,6 +183,13 @@ class Serving:
     def calls_servers(self) -> bool:
         """Whether real backends talk to their servers (not a replay, not a dry run)."""
         return self.cassette is None and self.tally is None
+
+
+def _one_per_label(made: dict[str, T], label: str, make: Callable[[], T]) -> T:
+    """The one made for `label` in this process (made on first use)."""
+    if label not in made:
+        made[label] = make()
+    return made[label]
 
 
 _DEFAULT = Serving()

@@ -56,7 +56,6 @@ from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.events import Emit, LoopStop
 from errorflow.protocol.stop import StopReason
 from errorflow.scenario.python_agent_ref import AgentCallable
-from errorflow.scenario.spec.model import DEFAULT_FUNCTION_TIMEOUT_S
 
 #: Longest text of a callable's exception kept on the failure.
 MAX_RAISED_CHARS = 300
@@ -82,7 +81,7 @@ class OwnLoop:
     stop_on_unrecoverable: bool
     emit: Emit
     #: The callable's own time (errorflow/agents/own/own_time_limit.py).
-    limit: OwnTimeLimit = field(default_factory=lambda: OwnTimeLimit(DEFAULT_FUNCTION_TIMEOUT_S))
+    limit: OwnTimeLimit
     stated: Stated = field(default_factory=Stated)
     _successes: int = 0
     _calls: int = 0

@@ -53,6 +53,11 @@ class McpCallTimeout(CallTimeout, TimeoutError):
     """The server did not answer a call within its timeout: a TimeoutError, and
     errorflow's own CallTimeout (with `waited_s`), as a Python tool's timeout is."""
 
+    @classmethod
+    def of(cls, tool: str, timeout_s: float) -> McpCallTimeout:
+        return cls(f"TimeoutError: MCP tool {tool} did not answer within {timeout_s:g}s",
+                   waited_s=timeout_s)  # fmt: skip
+
 
 class McpSession:
     def __init__(self, server: McpServer) -> None:
@@ -159,10 +164,7 @@ class McpSession:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            raise McpCallTimeout(
-                f"TimeoutError: MCP tool {tool} did not answer within {timeout_s:g}s",
-                waited_s=timeout_s,
-            ) from None
+            raise McpCallTimeout.of(tool, timeout_s) from None
         except self._rpc_error as exc:
             code = sdk.rpc_code(exc)
             if code == sdk.CONNECTION_CLOSED and not await self._alive(session):

@@ -58,17 +58,15 @@ class McpTool:
         (ToolResultError, JsonRpcError, McpCallTimeout, ToolServerDown)."""
         work = self.session.call(self.remote, call_arguments(args), timeout_s)
         bound_s = timeout_s + SYNC_SLACK_S  # the host's own bound, should its loop stall
+        deadline = asyncio.timeout(bound_s)
         with outside_call(bound_s):  # the server's time: not the trial timeout's to count
             try:
-                async with asyncio.timeout(bound_s):
+                async with deadline:
                     result = await asyncio.wrap_future(mcp_host().submit(work))
-            except TimeoutError as exc:
-                if isinstance(exc, McpCallTimeout):  # the session's own, within timeout_s
+            except TimeoutError:
+                if not deadline.expired():  # the host's own McpCallTimeout
                     raise
-                raise McpCallTimeout(
-                    f"TimeoutError: MCP tool {self.remote} did not answer within {timeout_s:g}s",
-                    waited_s=timeout_s,
-                ) from None
+                raise McpCallTimeout.of(self.remote, timeout_s) from None
         return tool_value(result, self.output_schema)
 
     def call_sync(self, args: ToolArgs, timeout_s: float) -> JsonValue:
