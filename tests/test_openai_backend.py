@@ -102,6 +102,16 @@ async def backend(fake: FakeOpenAI, clock: FakeTime) -> AsyncIterator[OpenAIBack
     await b.aclose()
 
 
+async def failure_of(b: OpenAIBackend) -> ModelCallError:
+    """What one request to `b` raised (it must raise); the backend is closed after."""
+    try:
+        with pytest.raises(ModelCallError) as info:
+            await b.complete(req())
+    finally:
+        await b.aclose()
+    return info.value
+
+
 # -- the tool-use loop -----------------------------------------------------------------
 
 
@@ -204,13 +214,9 @@ async def test_429s_past_the_pacing_limit_are_an_infrastructure_fault(fake: Fake
     b = OpenAIBackend(spec(fake.url), KEY, limiter=limiter, max_pacing_s=20)
     refused = Reply(429, openai_error("requests", "no"), headers={"retry-after": "8"})
     fake.script(refused, refused, refused)
-    try:
-        with pytest.raises(ModelCallError) as info:
-            await b.complete(req())
-    finally:
-        await b.aclose()
-    assert info.value.code is ErrorCode.RATE_LIMIT
-    assert "kept answering 429" in (info.value.infrastructure or "")
+    error = await failure_of(b)
+    assert error.code is ErrorCode.RATE_LIMIT
+    assert "kept answering 429" in (error.infrastructure or "")
 
 
 async def test_429s_that_ask_for_no_pause_are_given_up_on_in_time() -> None:
@@ -219,13 +225,9 @@ async def test_429s_that_ask_for_no_pause_are_given_up_on_in_time() -> None:
     refused = Reply(429, openai_error("requests", "no"), headers={"retry-after": "0"})
     with FakeOpenAI(respond=lambda got: refused) as server:
         b = OpenAIBackend(spec(server.url), KEY, max_pacing_s=0.3)
-        try:
-            with pytest.raises(ModelCallError) as info:
-                await b.complete(req())
-        finally:
-            await b.aclose()
-    assert info.value.code is ErrorCode.RATE_LIMIT
-    assert "kept answering 429 (rate limited) for 2s" in (info.value.infrastructure or "")
+        error = await failure_of(b)
+    assert error.code is ErrorCode.RATE_LIMIT
+    assert "kept answering 429 (rate limited) for 2s" in (error.infrastructure or "")
     assert len(server.received) == b.limiter.stats.rate_limited == 2
 
 
@@ -314,27 +316,19 @@ async def test_a_server_silent_past_the_timeout_is_an_infra_fault_not_retried(
 ) -> None:
     fake.script(silence)
     b = OpenAIBackend(spec(fake.url), KEY, timeout_s=0.3)
-    try:
-        with pytest.raises(ModelCallError) as info:
-            await b.complete(req())
-    finally:
-        await b.aclose()
+    error = await failure_of(b)
     reason = f"the model server at {where(fake.url)} did not answer in 0.3s"
-    assert info.value.infrastructure == str(info.value) == reason
-    assert info.value.code is ErrorCode.INFRA_FAULT and info.value.timed_out
+    assert error.infrastructure == str(error) == reason
+    assert error.code is ErrorCode.INFRA_FAULT and error.timed_out
     assert len(fake.received) == 1
 
 
 async def test_connection_refused_is_transient_and_infrastructure() -> None:
     url = unused_url() + "/v1"
     b = OpenAIBackend(spec(url), KEY, timeout_s=2.0)
-    try:
-        with pytest.raises(ModelCallError) as info:
-            await b.complete(req())
-    finally:
-        await b.aclose()
-    assert info.value.code is ErrorCode.TRANSIENT
-    assert info.value.infrastructure == (
+    error = await failure_of(b)
+    assert error.code is ErrorCode.TRANSIENT
+    assert error.infrastructure == (
         f"cannot reach the model server at {where(url)} (connection refused)"
     )
 

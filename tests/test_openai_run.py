@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,19 +244,32 @@ def test_one_runaway_reply_is_the_only_request_that_times_out(
     assert "hint:" not in said  # one request at a time already
 
 
+def researcher_one_at_a_time(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, reply_s: float, *more: str,
+    props: dict[str, Any] | None = None,
+) -> tuple[int, str, str, FakeOpenAI]:  # fmt: skip
+    """`errorflow run contamination -q --yes *more` with the researcher on a fake server
+    that answers one request at a time, each reply `reply_s` long (`props`: what its
+    `GET /props` says): the exit code, stdout, stderr and the server."""
+    respond = one_slow_reply(slow_s=reply_s, normal_s=reply_s)
+    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False, props=props) as fake:
+        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
+        code, out, said = cli(
+            capsys, "run", "contamination", "--db", str(tmp_path / "r.db"), "-q", "--yes",
+            "--set", f"agents.researcher.model={real}", *more,
+        )  # fmt: skip
+    return code, out, said, fake
+
+
 def test_requests_that_time_out_in_a_one_at_a_time_servers_queue_get_a_hint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three trials at once, each reply 0.7 s against a 1 s timeout: the server answers
     the first, the others time out in its queue. The command says what to change."""
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    respond = one_slow_reply(slow_s=0.7, normal_s=0.7)
-    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
-        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
-        code, _, said = cli(
-            capsys, "run", "contamination", "--trials", "3", "--db", str(tmp_path / "h.db"),
-            "-q", "--yes", "--set", f"agents.researcher.model={real}", "--model-timeout", "1",
-        )  # fmt: skip
+    code, _, said, fake = researcher_one_at_a_time(
+        capsys, tmp_path, 0.7, "--trials", "3", "--model-timeout", "1"
+    )
     assert code == 1
     [hint] = [line for line in said.splitlines() if line.startswith("hint:")]
     assert f"to gpt-test @ {fake.url[7:-3]} timed out with up to 3 in flight" in hint
@@ -270,14 +284,10 @@ def test_trials_queued_for_a_model_server_are_not_bus_faults(
     server does not count against it (errorflow/core/outside_time.py): every trial is
     scored, none a bus fault."""
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    respond = one_slow_reply(slow_s=0.5, normal_s=0.5)
-    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
-        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
-        code, out, _ = cli(
-            capsys, "run", "contamination", "--trials", "6", "--db", str(tmp_path / "q.db"),
-            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
-            "--set", "max_in_flight=6", "--max-concurrency", "1", "--trial-timeout", "2",
-        )  # fmt: skip
+    code, out, _, _ = researcher_one_at_a_time(
+        capsys, tmp_path, 0.5, "--trials", "6", "--json", "--set", "max_in_flight=6",
+        "--max-concurrency", "1", "--trial-timeout", "2",
+    )  # fmt: skip
     doc = json.loads(out)
     assert code == 0, doc["outcomes"]
     assert doc["outcomes"]["bus_fault"] == 0 and doc["outcomes"]["infra_fault"] == 0
@@ -292,15 +302,11 @@ def test_a_lost_message_is_still_a_bus_fault_when_the_agents_call_a_model_server
     its request was answered, nothing of the trial is at a model server, and the trial
     timeout runs out as it would without one."""
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    respond = one_slow_reply(slow_s=0.5, normal_s=0.5)
     cut = "{partitions: [{between: [researcher, writer], from_s: 0, to_s: 100000}], max_resends: 0}"
-    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False) as fake:
-        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
-        code, out, _ = cli(
-            capsys, "run", "contamination", "--trials", "2", "--db", str(tmp_path / "p.db"),
-            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
-            "--set", f"bus={cut}", "--max-concurrency", "1", "--trial-timeout", "1.5",
-        )  # fmt: skip
+    code, out, _, _ = researcher_one_at_a_time(
+        capsys, tmp_path, 0.5, "--trials", "2", "--json", "--set", f"bus={cut}",
+        "--max-concurrency", "1", "--trial-timeout", "1.5",
+    )  # fmt: skip
     doc = json.loads(out)
     assert code == 0 and doc["outcomes"]["bus_fault"] == 2, doc["outcomes"]
     [traffic] = doc["model_traffic"].values()
@@ -315,15 +321,10 @@ def test_a_llama_cpp_server_that_says_it_answers_one_at_a_time_is_sent_one_at_a_
     last trial's request waits 1.4 s for a slot, past `--trial-timeout 1`: time at a
     model server does not count against it (none is a bus fault)."""
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    respond = one_slow_reply(slow_s=0.7, normal_s=0.7)
-    props = {"total_slots": 1}
-    with FakeOpenAI(respond=respond, one_at_a_time=True, serves_models=False, props=props) as fake:
-        real = f'{{backend: openai, model: gpt-test, base_url: "{fake.url}"}}'
-        code, out, said = cli(
-            capsys, "run", "contamination", "--trials", "3", "--db", str(tmp_path / "s.db"),
-            "-q", "--json", "--yes", "--set", f"agents.researcher.model={real}",
-            "--model-timeout", "1", "--trial-timeout", "1",
-        )  # fmt: skip
+    code, out, said, _ = researcher_one_at_a_time(
+        capsys, tmp_path, 0.7, "--trials", "3", "--json", "--model-timeout", "1",
+        "--trial-timeout", "1", props={"total_slots": 1},
+    )  # fmt: skip
     assert code == 0, said
     doc = json.loads(out)
     [traffic] = doc["model_traffic"].values()

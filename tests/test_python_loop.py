@@ -235,44 +235,40 @@ async def test_a_callable_that_never_returns_is_the_agents_timeout_not_a_bus_fau
             assert outcomes[0] is outcomes[2] is Outcome.CONTAMINATED
 
 
-SLOW_TOOL = """
+def relaying_over(tmp_path: Path, tool: str, trials: int, needs: str, policy: str = "") -> Scenario:
+    """A clerk running `relay` over one Python tool, `metric`: the function `tool:` in
+    TOOLS, written beside the scenario; `needs` and `policy` (YAML) as given."""
+    (tmp_path / "agents.py").write_text(AGENTS)
+    (tmp_path / "tools.py").write_text(TOOLS)
+    text = f"""
+    name: one-tool
+    seed: 5
+    trials: {trials}
+    tools:
+      metric: {{kind: python, function: 'tools.py:{tool}'}}
+    agents:
+      clerk:
+        role: clerk
+        behaviour: python
+        function: 'agents.py:relay'
+        tools: [metric]
+        {f"policy: {policy}" if policy else ""}
+    task:
+      prompt: What were the figures?
+      needs: {needs}
+    """
+    path = tmp_path / "one-tool.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load(path)
+
+
+TOOLS = """
 import asyncio
+import time
 
 async def slow_metric(name: str) -> int:
     await asyncio.sleep(0.3)  # a service of the user's that answers slowly
     return {"rev": 1284, "cost": 873}[name]
-"""
-
-
-async def test_time_in_real_tools_does_not_run_out_the_trial_timeout(tmp_path: Path) -> None:
-    """Each trial calls a Python tool twice, 0.3 s a call, against a trial timeout of
-    0.4 s: the time a trial's calls spend outside errorflow does not count
-    (errorflow/core/outside_time.py), so every trial is scored, none a bus fault."""
-    (tmp_path / "agents.py").write_text(AGENTS)
-    (tmp_path / "slow.py").write_text(SLOW_TOOL)
-    text = """
-    name: slow-tools
-    seed: 5
-    trials: 3
-    tools:
-      metric: {kind: python, function: 'slow.py:slow_metric'}
-    agents:
-      clerk: {role: clerk, behaviour: python, function: 'agents.py:relay', tools: [metric]}
-    task:
-      prompt: What were the revenue and costs?
-      needs:
-        - {id: revenue, tool: metric, wording: revenue, args: {name: rev}}
-        - {id: costs, tool: metric, wording: costs, args: {name: cost}}
-    """
-    path = tmp_path / "slow.yaml"
-    path.write_text(textwrap.dedent(text))
-    result = await run(load(path), tmp_path / "s.db", trial_timeout_s=0.4)
-    assert result.outcomes["success"] == 3, result.outcomes
-
-
-STUBBORN_TOOL = """
-import asyncio
-import time
 
 async def stubborn_metric(name: str) -> int:
     done = time.monotonic() + 2.5
@@ -285,34 +281,29 @@ async def stubborn_metric(name: str) -> int:
 """
 
 
+async def test_time_in_real_tools_does_not_run_out_the_trial_timeout(tmp_path: Path) -> None:
+    """Each trial calls a Python tool twice, 0.3 s a call, against a trial timeout of
+    0.4 s: the time a trial's calls spend outside errorflow does not count
+    (errorflow/core/outside_time.py), so every trial is scored, none a bus fault."""
+    needs = (
+        "[{id: revenue, tool: metric, wording: revenue, args: {name: rev}},"
+        " {id: costs, tool: metric, wording: costs, args: {name: cost}}]"
+    )
+    s = relaying_over(tmp_path, "slow_metric", 3, needs)
+    result = await run(s, tmp_path / "s.db", trial_timeout_s=0.4)
+    assert result.outcomes["success"] == 3, result.outcomes
+
+
 async def test_a_tool_that_will_not_stop_counts_no_more_past_its_timeout(
     tmp_path: Path,
 ) -> None:
     """A Python tool that swallows its timeout's cancellation is outside no longer than
     its `per_call_timeout_s` (0.2 s): past it the trial timeout (1 s) runs again, and the
     trial is a bus fault at about 1.2 s, not kept going until the code gives in."""
-    (tmp_path / "agents.py").write_text(AGENTS)
-    (tmp_path / "stubborn.py").write_text(STUBBORN_TOOL)
-    text = """
-    name: stubborn-tool
-    seed: 5
-    trials: 1
-    tools:
-      metric: {kind: python, function: 'stubborn.py:stubborn_metric'}
-    agents:
-      clerk:
-        role: clerk
-        behaviour: python
-        function: 'agents.py:relay'
-        tools: [metric]
-        policy: {strategy: tell-model, retry: {per_call_timeout_s: 0.2}}
-    task:
-      prompt: What was the revenue?
-      needs: [{id: revenue, tool: metric, wording: revenue, args: {name: rev}, expect: 1}]
-    """
-    path = tmp_path / "stubborn.yaml"
-    path.write_text(textwrap.dedent(text))
-    result = await run(load(path), tmp_path / "s.db", trial_timeout_s=1.0)
+    needs = "[{id: revenue, tool: metric, wording: revenue, args: {name: rev}, expect: 1}]"
+    policy = "{strategy: tell-model, retry: {per_call_timeout_s: 0.2}}"
+    s = relaying_over(tmp_path, "stubborn_metric", 1, needs, policy)
+    result = await run(s, tmp_path / "s.db", trial_timeout_s=1.0)
     assert result.outcomes["bus_fault"] == 1, result.outcomes
 
 
