@@ -7,7 +7,10 @@ Each configuration runs `errorflow run contamination --trials N --max-concurrenc
 --set max_in_flight=1 --model-timeout 1` with the researcher on the fake server, every
 reply `normal` seconds long but one runaway, with the wait (the default) and without
 (`--busy-wait 0`). Printed: infra faults, requests sent, requests timed out, requests
-held and held ones not sent. Not a timing target: the figures are counts.
+held and held ones not sent. Then 12 trials queued behind `--max-concurrency 1` with a
+trial timeout the last ones wait past: their outcomes (none a bus fault: the time at a
+model server is not the trial timeout's, errorflow/core/outside_time.py). Not a timing
+target: the figures are counts.
 
     python bench/bench_busy_server.py [--trials N]
 """
@@ -72,6 +75,22 @@ def one_run(trials: int, normal: float, runaway: float, which: int, wait: bool) 
     )
 
 
+def queued_run(trials: int) -> str:
+    """Trials queued behind `--max-concurrency 1`, 0.5 s replies, none a runaway, with a
+    trial timeout the last of them waits past: what the trial timeout scored."""
+    with FakeOpenAI(respond=responder(0.5, 0.5, 0), one_at_a_time=True,
+                    serves_models=False) as fake, tempfile.TemporaryDirectory() as tmp:  # fmt: skip
+        spec = f"{{backend: openai, model: local, base_url: '{fake.url}'}}"
+        command = [sys.executable, "-m", "errorflow", "run", "contamination",
+                   "--trials", str(trials), "-q", "--json", "--yes", "--db", f"{tmp}/q.db",
+                   "--set", f"agents.researcher.model={spec}", "--set", "max_in_flight=8",
+                   "--max-concurrency", "1", "--trial-timeout", "4"]  # fmt: skip
+        env = {**os.environ, "OPENAI_API_KEY": "sk-bench-local"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    outcomes = json.loads(done.stdout)["outcomes"]
+    return ", ".join(f"{name} {n}" for name, n in outcomes.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20, help="trials a run (default 20)")
@@ -82,6 +101,8 @@ def main() -> None:
         for wait in (False, True):
             said = one_run(args.trials, normal, runaway, which, wait)
             print(f"  {'with the wait ' if wait else '--busy-wait 0 '} {said}")
+    print("12 trials queued behind --max-concurrency 1 (0.5 s replies, 8 in flight, "
+          f"--trial-timeout 4): {queued_run(12)}")  # fmt: skip
 
 
 if __name__ == "__main__":
