@@ -18,6 +18,7 @@ from errorflow.scenario.bundled import bundled
 from tests import processes
 from tests.conftest import Mosquitto, scenario
 from tests.test_liveness import cli, slow_file, wait_for_trials
+from tests.test_python_loop import relaying_over
 from tests.test_runner import normalised
 
 #: The run key the runner and the agent processes share (handed over in the environment).
@@ -153,6 +154,41 @@ def test_mosquitto_sub_sees_every_message_as_json(mosquitto: Mosquitto, tmp_path
     assert len(envelopes) == stored
     kinds = {e["kind"] for e in envelopes}
     assert kinds == {"task", "result", "event", "control"}
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+async def test_time_an_agent_process_spends_in_real_tools_does_not_run_out_the_trial(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """The clerk, in a process of its own, calls a Python tool twice a trial, 1.2 s a
+    call, against a trial timeout of 2 s: its heartbeat tells the runner the time its
+    trials spend outside errorflow (errorflow/core/outside_time.py), so both trials are
+    scored, neither a bus fault."""
+    needs = (
+        "[{id: revenue, tool: metric, wording: revenue, args: {name: rev}, expect: 1284},"
+        " {id: costs, tool: metric, wording: costs, args: {name: cost}, expect: 873}]"
+    )
+    s = relaying_over(tmp_path, "slower_metric", 2, needs)
+    url = f"mqtt://127.0.0.1:{mosquitto.port}"
+    run_id = "outside-run-1"
+    proc = spawn_agent("clerk", run_id, url, scenario_file=tmp_path / "one-tool.yaml")
+    try:
+        options = RunOptions(
+            broker=mosquitto.url,
+            db_path=tmp_path / "o.db",
+            run_id=run_id,
+            external_agents=True,
+            run_key=KEY,
+            presence_timeout_s=60,
+            trial_timeout_s=2.0,
+        )
+        result = await run_scenario(s, options)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read().decode()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert result.outcomes["success"] == 2, result.outcomes
 
 
 @pytest.mark.mosquitto

@@ -3,7 +3,8 @@ calls' spans (two at once count once), a call still outside counted up to now, t
 kept apart, a call past its bound counted no more, the oldest trials with nothing
 outside forgotten past the limit (never one with a call still out); a call is timed for
 the trial whose work runs in the context, including tasks it starts, and for none
-outside a trial's work."""
+outside a trial's work. An agent in a process of its own reports its trials' time in its
+heartbeat, and the runner adds what each agent told it."""
 
 from __future__ import annotations
 
@@ -109,3 +110,62 @@ async def test_a_call_is_timed_for_the_trial_whose_work_makes_it() -> None:
         "outside any trial's work": False,
     }
     assert OUTSIDE.spent_s("trace-x-t7") >= 0.02 and not OUTSIDE.waiting("trace-x-t7")
+
+
+def test_a_heartbeat_reports_the_trials_outside_now_and_lately() -> None:
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    with spans.span("old"):
+        t.now += 1.0
+    t.now += outside_time.REPORT_WINDOW_S + 1  # ended long ago: not reported
+    with spans.span("ended"):
+        t.now += 2.0
+    out = spans.span("out")
+    out.__enter__()
+    t.now += 0.5
+    assert spans.report() == [("out", 0.5, True), ("ended", 2.0, False)]
+    t.now += 10.0  # still out, however long ago it changed
+    assert spans.report() == [("out", 10.5, True)]
+    out.__exit__(None, None, None)
+    assert spans.report() == [("out", 10.5, False)]
+
+
+def test_a_heartbeat_reports_the_most_recent_trials_up_to_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(outside_time, "REPORTED_TRIALS", 2)
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    for trial in range(4):
+        with spans.span(f"t{trial}"):
+            t.now += 0.5
+    assert [trace for trace, _, _ in spans.report()] == ["t3", "t2"]
+
+
+def test_what_agents_elsewhere_told_adds_up_and_their_waits_expire() -> None:
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    spans.told("researcher", A, 3.0, waiting=False, for_s=2.5)
+    assert spans.spent_s(A) == 3.0 and not spans.waiting(A)
+    spans.told("writer", A, 1.0, waiting=True, for_s=2.5)
+    assert spans.spent_s(A) == 4.0 and spans.waiting(A)
+    with spans.span(A):  # and one of this process's own
+        t.now += 2.0
+    assert spans.spent_s(A) == 6.0 and spans.waiting(A)
+    t.now += 0.6  # no heartbeat of the writer's since: its wait is over, as far as we know
+    assert not spans.waiting(A)
+    spans.told("writer", A, 1.5, waiting=False, for_s=2.5)  # a later word replaces the last
+    assert spans.spent_s(A) == 6.5 and spans.spent_s(B) == 0.0
+
+
+def test_a_trial_an_agent_elsewhere_waits_on_is_not_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(outside_time, "REMEMBERED_TRIALS", 2)
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    spans.told("clerk", "t0", 1.0, waiting=True, for_s=10.0)
+    for trial in (1, 2, 3):
+        spans.told("clerk", f"t{trial}", 1.0, waiting=False, for_s=10.0)
+    assert spans.waiting("t0") and spans.spent_s("t0") == 1.0
+    assert [spans.spent_s(f"t{n}") for n in (1, 2, 3)] == [0.0, 0.0, 1.0]

@@ -9,6 +9,7 @@ from pydantic import JsonValue
 
 from errorflow.agents.presence import Presence
 from errorflow.bus.endpoint import Endpoint
+from errorflow.core.outside_time import REPORTED_TRIALS, OutsideTime
 from errorflow.protocol import signing
 from errorflow.protocol.control import (
     Ack,
@@ -16,6 +17,7 @@ from errorflow.protocol.control import (
     Gone,
     RollCall,
     Stop,
+    TrialOutside,
     parse_control,
 )
 from errorflow.protocol.envelope import Envelope
@@ -23,6 +25,7 @@ from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import Scenario
 from tests.conftest import scenario
+from tests.fake_time import FakeTime
 
 
 class Captured:
@@ -54,9 +57,12 @@ def _ours(s: Scenario) -> Mapping[str, JsonValue]:
     return RunPlan(s).for_agent("writer").identity
 
 
-def presence(conn: Captured, propagation: str = "explicit") -> Presence:
+def presence(
+    conn: Captured, propagation: str = "explicit", outside: OutsideTime | None = None
+) -> Presence:
     s = scenario("contamination", propagation=propagation)
-    return Presence(Endpoint(conn, "run", "writer"), "writer", "run", _ours(s))
+    ep = Endpoint(conn, "run", "writer")
+    return Presence(ep, "writer", "run", _ours(s), outside or OutsideTime())
 
 
 def roll_call(propagation: str = "explicit") -> object:
@@ -125,6 +131,46 @@ async def test_a_joined_agent_says_alive_until_it_leaves() -> None:
     await asyncio.sleep(0.05)
     beat.cancel()
     assert len(conn.sent) == count  # after bye, silence
+
+
+async def test_a_heartbeat_says_the_trials_whose_calls_are_outside_errorflow() -> None:
+    """What the runner adds to those trials' timeouts (errorflow/core/outside_time.py)."""
+    t = FakeTime()
+    outside = OutsideTime(t.clock)
+    p = presence(Captured(), outside=outside)
+    assert p.alive().outside == ()
+    with outside.span("run-t3"):
+        t.now += 2.0
+    slow = outside.span("run-t4")
+    slow.__enter__()
+    t.now += 0.5
+    assert p.alive().outside == (
+        TrialOutside(trace_id="run-t4", spent_s=0.5, waiting=True),
+        TrialOutside(trace_id="run-t3", spent_s=2.0, waiting=False),
+    )
+    slow.__exit__(None, None, None)
+
+
+def test_a_heartbeat_with_an_impossible_report_is_not_read() -> None:
+    alive = Alive(
+        agent="writer",
+        session="s",
+        outside=(TrialOutside(trace_id="t", spent_s=1.0, waiting=True),),
+    )
+    assert parse_control(alive.to_payload()) == alive
+    entry = {"trace_id": "t", "spent_s": 1.0, "waiting": True}
+    bad = [
+        {"spent_s": -1.0},
+        {"spent_s": float("inf")},
+        {"spent_s": float("nan")},
+        {"trace_id": "t" * 65},
+        {"waiting": "maybe"},
+    ]
+    for change in bad:
+        payload = {**alive.to_payload(), "outside": [{**entry, **change}]}
+        assert parse_control(payload) is None, change
+    many = [{**entry, "trace_id": f"t{n}"} for n in range(REPORTED_TRIALS + 1)]
+    assert parse_control({**alive.to_payload(), "outside": many}) is None
 
 
 async def test_a_heartbeat_into_a_lost_connection_is_not_an_error() -> None:

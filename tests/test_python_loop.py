@@ -270,6 +270,10 @@ async def slow_metric(name: str) -> int:
     await asyncio.sleep(0.3)  # a service of the user's that answers slowly
     return {"rev": 1284, "cost": 873}[name]
 
+async def slower_metric(name: str) -> int:
+    await asyncio.sleep(1.2)
+    return {"rev": 1284, "cost": 873}[name]
+
 async def stubborn_metric(name: str) -> int:
     done = time.monotonic() + 2.5
     while time.monotonic() < done:  # will not be cancelled for 2.5 s

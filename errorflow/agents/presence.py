@@ -1,5 +1,6 @@
 """An agent's presence in a run: `hello` on the runner's roll call, `bye` on its stop, and
-its liveness while it takes part (a heartbeat and a last will).
+its liveness while it takes part (a heartbeat and a last will), and the trials its calls
+keep outside errorflow (in the heartbeat).
 
 A hello is sent only in answer to a roll call, which carries the runner's scenario, so
 an agent never counts as present for an experiment it does not run: a joining agent
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from errorflow.bus.endpoint import Endpoint
+from errorflow.core.outside_time import OUTSIDE, OutsideTime
 from errorflow.protocol import topics
 from errorflow.protocol.control import (
     Alive,
@@ -33,6 +35,7 @@ from errorflow.protocol.control import (
     Hello,
     RollCall,
     Stop,
+    TrialOutside,
     parse_control,
 )
 from errorflow.scenario.spec import identity
@@ -46,10 +49,17 @@ SESSION_BYTES = 8
 
 class Presence:
     def __init__(
-        self, endpoint: Endpoint, name: str, run_id: str, ours: Mapping[str, JsonValue]
+        self,
+        endpoint: Endpoint,
+        name: str,
+        run_id: str,
+        ours: Mapping[str, JsonValue],
+        outside: OutsideTime = OUTSIDE,
     ) -> None:
-        """`ours`: the agent-facing part of our public scenario (AgentPlan.identity)."""
+        """`ours`: the agent-facing part of our public scenario (AgentPlan.identity);
+        `outside`: where our calls outside errorflow are timed (the process's)."""
         self.endpoint, self.name, self.run_id = endpoint, name, run_id
+        self._outside = outside
         self._ours = ours
         #: Why this agent refused to join the run (None while it takes part).
         self.mismatch: str | None = None
@@ -93,13 +103,23 @@ class Presence:
         return self.endpoint.will(Gone(agent=self.name, session=self.session), topics.RUNNER)
 
     async def heartbeat(self, interval_s: float = HEARTBEAT_S) -> None:
-        """Say `alive` every `interval_s` while we take part; runs until cancelled."""
-        alive = Alive(agent=self.name, session=self.session)
+        """Say `alive` every `interval_s` while we take part, with the trials whose calls
+        were outside errorflow lately (the runner does not count that time against their
+        trial timeout: errorflow/core/outside_time.py); runs until cancelled."""
         while True:
             await asyncio.sleep(interval_s)
             if self.joined and not self.left:
                 with contextlib.suppress(ConnectionError):  # the runner hears the silence
-                    await self.endpoint.control(alive, recipient=topics.RUNNER, trace="presence")
+                    await self.endpoint.control(
+                        self.alive(), recipient=topics.RUNNER, trace="presence"
+                    )
+
+    def alive(self) -> Alive:
+        outside = tuple(
+            TrialOutside(trace_id=trace_id, spent_s=spent_s, waiting=waiting)
+            for trace_id, spent_s, waiting in self._outside.report()
+        )
+        return Alive(agent=self.name, session=self.session, outside=outside)
 
     async def gone(self) -> None:
         """Leaving without a stop (interrupted): say what our will would have said."""

@@ -114,9 +114,10 @@ def trial_timeout_option(sp: argparse.ArgumentParser) -> None:
         default=DEFAULT_TRIAL_TIMEOUT_S,
         metavar="SECONDS",
         help="how long the runner waits for a trial's final result before it scores the "
-        f"trial bus_fault (default: {DEFAULT_TRIAL_TIMEOUT_S:g}); the time its agents in "
-        "this process wait on model servers (for a slot, a 429 or the reply) and on "
-        "Python and MCP tools does not count; that of --external-agents does",
+        f"trial bus_fault (default: {DEFAULT_TRIAL_TIMEOUT_S:g}); the time its agents "
+        "wait on model servers (for a slot, a 429 or the reply) and on Python and MCP "
+        "tools does not count (--external-agents say theirs in their heartbeat, once a "
+        "second)",
     )
 
 

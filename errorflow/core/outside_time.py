@@ -16,9 +16,12 @@ So each such call is timed here (`outside_call`), per trial, from the moment it 
 for a slot to the moment its answer (or failure) is back: the union of those spans, so
 two agents of one trial waiting at once count once. The trial is the one whose work
 runs in the context (`working_on`, set by an agent's round of a trial, errorflow/agents/
-trial_work.py), named by its trace id, which the runner gave it; the runner of the same
-process moves the trial's deadline by that time (errorflow/runtime/run_driver.py). Agents
-in other processes (`--external-agents`) are not seen here: their waits still count.
+trial_work.py), named by its trace id, which the runner gave it; the runner moves the
+trial's deadline by that time (errorflow/runtime/run_driver.py). An agent in a process of
+its own (`--external-agents`) says its process's time outside in its heartbeat
+(`report`, errorflow/agents/presence.py), and the runner adds what each agent said
+(`told`): seen a heartbeat late, so a wait there shows to the runner within about a
+second of its start.
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ from dataclasses import dataclass, field
 #: a process serving trials for a long time (an agent process) stays flat. Far above the
 #: trials any process has waiting outside at once.
 REMEMBERED_TRIALS = 4_096
+#: What a heartbeat reports: the trials with a call outside now, or whose calls changed
+#: within this many seconds (a heartbeat or two: the time of a call that just ended is
+#: said more than once).
+REPORT_WINDOW_S = 3.0
+#: Trials a heartbeat reports at most (those waiting first): far above the
+#: trials an agent has waiting at once, and a heartbeat stays small.
+REPORTED_TRIALS = 512
 
 
 @dataclass
@@ -42,6 +52,9 @@ class _Spans:
     #: The calls outside now: when each must be back by (inf: bounded by its own waits).
     ends: list[float] = field(default_factory=list)
     since: float = 0.0  # when the calls outside last changed
+    #: What agents in other processes said of the trial, by agent: its time outside, and
+    #: until when a call it said was outside counts as still there (-inf: none was).
+    told: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def open_s(self, now: float) -> float:
         """The time counted since `since`: up to now, or to the last bound of the calls
@@ -49,6 +62,10 @@ class _Spans:
         if not self.ends:
             return 0.0
         return max(0.0, min(now, max(self.ends)) - self.since)
+
+    def out_now(self, now: float) -> bool:
+        """Whether a call of ours is outside now, within its bound."""
+        return bool(self.ends) and now < max(self.ends)
 
     def checkpoint(self, now: float) -> None:
         """Before a call goes out or comes back: what the calls outside counted so far."""
@@ -83,22 +100,58 @@ class OutsideTime:
             spans.ends.remove(end)
 
     def spent_s(self, trace_id: str) -> float:
-        """The trial's time outside so far, a call still there included."""
+        """The trial's time outside so far, a call still there included, with what
+        agents in other processes said of theirs (added up: their waits, one after
+        another along a chain of agents, do not overlap ours)."""
         spans = self._trials.get(trace_id)
         if spans is None:
             return 0.0
-        return spans.spent_s + spans.open_s(self._clock())
+        told = sum(spent for spent, _ in spans.told.values()) if spans.told else 0.0
+        return spans.spent_s + spans.open_s(self._clock()) + told
 
     def waiting(self, trace_id: str) -> bool:
-        """Whether a call of the trial is outside now, within its bound."""
+        """Whether a call of the trial is outside now, within its bound (here, or as an
+        agent elsewhere said in its last heartbeat)."""
         spans = self._trials.get(trace_id)
-        return spans is not None and bool(spans.ends) and self._clock() < max(spans.ends)
+        if spans is None:
+            return False
+        now = self._clock()
+        return spans.out_now(now) or any(now < until for _, until in spans.told.values())
+
+    def report(self) -> list[tuple[str, float, bool]]:
+        """For a heartbeat: (trace id, time outside, a call outside now) of the trials
+        with a call outside now or changed within `REPORT_WINDOW_S`: those with a call
+        outside first, then the most recently changed, at most `REPORTED_TRIALS`. Only
+        this process's own calls."""
+        now = self._clock()
+        recent = [
+            (bool(spans.ends), spans.since, trace_id, spans)
+            for trace_id, spans in self._trials.items()
+            if spans.ends or now - spans.since <= REPORT_WINDOW_S
+        ]
+        recent.sort(key=lambda r: r[:2], reverse=True)
+        return [
+            (trace_id, spans.spent_s + spans.open_s(now), spans.out_now(now))
+            for _, _, trace_id, spans in recent[:REPORTED_TRIALS]
+        ]
+
+    def told(self, agent: str, trace_id: str, spent_s: float, waiting: bool, for_s: float) -> None:
+        """What `agent`, in a process of its own, said of the trial in a heartbeat: its
+        time outside so far, and whether a call is outside now (counted as still there
+        for `for_s`, until its next heartbeat should have come)."""
+        spans = self._trials.get(trace_id)
+        if spans is None:
+            self._forget_oldest()
+            spans = self._trials[trace_id] = _Spans()
+        until = self._clock() + for_s if waiting else -math.inf
+        spans.told[agent] = (spent_s, until)
 
     def _forget_oldest(self) -> None:
         if len(self._trials) < REMEMBERED_TRIALS:
             return
+        now = self._clock()
         for trace_id, spans in self._trials.items():  # oldest first: dicts keep their order
-            if not spans.ends:
+            if not spans.ends and all(until <= now for _, until in spans.told.values()):
                 del self._trials[trace_id]
                 return
 

@@ -23,6 +23,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from errorflow.core.outside_time import REPORTED_TRIALS
+from errorflow.protocol.envelope import MAX_TRACE_ID_CHARS
+
 
 class ControlAction(StrEnum):
     ROLL_CALL = "roll_call"
@@ -53,12 +56,23 @@ class Hello(_Control):
     session: str = ""  # the agent process's random token ("": one that does not say)
 
 
+class TrialOutside(_Control):
+    """An agent's time outside errorflow in one trial (errorflow/core/outside_time.py)."""
+
+    trace_id: str = Field(max_length=MAX_TRACE_ID_CHARS)
+    spent_s: float = Field(ge=0, allow_inf_nan=False)
+    waiting: bool  # a call of the trial is outside now
+
+
 class Alive(_Control):
-    """A heartbeat: the agent's session still works (sent every `HEARTBEAT_S`)."""
+    """A heartbeat: the agent's session still works (sent every `HEARTBEAT_S`). An agent
+    also says here the trials whose calls were outside errorflow lately, so the runner
+    does not count that time against their trial timeout."""
 
     action: Literal[ControlAction.ALIVE] = ControlAction.ALIVE
     agent: str
     session: str
+    outside: tuple[TrialOutside, ...] = Field(default=(), max_length=REPORTED_TRIALS)
 
 
 class Gone(_Control):

@@ -36,6 +36,8 @@ MAX_PAYLOAD_DEPTH = 32
 MAX_PAYLOAD_VALUES = 20_000
 #: Largest seq (and what SQLite's INTEGER and a receiver's seen runs hold).
 MAX_SEQ = 2**63 - 1
+#: Longest trace id (a trial's conversation: the runner's run id and trial number).
+MAX_TRACE_ID_CHARS = 64
 
 #: A JSON object as a sender builds it (an envelope's payload, a JSON schema).
 JsonObject = dict[str, JsonValue]
@@ -114,7 +116,7 @@ class Envelope(BaseModel):
     sender: Name
     recipient: Name
     kind: Kind
-    trace_id: str = Field(min_length=1, max_length=64)
+    trace_id: str = Field(min_length=1, max_length=MAX_TRACE_ID_CHARS)
     derived_from: list[str] = Field(default_factory=list, max_length=256)
     status: Status = Status.OK
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -167,7 +169,7 @@ class Envelope(BaseModel):
             and trial >= 0
             and 0 <= seq <= MAX_SEQ
             and 0.0 <= confidence <= 1.0
-            and 0 < len(trace_id) <= 64
+            and 0 < len(trace_id) <= MAX_TRACE_ID_CHARS
             and trace_id.isascii()  # else validation looks for what cannot be encoded
             and len(derived_from) <= 256
             and len(errors) <= 256

@@ -16,8 +16,10 @@ import logging
 import time
 
 from errorflow.agents.agent import Agent, OnTrace
+from errorflow.agents.presence import HEARTBEAT_S
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.transport import Bus, Connection, offline_s
+from errorflow.core.outside_time import OUTSIDE
 from errorflow.core.redact import redact
 from errorflow.models.api_keys import ApiKeys
 from errorflow.models.backends import BackendFactory
@@ -48,6 +50,9 @@ WATCH_TICK_S = 0.25
 ROLL_CALL_EVERY_S = 1.0
 #: The longest a shutdown message (stop, end) may take: the run is over either way.
 SAY_S = 5.0
+#: How long a call an agent's heartbeat said was outside counts as still there: until
+#: its next heartbeat, twice over.
+TOLD_FOR_S = 2.5 * HEARTBEAT_S
 
 
 def make_agent(
@@ -240,6 +245,8 @@ class Participants:
                 self.present_all.set()
         elif isinstance(control, Alive):
             self.liveness.alive(env.sender, control.session, now)
+            for t in control.outside:  # its trials' time outside errorflow
+                OUTSIDE.told(env.sender, t.trace_id, t.spent_s, t.waiting, for_s=TOLD_FOR_S)
         elif isinstance(control, Gone) and self.liveness.gone(env.sender, control.session, now):
             log.warning(
                 "agent %s left without a goodbye (its last will); waiting up to %gs for it "
