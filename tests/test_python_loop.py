@@ -8,6 +8,7 @@ the same events."""
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from pathlib import Path
 
@@ -265,6 +266,7 @@ def relaying_over(tmp_path: Path, tool: str, trials: int, needs: str, policy: st
 TOOLS = """
 import asyncio
 import time
+from pathlib import Path
 
 async def slow_metric(name: str) -> int:
     await asyncio.sleep(0.3)  # a service of the user's that answers slowly
@@ -272,6 +274,12 @@ async def slow_metric(name: str) -> int:
 
 async def slower_metric(name: str) -> int:
     await asyncio.sleep(1.2)
+    return {"rev": 1284, "cost": 873}[name]
+
+async def counted_metric(name: str) -> int:
+    with open(Path(__file__).with_name("calls.txt"), "a") as calls:
+        calls.write(name + "\\n")
+    await asyncio.sleep(0.4)
     return {"rev": 1284, "cost": 873}[name]
 
 async def stubborn_metric(name: str) -> int:
@@ -296,6 +304,37 @@ async def test_time_in_real_tools_does_not_run_out_the_trial_timeout(tmp_path: P
     s = relaying_over(tmp_path, "slow_metric", 3, needs)
     result = await run(s, tmp_path / "s.db", trial_timeout_s=0.4)
     assert result.outcomes["success"] == 3, result.outcomes
+
+
+async def test_the_truth_is_worked_out_once_and_off_the_event_loop(tmp_path: Path) -> None:
+    """A Python tool's ground truth calls it once per need, for the whole run (the
+    runner's truth is the in-process agents' too), in a thread: the loop never stalls
+    for the 0.4 s each call takes."""
+    needs = (
+        "[{id: revenue, tool: metric, wording: revenue, args: {name: rev}},"
+        " {id: costs, tool: metric, wording: costs, args: {name: cost}}]"
+    )
+    s = relaying_over(tmp_path, "counted_metric", 1, needs)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticking() -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.02)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(ticking())
+    result = await run(s, tmp_path / "t.db")
+    done.set()
+    await ticker
+    assert result.outcomes["success"] == 1, result.outcomes
+    calls = (tmp_path / "calls.txt").read_text().split()
+    assert sorted(calls) == ["cost", "cost", "rev", "rev"]  # two for the truth, two the trial's
+    assert max(gaps) < 0.3
 
 
 async def test_a_tool_that_will_not_stop_counts_no_more_past_its_timeout(

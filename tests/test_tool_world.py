@@ -36,6 +36,17 @@ def test_the_truths_are_the_worlds() -> None:
     assert ToolWorld(s).truths() == need_truths(s)
 
 
+async def test_truths_given_are_kept_and_others_worked_out_in_a_thread() -> None:
+    s = scenario("contamination")
+    given = {"papers": ["worked out by the runner"]}
+    world = ToolWorld(s, truths=given)
+    await world.work_out_truths()
+    assert world.truths() == given
+    world = ToolWorld(s)
+    await world.work_out_truths()
+    assert world._truths == need_truths(s)
+
+
 def test_a_withheld_identifier_is_drawn_per_trial_from_the_seed() -> None:
     s = api.load_scenario(BAD_ARGS)
     world, need = ToolWorld(s), s.task.needs[0]

@@ -65,6 +65,7 @@ async def run_agent_process(
         agent = make_agent(plan, name, run_id, conn, run_key=run_key, api_key=api_key)
         agent.backends.on_crash = ProcessCrash(agent)
         conn.will = agent.presence.will  # signed by the agent for each session it opens
+        await agent.kit.world.work_out_truths()  # before joining: not on its first trial
         await conn.start()
         with paced_for_run():  # as a run's own process paces it (core/run_pacing)
             await serve(agent)

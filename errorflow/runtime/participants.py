@@ -14,6 +14,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
+
+from pydantic import JsonValue
 
 from errorflow.agents.agent import Agent, OnTrace
 from errorflow.agents.presence import HEARTBEAT_S
@@ -65,14 +68,16 @@ def make_agent(
     api_key: ApiKeys | None = None,
     on_trace: OnTrace | None = None,
     services: ServiceRegistry | None = None,
+    truths: Mapping[str, JsonValue] | None = None,
 ) -> Agent:
     """The agent `name` of the run, given only its part of the plan, its tool world and
     its model backends. `services`: the run's, shared by the agents of this process (a
     scenario without services needs none, and agents in other processes refuse one:
-    errorflow.runtime.runner); None makes the agent's own."""
+    errorflow.runtime.runner); None makes the agent's own. `truths`: the task's ground
+    truth as the runner worked it out (None: the agent's world works it out)."""
     mine = plan.for_agent(name)
     backends = BackendFactory(mine.spec.model, plan.seed, name, api_key, scenario=plan.scenario)
-    world = ToolWorld(plan.scenario, services)
+    world = ToolWorld(plan.scenario, services, truths)
     return Agent(mine, world, backends, run_id, conn, run_key=run_key, on_trace=on_trace)
 
 
@@ -109,10 +114,14 @@ class Participants:
         return conn
 
     async def start_agents(
-        self, api_key: ApiKeys | None, services: ServiceRegistry
+        self,
+        api_key: ApiKeys | None,
+        services: ServiceRegistry,
+        truths: Mapping[str, JsonValue] | None = None,
     ) -> list[asyncio.Task[None]]:
         """The agents, in this process: each on a connection of its own, subscribed
-        before this returns (the roll call that follows finds them all listening)."""
+        before this returns (the roll call that follows finds them all listening), with
+        the run's ground truth (`truths`) when the runner has it."""
         agents = [
             make_agent(
                 self.plan,
@@ -123,6 +132,7 @@ class Participants:
                 api_key=api_key,
                 on_trace=self.options.on_trace,
                 services=services,
+                truths=truths,
             )
             for name in self.plan.scenario.agents
         ]

@@ -90,14 +90,16 @@ class RunDriver:
         options: RunOptions,
         api_key: ApiKeys | None,
         recording: Connection,
+        truth: Truth,
     ) -> None:
+        """`truth`: the task's ground truth (worked out before: it may call slow tools)."""
         scenario = plan.scenario
         self.plan, self.scenario = plan, scenario
         self.run_id, self.bus, self.db = run_id, bus, db
         self.options, self.api_key = options, api_key
         self.key = options.run_key if options.run_key is not None else signing.new_key()
         self.members = set(scenario.agents) | {topics.RUNNER}
-        self.truth = Truth(scenario)
+        self.truth = truth
         # The services behind the tools, shared by the in-process agents (and read for
         # the run's load figures).
         self.services = ServiceRegistry(scenario)
@@ -169,7 +171,9 @@ class RunDriver:
         lost: Lost | None = None
         try:
             if not self.options.external_agents:
-                agents = await self.participants.start_agents(self.api_key, self.services)
+                agents = await self.participants.start_agents(
+                    self.api_key, self.services, self.truth.answers
+                )
             await self.participants.await_presence()
             lost = await self._run_trials()
         finally:

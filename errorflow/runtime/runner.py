@@ -25,6 +25,7 @@ participants.py; here a run is set up (bus, store, its row) and closed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 
@@ -84,7 +85,10 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
         stack.push_async_callback(recording.close)  # closing twice is harmless
         db = await open_db(options.db_path)
         stack.push_async_callback(db.close)
-        runner = RunDriver(plan, run_id, bus, db, options, api_key, recording)
+        # In a thread: the truth may call the user's tools, slow ones too, and the loop
+        # serves the run's connections meanwhile (an embedded broker's as well).
+        truth = await asyncio.to_thread(Truth, scenario)
+        runner = RunDriver(plan, run_id, bus, db, options, api_key, recording, truth)
         if options.resume:
             await resume_run(db, run_id)
         else:

@@ -25,9 +25,10 @@ rate.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 
 from pydantic import JsonValue
 
@@ -102,7 +103,10 @@ class Truth:
 
     def __init__(self, scenario: Scenario) -> None:
         self.values: dict[str, JsonValue] = {}
-        answers = need_truths(scenario)
+        #: Each need's answer as its tool gives it (before redaction), by need id: what
+        #: the agents of the run's process are given rather than work it out again.
+        self.answers: Mapping[str, JsonValue] = MappingProxyType(need_truths(scenario))
+        answers = self.answers
         for n in scenario.task.needs:
             # The model only ever sees tool results through redaction; a correct claim
             # is one that matches what it could have seen.
