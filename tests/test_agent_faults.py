@@ -182,8 +182,8 @@ def test_model_faults_and_crashes_are_counted_per_trial_like_agent_faults() -> N
     }
     data["agents"] = {**CHAIN["agents"], "b": writer}  # type: ignore[dict-item]
     res = api.run(api.load_scenario(data))
-    counts = res.raw.summary["agent_faults"]
-    model, crash = counts["b.model.overloaded"], counts["b.crash"]
+    model = res.raw.summary["model_faults"]["agents.b.model.faults[0]"]
+    crash = res.raw.summary["agent_faults"]["b.crash"]
     assert model["fired"] + model["never"] == 80 == crash["fired"] + crash["never"]
     assert 0 < crash["fired"] < 80 and 0 < model["fired"] < 80
     # a crashed trial is an injected failure, never an infrastructure one

@@ -440,12 +440,14 @@ def test_both_arms_say_which_faults_fired_as_one_arm_does(
     common = ["--trials", "10", "--set", fault, "--db", str(tmp_path / "f.db")]
     code, one, _ = run_cli(capsys, "run", "contamination", *common)
     one = " ".join(one.split())  # the console's width may wrap it
-    line = re.search(r"agent faults: writer\.model\.overloaded fired .*? never in \d+", one)
+    line = re.search(
+        r"model faults: agents\.writer\.model\.faults\[0\] overloaded fired .*? never in \d+", one
+    )
     assert code == 0 and line is not None
     code, both, _ = run_cli(capsys, "run", "contamination", "--propagation", "both", *common)
     both = " ".join(both.split())
     assert code == 0 and f"explicit: {line.group(0)}" in both
-    assert "implicit: agent faults: writer.model.overloaded fired in" in both
+    assert "implicit: model faults: agents.writer.model.faults[0] overloaded fired in" in both
 
 
 def test_no_faults_runs_the_same_system_fault_free(

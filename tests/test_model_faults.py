@@ -292,6 +292,38 @@ async def test_faults_that_retries_recover_leave_the_outcomes_of_the_fault_free_
     assert sum(sc.costs.retries for sc in hit.scores) == 3 * 10
 
 
+async def test_a_run_counts_each_model_fault_by_its_place_and_the_attempts_it_failed(
+    tmp_path: Path,
+) -> None:
+    """Two faults of one kind on one model stay apart, and each counts the attempts it
+    failed (the stored `model_fault` events), not the messages of the trials it struck."""
+    faults = [
+        {"kind": "server_error", "status": 502, "p": 0.2},
+        {"kind": "server_error", "status": 503, "first_n": 1},
+    ]
+    s = apply(clean(20), {"agents.researcher.model.faults": faults})
+    result = await run(s, tmp_path / "m.db")
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        rows = conn.execute("SELECT trial, envelope FROM events WHERE type = 'model_fault'")
+        events = [(t, parse_event(json.loads(raw)["payload"])) for t, raw in rows]
+    expected: dict[str, dict[str, object]] = {}
+    for i in range(2):
+        place = f"agents.researcher.model.faults[{i}]"
+        fired = [t for t, e in events if isinstance(e, ModelFaultFired) and e.fault == place]
+        struck = set(fired)
+        expected[place] = {
+            "fired": len(struck),
+            "never": 20 - len(struck),
+            "times": len(fired),
+            "kind": "server_error",
+        }
+    counts = result.summary["model_faults"]
+    assert counts == expected
+    first = counts["agents.researcher.model.faults[0]"]
+    assert first["times"] > first["fired"] > 0  # attempts, some trials struck twice
+    assert "agent_faults" not in result.summary  # a model fault is not an agent's own
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 async def test_each_kind_fires_at_its_rate_in_a_run(tmp_path: Path, kind: str) -> None:

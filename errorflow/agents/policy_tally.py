@@ -34,8 +34,11 @@ class PolicyTally:
         self.counts: Counter[str] = Counter()
         self.backoff_s = 0.0
         #: Injected model faults that fired, by kind (not decisions: they go with the
-        #: message's `trace.faults`, so a run counts the trials each fired in).
+        #: message's `trace.faults`), and by their place in the scenario (they go with
+        #: the result's `trace.model_faults`, so a run counts each fault's trials and
+        #: the attempts it failed).
         self.model_faults: Counter[str] = Counter()
+        self.model_faults_at: Counter[str] = Counter()
         #: Injected tool faults that fired, by their place in the scenario (they go
         #: with the result's `trace.tool_faults` for the same reason).
         self.tool_faults: Counter[str] = Counter()
@@ -64,6 +67,7 @@ class PolicyTally:
             c[f"{event.by}_rejected"] += 1
         elif isinstance(event, ModelFaultFired):
             self.model_faults[event.kind] += 1
+            self.model_faults_at[event.fault] += 1
 
     def to_wire(self) -> dict[str, float]:
         """The non-zero counts (and backoff seconds), for the result's `trace.policy`."""

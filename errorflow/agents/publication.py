@@ -85,6 +85,7 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
         failures=[f.code for f in result.failures],
         policy=tally.to_wire() if tally is not None else {},
         tool_faults=dict(tally.tool_faults) if tally is not None else {},
+        model_faults=dict(tally.model_faults_at) if tally is not None else {},
         ended_at=result.ended_at,
     )
     last_id: str | None = None

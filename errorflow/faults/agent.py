@@ -38,7 +38,6 @@ from pydantic import Field, JsonValue
 
 from errorflow.core.shapes import Ident, Probability, Strict
 from errorflow.faults.crash import CrashFault
-from errorflow.faults.model import ModelFault
 from errorflow.faults.tally import FaultCount, Tally
 from errorflow.protocol.claims import Claim, FinalAnswer, answer_to_wire
 from errorflow.protocol.envelope import Envelope, JsonObject, Kind
@@ -236,27 +235,18 @@ def model_faults_fired(counts: Mapping[str, int]) -> list[Fired]:
 # -- tally ----------------------------------------------------------------------------
 
 
-class _Model(Protocol):
-    @property
-    def faults(self) -> Sequence[ModelFault]: ...
-
-
 class _Agent(Protocol):
     @property
     def faults(self) -> Sequence[AgentFault]: ...
 
-    @property
-    def model(self) -> _Model: ...
-
 
 class AgentFaultTally:
-    """Where each configured agent or model fault fired, by `agent.kind` and
-    `agent.model.kind` (a crash of an `errorflow agent` process is counted by the
-    runner's crash accounting, not here)."""
+    """Where each configured agent fault fired, by `agent.kind` (a crash of an
+    `errorflow agent` process is counted by the runner's crash accounting, not here;
+    model faults by their place: errorflow.faults.model_tally)."""
 
     def __init__(self, agents: Mapping[str, _Agent]) -> None:
         kinds = [f"{name}.{f.kind}" for name, agent in agents.items() for f in agent.faults]
-        kinds += [f"{n}.model.{f.kind}" for n, agent in agents.items() for f in agent.model.faults]
         self.tally = Tally(list(dict.fromkeys(kinds)))
 
     @property

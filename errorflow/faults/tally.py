@@ -6,8 +6,11 @@ trials each configured fault fired (and how often), and in how many it never did
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
+
+from errorflow.protocol.envelope import Envelope, Kind
 
 
 class FaultCount(TypedDict):
@@ -19,8 +22,9 @@ class FaultCount(TypedDict):
 
 
 class ToolFaultCount(FaultCount):
-    """One configured tool fault (by its place, `tools.kpi.faults[0]`) over a run's
-    trials; `times` counts the calls it struck."""
+    """One configured fault counted by its place (`tools.kpi.faults[0]`,
+    `agents.writer.model.faults[1]`) over a run's trials; `times` counts the calls (the
+    model's attempts) it struck."""
 
     kind: str
 
@@ -73,3 +77,39 @@ class Tally:
             }
             for key in self.keys
         }
+
+
+class PlacedFaultTally:
+    """Configured faults counted by their place in the scenario, from the counts each
+    agent sends with its result (`read`: a result payload's counts by place), so the
+    runner needs only a trial's messages, whatever process each agent ran in. Two
+    faults of one kind stay apart."""
+
+    def __init__(
+        self, kinds: Mapping[str, str], read: Callable[[Mapping[str, object]], dict[str, int]]
+    ) -> None:
+        #: Each configured fault's place and kind, in file order.
+        self.kinds = dict(kinds)
+        self.tally = Tally(list(self.kinds))
+        self._read = read
+
+    def finish(self, trial: int, messages: Sequence[Envelope]) -> None:
+        if self.kinds:
+            self.tally.add(trial, self.seen(trial, messages))
+
+    def seen(self, trial: int, messages: Sequence[Envelope]) -> Counter[str]:
+        """What fired in the trial, by place."""
+        seen: Counter[str] = Counter()
+        for m in messages:
+            if m.kind is not Kind.RESULT:
+                continue
+            for path, n in self._read(m.payload).items():
+                if path in self.kinds:
+                    seen[path] += n
+        return seen
+
+    def counts(self) -> dict[str, ToolFaultCount] | None:
+        counts = self.tally.counts()
+        if counts is None:
+            return None
+        return {path: {**c, "kind": self.kinds[path]} for path, c in counts.items()}

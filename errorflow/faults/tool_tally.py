@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from errorflow.faults.tally import Tally, ToolFaultCount
+from errorflow.faults.tally import PlacedFaultTally
 from errorflow.faults.tool_base import ToolFaultBase, withheld
-from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.result import tool_faults_of
 
 
@@ -34,29 +34,20 @@ class _Need(Protocol):
     def tool(self) -> str: ...
 
 
-class ToolFaultTally:
+class ToolFaultTally(PlacedFaultTally):
     def __init__(self, tools: Mapping[str, _Tool], needs: Sequence[_Need], seed: int) -> None:
-        self.tools, self.needs, self.seed = tools, needs, seed
-        #: Each configured fault's place and kind, in file order.
-        self.kinds = {
+        kinds = {
             f"tools.{name}.faults[{i}]": fault.kind
             for name, tool in tools.items()
             for i, fault in enumerate(tool.faults)
         }
-        self.tally = Tally(list(self.kinds))
+        super().__init__(kinds, tool_faults_of)
+        self.tools, self.needs, self.seed = tools, needs, seed
 
-    def finish(self, trial: int, messages: Sequence[Envelope]) -> None:
-        if not self.kinds:
-            return
-        seen: Counter[str] = Counter()
-        for m in messages:
-            if m.kind is not Kind.RESULT:
-                continue
-            for path, n in tool_faults_of(m.payload).items():
-                if path in self.kinds:
-                    seen[path] += n
+    def seen(self, trial: int, messages: Sequence[Envelope]) -> Counter[str]:
+        seen = super().seen(trial, messages)
         seen.update(self._withheld(trial))
-        self.tally.add(trial, seen)
+        return seen
 
     def _withheld(self, trial: int) -> Counter[str]:
         """The per-trial fault of each need whose identifier the trial withholds."""
@@ -66,9 +57,3 @@ class ToolFaultTally:
             if place is not None:
                 out[f"tools.{need.tool}.faults[{place}]"] += 1
         return out
-
-    def counts(self) -> dict[str, ToolFaultCount] | None:
-        counts = self.tally.counts()
-        if counts is None:
-            return None
-        return {path: {**c, "kind": self.kinds[path]} for path, c in counts.items()}

@@ -85,6 +85,9 @@ class ResultPayload:
     #: Injected tool faults that fired on the agent's calls, by their place in the
     #: scenario; sent with the costs, once (errorflow.faults.tool_tally).
     tool_faults: dict[str, int] = field(default_factory=dict)
+    #: Injected model faults that failed the agent's model attempts, by their place in
+    #: the scenario; sent with the costs, once (errorflow.faults.model_tally).
+    model_faults: dict[str, int] = field(default_factory=dict)
     #: Injected agent faults that shaped this copy (`trace.faults`).
     faults: tuple[FaultMark, ...] = ()
     #: A dropped or hung copy: the fault's kind; the recipient gets a marker, not the
@@ -94,7 +97,7 @@ class ResultPayload:
     delay_s: float = 0.0
 
     def without_costs(self) -> ResultPayload:
-        return replace(self, costs=None, policy={}, tool_faults={})
+        return replace(self, costs=None, policy={}, tool_faults={}, model_faults={})
 
     def to_wire(self) -> JsonObject:
         costs: dict[str, JsonValue] = {}
@@ -105,6 +108,8 @@ class ResultPayload:
             trace["policy"] = dict(self.policy)
         if self.tool_faults:
             trace["tool_faults"] = dict(self.tool_faults)
+        if self.model_faults:
+            trace["model_faults"] = dict(self.model_faults)
         if self.faults:
             trace["faults"] = [f.to_wire() for f in self.faults]
         wire: JsonObject = {
@@ -139,6 +144,7 @@ class ResultPayload:
             policy=_floats(trace.get("policy")),
             ended_at=_number(payload.get("t")),
             tool_faults=_counts(trace.get("tool_faults")),
+            model_faults=_counts(trace.get("model_faults")),
             faults=_marks(trace.get("faults")),
             withheld=None if not withheld else str(withheld),
             delay_s=_number(payload.get("delay_s")) or 0.0,
@@ -187,6 +193,11 @@ def lateness(payload: Mapping[str, object]) -> tuple[str | None, float]:
 def tool_faults_of(payload: Mapping[str, object]) -> dict[str, int]:
     """`ResultPayload.from_wire(payload).tool_faults`, without reading the rest."""
     return _counts(_trace(payload).get("tool_faults"))
+
+
+def model_faults_of(payload: Mapping[str, object]) -> dict[str, int]:
+    """`ResultPayload.from_wire(payload).model_faults`, without reading the rest."""
+    return _counts(_trace(payload).get("model_faults"))
 
 
 def round_of(payload: Mapping[str, object]) -> int:

@@ -142,6 +142,9 @@ def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -
     tool_faults = data.get("tool_faults")
     if tool_faults:
         lines.append((bus_fault_line(tool_faults, "tool faults", "calls"), ""))
+    model_faults = data.get("model_faults")
+    if model_faults:
+        lines.append((bus_fault_line(model_faults, "model faults", "attempts"), ""))
     lines += [(text, "") for text in credit_lines(data)]
     infra = infra_line(data)
     if infra is not None:

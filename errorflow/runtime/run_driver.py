@@ -22,6 +22,7 @@ from errorflow.bus.transport import Bus, Connection, hears_all
 from errorflow.core.outside_time import OUTSIDE
 from errorflow.core.redact import redact
 from errorflow.faults.agent import AgentFaultTally
+from errorflow.faults.model_tally import ModelFaultTally
 from errorflow.faults.tool_tally import ToolFaultTally
 from errorflow.models.api_keys import ApiKeys
 from errorflow.protocol import signing, topics
@@ -108,6 +109,7 @@ class RunDriver:
         self.bus_faults = BusFaultTally(bus_plan, self.tracker)
         self.agent_faults = AgentFaultTally(scenario.agents)
         self.tool_faults = ToolFaultTally(scenario.tools, scenario.task.needs, scenario.seed)
+        self.model_faults = ModelFaultTally(scenario.agents)
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         # Without kept messages the labels are in the store only, and the scores are
         # kept by column (a few bytes a trial: memory stays flat over long runs).
@@ -339,6 +341,7 @@ class RunDriver:
         self.bus_faults.finish(trial, state)
         self.agent_faults.finish(trial, state.messages)
         self.tool_faults.finish(trial, state.messages)
+        self.model_faults.finish(trial, state.messages)
         messages = state.messages
         self.done.pop(trial, None)
         self.recorder.add_trial(
@@ -463,6 +466,9 @@ class RunDriver:
         tool_faults = self.tool_faults.counts()
         if tool_faults is not None:
             summary["tool_faults"] = tool_faults
+        model_faults = self.model_faults.counts()
+        if model_faults is not None:
+            summary["model_faults"] = model_faults
         if self.services.services:
             summary["services"] = service_load(self.services, scores, arrival_times(self.scenario))
         return summary

@@ -65,6 +65,8 @@ class RunResult:
             doc["agent_faults"] = self.summary["agent_faults"]
         if "tool_faults" in self.summary:
             doc["tool_faults"] = self.summary["tool_faults"]
+        if "model_faults" in self.summary:
+            doc["model_faults"] = self.summary["model_faults"]
         if "bus_recovery" in self.summary:
             doc["bus_recovery"] = self.summary["bus_recovery"]
         return doc

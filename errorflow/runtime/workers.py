@@ -230,7 +230,7 @@ def run_shard(shard: Shard, report: Callable[[Report], None]) -> ShardResult:
 
 
 #: Summary blocks that count trials a fault fired in (and never did): shards add up.
-FAULT_COUNTS = frozenset({"agent_faults", "bus_faults", "tool_faults"})
+FAULT_COUNTS = frozenset({"agent_faults", "bus_faults", "model_faults", "tool_faults"})
 
 
 def merged_summary(
@@ -246,7 +246,7 @@ def merged_summary(
                 for n in ("fired", "never", "times"):
                     t[n] += c[n]
                 kind_of: dict[str, object] = dict(c)
-                if "kind" in kind_of:  # a tool fault's kind goes with its place
+                if "kind" in kind_of:  # a tool or model fault's kind goes with its place
                     t["kind"] = kind_of["kind"]  # type: ignore[typeddict-unknown-key]
         summary[key] = total  # type: ignore[literal-required]
     return summary

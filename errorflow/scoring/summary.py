@@ -95,6 +95,7 @@ class RunSummary(TypedDict):
     bus_recovery: NotRequired[BusRecovery]
     agent_faults: NotRequired[dict[str, FaultCount]]  # by `agent.kind`
     tool_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
+    model_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
 
 
 class Amplification(TypedDict):
@@ -128,6 +129,7 @@ class RunJson(TypedDict):
     bus_recovery: NotRequired[BusRecovery]
     agent_faults: NotRequired[dict[str, FaultCount]]  # by `agent.kind`
     tool_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
+    model_faults: NotRequired[dict[str, ToolFaultCount]]  # by place in the scenario
 
 
 def summarize(scores: Iterable[TrialScore]) -> RunSummary:
