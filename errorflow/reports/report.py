@@ -320,8 +320,8 @@ def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
         row += [str(r.infra_faults)] if with_infra else []
         cells.append([*row, _fmt(r.arm["metrics"]["mean_depth"])])
     over = (
-        ", over the trials that measured something (an infra fault is a model server "
-        "that failed: not scored)."
+        ", over the trials that measured something (an infra fault is a model server, a "
+        "tool's server or an agent's process that failed: not scored)."
     )
     if len(arms) > MAX_CHARTED_ARMS:  # a sweep: its heatmap shows the cells
         folded = f"The outcomes of all {len(arms)} runs"

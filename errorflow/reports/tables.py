@@ -92,7 +92,8 @@ def infra_line(data: RunJson) -> str | None:
         return None
     return (
         f"infrastructure faults: {n} of {data['trials']} trials measured nothing (a model "
-        f"server failed); they are not scored and every rate is over the other "
+        f"server, a tool's server or an agent's process failed); they are not scored and "
+        f"every rate is over the other "
         f"{measured_trials(data)}"
     )
 

@@ -189,7 +189,8 @@ class ToolClient:
         if tool not in self.tools:
             raise UnknownTool(f"Error: no tool named '{tool}'", options=sorted(self.tools))
         model = self.catalog.models[tool]
-        payload = _parse_arguments(args) if isinstance(args, str) else dict(args)
+        spec = self.tools[tool]
+        payload = _parse_arguments(args, spec) if isinstance(args, str) else dict(args)
         if not isinstance(payload, dict):
             raise SchemaViolation(
                 "TypeError: arguments must be an object",
@@ -200,7 +201,7 @@ class ToolClient:
         try:
             return model.model_validate(payload)
         except ValidationError as exc:
-            raise _schema_violation(tool, model, exc, self.tools[tool]) from None
+            raise _schema_violation(tool, model, exc, spec) from None
 
     def invoke(
         self,
@@ -422,13 +423,20 @@ class ToolClient:
         raise AssertionError(f"no handler for {type(args).__name__}")
 
 
-def _parse_arguments(text: str) -> object:
-    """A call's arguments as the model sent them: JSON text, perhaps cut off."""
+def _parse_arguments(text: str, spec: ToolSpec) -> object:
+    """A call's arguments as the model sent them: JSON text, perhaps cut off (worded as
+    the host that parses them would: Python's for Python and MCP tools, which errorflow
+    calls, a JavaScript client's for the built-in kinds)."""
     try:
         payload: object = json.loads(text)
     except json.JSONDecodeError as exc:
+        raw = (
+            f"SyntaxError: Unexpected end of JSON input at position {exc.pos}"
+            if spec.kind not in ("python", "mcp")
+            else f"JSONDecodeError: {exc}"
+        )
         raise SchemaViolation(
-            f"SyntaxError: Unexpected end of JSON input at position {exc.pos}",
+            raw,
             field="(arguments)",
             constraint="a complete JSON object",
             received=text[:80],
@@ -440,29 +448,35 @@ def _schema_violation(
     tool: str, model: type[ToolArgs], exc: ValidationError, spec: ToolSpec
 ) -> SchemaViolation:
     """The first schema error of a call, raised the way the tool's own runtime words it:
-    Python's TypeError for a Python tool, a JavaScript client's for the built-in kinds."""
+    Python's TypeError for a Python tool, a JSON Schema check's for an MCP tool (its
+    arguments are checked against the server's `inputSchema` before they are sent), a
+    JavaScript client's for the built-in kinds."""
     err = exc.errors()[0]
     fld = ".".join(str(p) for p in err["loc"]) or "(arguments)"
     missing = err["type"] == "missing"
     unexpected = err["type"] == "extra_forbidden"
-    python = spec.kind == "python"
     func = (spec.function or tool).rsplit(":", 1)[-1]
     if missing:
-        raw = (
-            f"TypeError: {func}() missing 1 required positional argument: '{fld}'"
-            if python
-            else f"TypeError: Cannot read properties of undefined (reading '{fld}')"
-        )
+        raw = {
+            "python": f"TypeError: {func}() missing 1 required positional argument: '{fld}'",
+            "mcp": f"Invalid arguments for tool {tool}: '{fld}' is a required property",
+        }.get(spec.kind, f"TypeError: Cannot read properties of undefined (reading '{fld}')")
         constraint = "required"
     elif unexpected:
-        raw = (
-            f"TypeError: {func}() got an unexpected keyword argument '{fld}'"
-            if python
-            else f"TypeError: unexpected keyword argument '{fld}'"
-        )
+        raw = {
+            "python": f"TypeError: {func}() got an unexpected keyword argument '{fld}'",
+            "mcp": (
+                f"Invalid arguments for tool {tool}: additional properties are not allowed "
+                f"('{fld}' was unexpected)"
+            ),
+        }.get(spec.kind, f"TypeError: unexpected keyword argument '{fld}'")
         constraint = f"not a parameter of {tool}; allowed: {', '.join(model.model_fields)}"
     else:
-        raw = f"TypeError: {fld}: {err['msg']}"
+        raw = (
+            f"Invalid arguments for tool {tool}: {fld}: {err['msg']}"
+            if spec.kind == "mcp"
+            else f"TypeError: {fld}: {err['msg']}"
+        )
         constraint = err["msg"]
     return SchemaViolation(
         raw,
