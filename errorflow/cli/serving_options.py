@@ -78,7 +78,8 @@ def _spend_options(sp: argparse.ArgumentParser) -> None:
         action="store_true",
         help="call no model: print, per real model, the calls and tokens the run is expected "
         "to take (the simulated model's path through the same runs) and the most the policy "
-        "allows, with their cost when --price gives it",
+        "allows, with their cost when --price gives it; Python and MCP tools are still "
+        "called",
     )
     sp.add_argument(
         "--price",

@@ -274,7 +274,12 @@ def add_calibrate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="the built-in profile whose values fill what is not measured",
     )
     sp.add_argument("--name", help="the profile's name (default: from the model's)")
-    sp.add_argument("--out", type=path_arg, metavar="FILE", help="the profile file to write")
+    sp.add_argument(
+        "--out",
+        type=path_arg,
+        metavar="FILE",
+        help="the profile file to write (required, unless --dry-run)",
+    )
     _serving_options(sp)
     sp.set_defaults(func=cmd_calibrate)
 
