@@ -12,6 +12,7 @@ from errorflow.core.costs import Costs
 from errorflow.reports.tables import (
     cost_line,
     paired_table,
+    policy_title,
     print_run,
     sweep_tables,
 )
@@ -175,6 +176,19 @@ def test_infra_faults_get_a_row_without_a_rate_and_a_warning() -> None:
     assert "│ success      │      1 │  50% │" in out  # over the 2 trials that measured
     assert "infrastructure faults: 1 of 3 trials measured nothing" in out
     assert "every rate is over the other 2" in out
+
+
+def test_the_policy_table_says_the_trials_it_sums_over_when_infra_faults_left_some_out() -> None:
+    data = run_json([Outcome.SUCCESS, Outcome.CONTAMINATED, Outcome.INFRA_FAULT])
+    assert policy_title(data) == "Policy decisions (over the 2 measured trials of 3)"
+    assert policy_title(data, "explicit") == (
+        "Policy decisions (explicit, over the 2 measured trials of 3)"
+    )
+    data = run_json(EXPLICIT)
+    assert (policy_title(data), policy_title(data, "implicit")) == (
+        "Policy decisions",
+        "Policy decisions (implicit)",
+    )
 
 
 def test_no_infra_row_or_warning_without_infra_faults() -> None:

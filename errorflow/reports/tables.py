@@ -55,6 +55,15 @@ def measured_trials(data: RunJson) -> int:
     return data["trials"] - infra_faults(data)
 
 
+def policy_title(data: RunJson, label: str | None = None) -> str:
+    """`Policy decisions (explicit)`, saying the trials it sums over when infra faults
+    left some out (their decisions are not counted)."""
+    where = [label] if label else []
+    if infra_faults(data):
+        where.append(f"over the {measured_trials(data)} measured trials of {data['trials']}")
+    return "Policy decisions" + (f" ({', '.join(where)})" if where else "")
+
+
 def pct(x: float) -> str:
     return f"{x:.0%}"
 
@@ -204,7 +213,7 @@ def print_run(console: Console, data: RunJson, wall: float | None = None) -> Non
     console.print(outcome_table(data))
     policy = data["metrics"].get("policy")
     if policy:
-        console.print(policy_table(policy))
+        console.print(policy_table(policy, policy_title(data)))
     services = data.get("services")
     if services:
         console.print(service_table(services))

@@ -67,6 +67,7 @@ from errorflow.reports.service_table import service_table
 from errorflow.reports.tables import (
     baseline_line,
     paired_table,
+    policy_title,
     print_fault_lines,
     print_run,
     shown,
@@ -320,7 +321,7 @@ def _print_paired(
     for label, arm in arms_json.items():
         policy = arm["metrics"].get("policy")
         if policy:
-            out.print(policy_table(policy, f"Policy decisions ({label})"))
+            out.print(policy_table(policy, policy_title(arm, label)))
         services = arm.get("services")
         if services:
             out.print(service_table(services, title=f"Services ({label})"))
