@@ -238,9 +238,13 @@ def test_one_runaway_reply_is_the_only_request_that_times_out(
         assert traffic["timed_out"] == 1, traffic  # the runaway alone
         assert traffic["held"] >= 1 and 1 <= infra <= 3, doc["outcomes"]
         assert traffic["requests"] == traffic["replies"] + 1  # none held was sent in vain
+        assert traffic["checks"] >= 1  # the one-token requests the wait sent
     else:
         assert traffic["timed_out"] >= 4 and infra >= 4, (traffic, doc["outcomes"])
         assert traffic["held"] == 0
+    # every request the server got is counted: the trials', the wait's checks and the one
+    # message that checked the server before the run (it serves no model lookup)
+    assert len(fake.received) == traffic["requests"] + traffic["checks"] + 1, traffic
     assert "hint:" not in said  # one request at a time already
 
 

@@ -38,6 +38,9 @@ class TrafficJson(TypedDict):
     peak_in_flight: int
     server_slots: int | None
     timed_out: int
+    #: One-token requests that asked whether the server answered again after a timeout
+    #: (not in `requests`: they are no experiment's).
+    checks: int
     held: int
     held_expired: int
     waits_unanswered: int
@@ -73,6 +76,7 @@ def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, Tra
             "peak_in_flight": stats.peak_in_flight,
             "server_slots": stats.server_slots,
             "timed_out": held.timeouts,
+            "checks": held.waits,
             "held": held.held,
             "held_expired": held.expired,
             "waits_unanswered": held.unanswered,
@@ -115,11 +119,14 @@ def _slots(t: TrafficJson) -> str:
 
 
 def _timeouts(t: TrafficJson) -> str:
-    """`, 1 timed out, 3 held while the server was waited for (1 not sent: too little
-    time left)`, and the waits it did not answer."""
+    """`, 1 timed out, 1 one-token checks that the server answers again, besides, 3 held
+    while the server was waited for (1 not sent: too little time left)`, and the waits
+    it did not answer."""
     if not t["timed_out"]:
         return ""
     said = f", {t['timed_out']} timed out"
+    if t["checks"]:
+        said += f", {t['checks']} one-token checks that the server answers again, besides"
     if t["held"]:
         said += f", {t['held']} held while the server was waited for"
         if t["held_expired"]:
