@@ -37,7 +37,7 @@ ACCOUNTS: dict[str, dict[str, Any]] = {
     "GLOBEX": {"owner": "Sam Okafor", "tier": "silver", "open_tickets": 12},
     "INITECH": {"owner": "Lu Wen", "tier": "bronze", "open_tickets": 0},
 }
-CALLS = {"account": 0}
+CALLS = {"account": 0, "wobbly": 0}
 
 
 @app.tool()
@@ -52,6 +52,15 @@ def account(account: str, field: Literal["owner", "tier", "open_tickets"]) -> st
         raise rpc(-32602, f"no account {account!r}")
     value: str | int = row[field]
     return value
+
+
+@app.tool()
+def wobbly(account: str) -> str:
+    """An account's owner; its handler fails (-32603) on every call but each third."""
+    CALLS["wobbly"] += 1
+    if CALLS["wobbly"] % 3:
+        raise rpc(-32603, "the handler failed")
+    return str(ACCOUNTS[account]["owner"])
 
 
 @app.tool()

@@ -122,6 +122,24 @@ def test_the_ground_truth_is_the_server_answer() -> None:
     }
 
 
+def test_the_ground_truth_of_a_flaky_server_is_asked_again() -> None:
+    """A server whose handler fails a call (-32603, passing trouble) is asked again, as a
+    flaky Python tool is: `wobbly` answers the third call."""
+    text = f"""
+name: mcp-wobbly
+seed: 7
+trials: 1
+tools:
+  owner: {{kind: mcp, tool: wobbly, server: {json.dumps(server())}}}
+agents:
+  analyst: {{role: researcher, tools: [owner]}}
+task:
+  prompt: Who owns ACME?
+  needs: [{{id: owner, tool: owner, wording: the owner, args: {{account: ACME}}}}]
+"""
+    assert Truth(load_text(text)).values["owner"] == "Dana Reyes"
+
+
 async def test_faulted_and_scored_under_both_propagations(tmp_path: Path) -> None:
     scenario = load_text(accounts())
     trace: list[TraceEntry] = []
@@ -140,8 +158,8 @@ async def test_faulted_and_scored_under_both_propagations(tmp_path: Path) -> Non
 
 
 async def test_a_server_killed_mid_run_gives_infra_faults_not_outcomes(tmp_path: Path) -> None:
-    # The truth and the agent's need shapes (2 `account` calls each) come first; the
-    # server then answers 6 more and exits (a crash) on the next one.
+    # The truth (2 `account` calls, the agents' too) comes first; the server then
+    # answers 8 more and exits (a crash) on the next one.
     scenario = load_text(accounts(12, faults=False, env={"DIE_AFTER": "10"}))
     result = await run(scenario, tmp_path / "k.db")
     assert result.infra_faults >= 8, result.outcomes
