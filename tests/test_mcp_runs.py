@@ -16,6 +16,7 @@ import pytest
 
 from errorflow.agents.tool_gate import TraceEntry
 from errorflow.bus.transport import InProcessBus
+from errorflow.cli.main import main
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load, load_text
@@ -183,6 +184,34 @@ def test_a_server_that_cannot_start_stops_the_run_in_one_line(tmp_path: Path) ->
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "could not start" in lines[0] and "nope" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "said"),
+    [
+        (("kind: mcp", "kind: mcp\n    tool: acount"), "tools.account.tool", "no tool 'acount'"),
+        (("field: owner}", "field: ownr}"), "task.needs.0.args", "refuses the need's arguments"),
+    ],
+)
+def test_validate_and_run_check_mcp_tools_against_their_servers_at_the_files_lines(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    change: tuple[str, str],
+    line: str,
+    said: str,
+) -> None:
+    """What only the server knows (its tools, their schemas) is checked by `validate`
+    too, and `run` says it before any arm starts, each at the file's line."""
+    path = tmp_path / "s.yaml"
+    path.write_text(accounts(2).replace(*change, 1))
+    db = str(tmp_path / "x.db")
+    for argv in (["validate", str(path)], ["run", str(path), "--propagation", "both", "--db", db]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{path}:" in err and f": {line}: " in err and said in err, err
+        assert "arm 1" not in err
+        located = err.split(f"{path}:", 1)[1].split(":")[:2]
+        assert all(n.isdigit() for n in located), err  # file:line:col
 
 
 async def test_needs_are_checked_against_the_server_schema(tmp_path: Path) -> None:

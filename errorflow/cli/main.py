@@ -63,6 +63,7 @@ def configure_logging(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args: argparse.Namespace | None = None
     try:
         try:
             words = sys.argv[1:] if argv is None else list(argv)
@@ -83,11 +84,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
-        known = explain(exc)
+        known = explain(_in_its_file(exc, args))
         if known is None:
             raise  # a bug: keep its traceback
         code, text = known
         return fail(text, code)
+
+
+def _in_its_file(exc: Exception, args: argparse.Namespace | None) -> Exception:
+    """A problem of the scenario found once it was loaded (its MCP servers' tools, a
+    tool's ground truth) at the lines of the command's scenario file."""
+    from errorflow.scenario.problems import ScenarioError
+
+    ref = getattr(args, "scenario", None)
+    if isinstance(exc, ScenarioError) and exc.file == "<scenario>" and isinstance(ref, str):
+        from errorflow.scenario.bundled import resolve
+        from errorflow.scenario.loader import in_file
+
+        return in_file(exc, resolve(ref))
+    return exc
 
 
 def _quiet_stdout() -> None:

@@ -197,6 +197,27 @@ def _cell_problem(data: Mapping[str, object], key: str, value: object) -> str | 
     return None
 
 
+def in_file(exc: ScenarioError, path: str | Path) -> ScenarioError:
+    """A problem found once the scenario was loaded (its MCP servers' tools, a tool's
+    ground truth), said of `<scenario>`: pointed at the lines of the file it was loaded
+    from, as a problem of loading is. `exc` as it is when the file cannot be read."""
+    file = str(path)
+    try:
+        _, marks = parse_yaml(read_text(Path(path), file), file)
+    except (OSError, ScenarioError):
+        return exc
+    problems = [
+        problem_at(marks, _node_path(p.path), p.message) if p.line is None else p
+        for p in exc.problems
+    ]
+    return ScenarioError(file, by_position(problems))
+
+
+def _node_path(dotted_path: str) -> NodePath:
+    """`task.needs.0.args` → ("task", "needs", 0, "args")."""
+    return tuple(int(part) if part.isdigit() else part for part in dotted_path.split("."))
+
+
 def warnings_for(scenario: Scenario, path: str | Path | None = None) -> list[str]:
     """What is allowed but probably not meant (a tool nobody calls), each line worded
     like a problem, at its `file:line:col` when `path` is the scenario's file."""

@@ -20,9 +20,10 @@ from errorflow.models.api_keys import KEY_ENVS
 from errorflow.models.backends import check_backends
 from errorflow.protocol.envelope import json_schema
 from errorflow.scenario.bundled import bundled, describe, resolve
-from errorflow.scenario.loader import ScenarioError, warnings_for
+from errorflow.scenario.loader import ScenarioError, in_file, warnings_for
 from errorflow.scenario.problems import Problem
 from errorflow.scenario.spec.model import Scenario
+from errorflow.world.mcp.checks import check_against_servers
 
 
 def _problem_json(problem: Problem, file: str) -> dict[str, object]:
@@ -38,7 +39,10 @@ def _problem_json(problem: Problem, file: str) -> dict[str, object]:
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         scenario = load_ref(args.scenario)
+        check_against_servers(scenario)  # its MCP tools, which only their servers know
     except ScenarioError as exc:
+        if exc.file == "<scenario>":
+            exc = in_file(exc, resolve(args.scenario))
         if args.json:  # every problem, for an editor or a CI step to read
             problems = [_problem_json(p, exc.file) for p in exc.problems]
             print(json.dumps({"ok": False, "problems": problems}, indent=2))

@@ -87,6 +87,7 @@ from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import RunJson
 from errorflow.store.failures import StoreError
 from errorflow.store.opening import UnwritableStore
+from errorflow.world.mcp.checks import check_against_servers
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_compare(args, _scenario_to_run(args))
     _refuse_combinations(args)
     scenario = resumable(args) if args.resume else _scenario_to_run(args)
+    check_against_servers(scenario)  # its MCP tools: before any arm starts
     both = args.propagation == "both"
     if check_spend(args, arms_of(scenario, both), args.baseline):
         return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
