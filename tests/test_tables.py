@@ -95,6 +95,13 @@ def test_cost_line_with_amplification() -> None:
     assert line.endswith("amplification vs fault-free baseline: backend 1.50×, model 1.00×")
 
 
+def test_cost_line_without_model_calls_in_the_baseline() -> None:
+    """A system of Python agents makes no model calls: no model ratio, and no crash."""
+    data = arm_json("blind-retry", EXPLICIT, backend=1.2)
+    data["amplification"] = {"backend_calls": 1.5, "model_calls": None}
+    assert cost_line(data).endswith("amplification vs fault-free baseline: backend 1.50×, model –")
+
+
 def test_paired_table() -> None:
     arms = {"explicit": arm_json("explicit", EXPLICIT), "implicit": arm_json("implicit", IMPLICIT)}
     paired = paired_outcomes(EXPLICIT, IMPLICIT)

@@ -127,12 +127,17 @@ def cost_line(data: RunJson) -> str:
         f"simulated time {shown('sim_seconds', per['sim_seconds'], 2, 's')}"
     )
     amp = data.get("amplification")
-    if amp and amp["backend_calls"] is not None:
+    if amp and (amp["backend_calls"] is not None or amp["model_calls"] is not None):
         line += (
-            f"\namplification vs fault-free baseline: backend {amp['backend_calls']:.2f}×, "
-            f"model {amp['model_calls']:.2f}×"
+            f"\namplification vs fault-free baseline: backend {_times(amp['backend_calls'])}, "
+            f"model {_times(amp['model_calls'])}"
         )
     return line
+
+
+def _times(ratio: float | None) -> str:
+    """`1.50×`, or `–` where the baseline made no such calls (no ratio)."""
+    return "–" if ratio is None else f"{ratio:.2f}×"
 
 
 def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -> None:
