@@ -9,9 +9,14 @@ the same events."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from errorflow.agents.own import python_loop
 from errorflow.agents.own.context import AgentReply, Need, ToolResult
 from errorflow.agents.own.python_loop import _reply
 from errorflow.bus.transport import InProcessBus
@@ -196,10 +201,22 @@ async def test_the_gate_policy_applies(tmp_path: Path) -> None:
     )
 
 
-async def test_a_raising_callable_is_an_agent_failure(tmp_path: Path) -> None:
+async def test_a_raising_callable_is_an_agent_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(python_loop, "_said", set())  # none said before in this process
     s = load(scenario_file(tmp_path, "agents.py:boom", trials=4))
     explicit = await run(s, tmp_path / "e.db")
     assert explicit.outcomes["contained"] == 4
+    # What it raised is said (once) and kept with its loop stop, for the trace: the wire's
+    # errors carry only the class
+    raised = "ValueError: could not parse the answer"
+    said = [r.getMessage() for r in caplog.records if "its code failed" in r.getMessage()]
+    assert len(said) == 1 and raised in said[0], said
+    with sqlite3.connect(tmp_path / "e.db") as conn:
+        rows = conn.execute("SELECT envelope FROM events WHERE type = 'loop_stop'").fetchall()
+    stops = [json.loads(raw)["payload"] for (raw,) in rows]
+    assert len(stops) == 4 and all(stop["error"] == raised for stop in stops), stops
     final = finals(explicit)[0]
     assert final.status is Status.FAILED
     error = final.errors[0]

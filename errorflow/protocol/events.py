@@ -162,6 +162,9 @@ class LoopStop(_Event):
     code: str
     stopped: str
     steps: int
+    #: A python agent's own code failed: what it raised (redacted, cut), or why what it
+    #: returned is no answer. Observers only: the wire's errors carry the class alone.
+    error: str | None = Field(default=None, max_length=2000)
     #: Run time (simulated seconds) at which it happened, stamped by the agent.
     at: float | None = None
 

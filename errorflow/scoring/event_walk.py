@@ -75,8 +75,9 @@ def _decision_text(parsed: object) -> str | None:
             return f"{tool} breaker {frm} → {to} at t={at:g}s ({reason})"
         case GuardBlock(tool=tool, code=code, message=message):
             return f"guard blocked {tool}: {code.value} ({message})"
-        case LoopStop(stopped=stopped, steps=steps):
-            return f"loop stopped: {stopped} after {plural(steps, 'step')}"
+        case LoopStop(stopped=stopped, steps=steps, error=error):
+            raised = f": {error}" if error else ""
+            return f"loop stopped: {stopped} after {plural(steps, 'step')}{raised}"
     return None
 
 

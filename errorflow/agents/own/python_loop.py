@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -59,6 +60,26 @@ from errorflow.scenario.python_agent_ref import AgentCallable
 
 #: Longest text of a callable's exception kept on the failure.
 MAX_RAISED_CHARS = 300
+#: Distinct failures of users' code said on stderr, at most (each once a process).
+MAX_SAID = 32
+
+log = logging.getLogger(__name__)
+_said: set[tuple[str, str]] = set()
+
+
+def _say_once(agent: str, error: str) -> None:
+    """A python agent's code failed: its failure is scored (the class travels, the text
+    is in the `loop_stop` event), and said once here, so a bug in the user's code (a
+    forgotten `return`) is not read as a failure the system contained."""
+    key = (agent, error)
+    if key in _said or len(_said) >= MAX_SAID:
+        return
+    _said.add(key)
+    log.warning(
+        "agent %s: its code failed: %s (said once; `errorflow trace` shows each trial)",
+        agent,
+        error,
+    )
 
 
 @dataclass(frozen=True)
@@ -101,6 +122,7 @@ class OwnLoop:
             model=ModelHandle(lambda note: self._ask(out, note)),
             _call=lambda name, args, call_id: self._call(out, name, args, call_id),
         )
+        own_error: str | None = None
         try:
             async with self.limit.running():
                 returned = await self.fn(ctx)
@@ -114,7 +136,9 @@ class OwnLoop:
                 out.stopped = StopReason(ErrorCode.MODEL_ERROR)
         except Exception as exc:  # the user's code failed: the agent's failure, classified
             failure = classify_exception(p.agent, exc)
-            self._stop(out, replace(failure, raw=redact(failure.raw)[:MAX_RAISED_CHARS]))
+            own_error = redact(failure.raw)[:MAX_RAISED_CHARS]
+            self._stop(out, replace(failure, raw=own_error))
+            _say_once(p.agent, own_error)
         else:
             out.final = reply.answer()
             self.stated = Stated(reply.status, reply.confidence)
@@ -125,6 +149,7 @@ class OwnLoop:
                     code=out.stopped.code_value,
                     stopped=out.stopped.wire,
                     steps=self.budget.steps,
+                    error=own_error,
                 )
             )
         return out
