@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -289,6 +291,11 @@ async def slow_metric(name: str) -> int:
     await asyncio.sleep(0.3)  # a service of the user's that answers slowly
     return {"rev": 1284, "cost": 873}[name]
 
+def blocked_metric(name: str) -> int:
+    import threading
+    threading.Event().wait()  # a synchronous read with no timeout, that never returns
+    return 1
+
 async def slower_metric(name: str) -> int:
     await asyncio.sleep(1.2)
     return {"rev": 1284, "cost": 873}[name]
@@ -365,6 +372,21 @@ async def test_a_tool_that_will_not_stop_counts_no_more_past_its_timeout(
     s = relaying_over(tmp_path, "stubborn_metric", 1, needs, policy)
     result = await run(s, tmp_path / "s.db", trial_timeout_s=1.0)
     assert result.outcomes["bus_fault"] == 1, result.outcomes
+
+
+def test_a_synchronous_tool_that_never_returns_does_not_hold_the_run_open(
+    tmp_path: Path,
+) -> None:
+    """Its call times out (`per_call_timeout_s`), the trial is scored, and the run ends:
+    the thread the call was left in is not waited for (errorflow/core/daemon_call.py)."""
+    needs = "[{id: revenue, tool: metric, wording: revenue, args: {name: rev}, expect: 1}]"
+    policy = "{strategy: tell-model, retry: {per_call_timeout_s: 0.3}}"
+    relaying_over(tmp_path, "blocked_metric", 2, needs, policy)
+    command = [sys.executable, "-m", "errorflow", "run", str(tmp_path / "one-tool.yaml")]
+    command += ["--db", str(tmp_path / "b.db"), "--json", "-q"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outcomes"]["contained"] == 2
 
 
 async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -> None:

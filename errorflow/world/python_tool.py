@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from errorflow.core.daemon_call import in_daemon_thread
 from errorflow.core.outside_time import outside_call
 from errorflow.core.tool_context import ToolContext
 from errorflow.core.tool_errors import CallTimeout
@@ -190,7 +191,7 @@ class PythonTool:
         if self.is_async:
             result = await self.fn(**kwargs)  # type: ignore[misc]
         else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
+            result = await in_daemon_thread(self.fn, **kwargs)
         if inspect.isawaitable(result):  # a sync wrapper that returned a coroutine
             result = await result
         return result
