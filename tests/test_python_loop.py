@@ -22,6 +22,7 @@ from errorflow.agents.own import python_loop
 from errorflow.agents.own.context import AgentReply, Need, ToolResult
 from errorflow.agents.own.python_loop import _reply
 from errorflow.bus.transport import InProcessBus
+from errorflow.cli.main import main
 from errorflow.protocol.envelope import Envelope, Kind, Status
 from errorflow.protocol.result import ResultPayload
 from errorflow.runtime.runner import RunOptions, RunResult, run_scenario
@@ -291,6 +292,12 @@ async def slow_metric(name: str) -> int:
     await asyncio.sleep(0.3)  # a service of the user's that answers slowly
     return {"rev": 1284, "cost": 873}[name]
 
+class Figure:
+    pass
+
+def object_metric(name: str) -> object:
+    return Figure()  # no JSON form: its str() holds a memory address
+
 def blocked_metric(name: str) -> int:
     import threading
     threading.Event().wait()  # a synchronous read with no timeout, that never returns
@@ -372,6 +379,22 @@ async def test_a_tool_that_will_not_stop_counts_no_more_past_its_timeout(
     s = relaying_over(tmp_path, "stubborn_metric", 1, needs, policy)
     result = await run(s, tmp_path / "s.db", trial_timeout_s=1.0)
     assert result.outcomes["bus_fault"] == 1, result.outcomes
+
+
+async def test_a_tool_answer_that_is_not_json_is_the_tools_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An object with no JSON form is the tool's failure (contained, explicit), not its
+    `str()`, which no two calls share; without `expect`, `validate` refuses the need at
+    its line, as a run does."""
+    needs = "[{id: revenue, tool: metric, wording: revenue, args: {name: rev}, expect: 1}]"
+    result = await run(relaying_over(tmp_path, "object_metric", 2, needs), tmp_path / "o.db")
+    assert result.outcomes["contained"] == 2, result.outcomes
+    relaying_over(tmp_path, "object_metric", 2, needs.replace(", expect: 1", ""))
+    assert main(["validate", str(tmp_path / "one-tool.yaml")]) == 2
+    said = capsys.readouterr().err
+    assert "one-tool.yaml:" in said and "task.needs.0:" in said
+    assert "metric returned a Figure, which is not JSON" in said
 
 
 def test_a_synchronous_tool_that_never_returns_does_not_hold_the_run_open(

@@ -25,6 +25,7 @@ from errorflow.scenario.spec.model import NeedSpec, Scenario
 from errorflow.scenario.spec.need_model import FromNeed
 from errorflow.world import records
 from errorflow.world.mcp.truth import mcp_answer
+from errorflow.world.tool_answer import json_answer
 from errorflow.world.tool_catalog import ToolCatalog
 from errorflow.world.tool_client import truth
 
@@ -118,13 +119,11 @@ def _python_answer(
         try:
             with ThreadPoolExecutor(1) as pool:  # callable from inside a running loop
                 raw = pool.submit(asyncio.run, tool.call(given, TRUTH_TIMEOUT_S, context)).result()
+            return json_answer(need.tool, raw)
         except (ToolException, LookupError):
             raise
         except Exception as exc:  # the user's code failed: say so in one line, below
             error = exc
-            continue
-        answered: JsonValue = to_jsonable_python(raw, fallback=str)
-        return answered
     index = scenario.task.needs.index(need)
     text = " ".join(f"{type(error).__name__}: {error}".split())[:300]
     message = (

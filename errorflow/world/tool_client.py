@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
 from errorflow.core.seeding import stream
 from errorflow.core.tool_context import ToolContext
@@ -62,6 +61,7 @@ from errorflow.world import records
 from errorflow.world.other_entities import other_calls
 from errorflow.world.python_tool import business_error
 from errorflow.world.services import Admission, ServiceRegistry
+from errorflow.world.tool_answer import json_answer
 from errorflow.world.tool_catalog import ToolCatalog
 
 # -- outcomes --------------------------------------------------------------------
@@ -336,7 +336,7 @@ class ToolClient:
         call = self._python_calls[tool] = self._python_calls.get(tool, -1) + 1
         context = ToolContext.of(self.seed, self.trial, self.agent, tool, call)
         raw = await self.catalog.python[tool].call(args, timeout_s, context)
-        return to_jsonable_python(raw, fallback=str)
+        return json_answer(tool, raw)
 
     def _is_batch(self, tool: str, args: ToolArgs) -> bool:
         """Whether the answer is per item (keyed by the items asked for)."""

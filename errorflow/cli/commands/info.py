@@ -23,6 +23,7 @@ from errorflow.scenario.bundled import bundled, describe, resolve
 from errorflow.scenario.loader import ScenarioError, in_file, warnings_for
 from errorflow.scenario.problems import Problem
 from errorflow.scenario.spec.model import Scenario
+from errorflow.world.ground_truth import need_truths
 from errorflow.world.mcp.checks import check_against_servers
 
 
@@ -40,6 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         scenario = load_ref(args.scenario)
         check_against_servers(scenario)  # its MCP tools, which only their servers know
+        need_truths(scenario)  # what a run works out first (it may call Python tools)
     except ScenarioError as exc:
         if exc.file == "<scenario>":
             exc = in_file(exc, resolve(args.scenario))

@@ -1,0 +1,48 @@
+"""A Python tool's answer as JSON (errorflow/world/tool_answer.py): whatever JSON holds
+passes as pydantic writes it; an object JSON has no form for, or a NaN, is the tool's
+failure, never its `str()` (a memory address no run matches) or a `null`."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from dataclasses import dataclass
+
+import pytest
+
+from errorflow.world.tool_answer import NotJson, json_answer
+
+
+class Tier(enum.Enum):
+    GOLD = "gold"
+
+
+@dataclass
+class Row:
+    id: int
+    seen: datetime.date
+
+
+class Thing:
+    pass
+
+
+def test_what_json_holds_passes_as_pydantic_writes_it() -> None:
+    assert json_answer("t", {"a": [1, 2.5, None, True]}) == {"a": [1, 2.5, None, True]}
+    assert json_answer("t", (1, 2)) == [1, 2]
+    assert json_answer("t", Tier.GOLD) == "gold"
+    assert json_answer("t", Row(3, datetime.date(2024, 1, 2))) == {"id": 3, "seen": "2024-01-02"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (Thing(), "rooms returned a Thing, which is not JSON"),
+        ({"rows": [Thing()]}, "rooms returned a dict, which is not JSON"),
+        (float("nan"), "rooms returned a NaN or infinite number"),
+        ({"rate": [1.0, float("inf")]}, "rooms returned a NaN or infinite number"),
+    ],
+)
+def test_what_json_cannot_hold_is_the_tools_failure(raw: object, said: str) -> None:
+    with pytest.raises(NotJson, match=said):
+        json_answer("rooms", raw)
