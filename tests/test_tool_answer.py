@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from errorflow.world.tool_answer import NotJson, json_answer
+from errorflow.world.tool_answer import UnusableAnswer, json_answer
 
 
 class Tier(enum.Enum):
@@ -41,8 +41,9 @@ def test_what_json_holds_passes_as_pydantic_writes_it() -> None:
         ({"rows": [Thing()]}, "rooms returned a dict, which is not JSON"),
         (float("nan"), "rooms returned a NaN or infinite number"),
         ({"rate": [1.0, float("inf")]}, "rooms returned a NaN or infinite number"),
+        (["x" * 1000] * 200, "rooms returned 200,601 bytes of JSON; .* at most 131,072"),
     ],
 )
 def test_what_json_cannot_hold_is_the_tools_failure(raw: object, said: str) -> None:
-    with pytest.raises(NotJson, match=said):
+    with pytest.raises(UnusableAnswer, match=said):
         json_answer("rooms", raw)

@@ -5,7 +5,9 @@ None; pydantic models, dataclasses, enums, dates and the like as pydantic writes
 Anything else was given its `str()`: an object's default one holds its memory address,
 so a deterministic tool never matched its own ground truth and every trial scored
 contaminated; a NaN became `null`. Both are the tool's failure now, in words that say
-what to return.
+what to return. So is an answer past what a task's needs may fetch (`MAX_FINDINGS_BYTES`,
+half a bus message): on an in-process bus it went through, over a broker every message
+that carried it was refused, and its trials waited out the trial timeout as bus faults.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import math
 
 from pydantic import JsonValue
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
+
+from errorflow.scenario.spec.model import MAX_FINDINGS_BYTES
 
 
-class NotJson(TypeError):
+class UnusableAnswer(TypeError):
     """A Python tool returned something its answer cannot be (its failure:
     `internal_error`, as any exception of its code)."""
 
@@ -25,12 +29,18 @@ def json_answer(tool: str, raw: object) -> JsonValue:
     try:
         value: JsonValue = to_jsonable_python(raw)
     except PydanticSerializationError:
-        raise NotJson(
+        raise UnusableAnswer(
             f"{tool} returned a {type(raw).__name__}, which is not JSON; return a dict, "
             "list, str, number, bool or None (or a pydantic model or dataclass)"
         ) from None
     if not _finite(value):
-        raise NotJson(f"{tool} returned a NaN or infinite number, which is not JSON")
+        raise UnusableAnswer(f"{tool} returned a NaN or infinite number, which is not JSON")
+    size = len(to_json(value))
+    if size > MAX_FINDINGS_BYTES:
+        raise UnusableAnswer(
+            f"{tool} returned {size:,} bytes of JSON; an answer travels in a bus message, "
+            f"so it may be at most {MAX_FINDINGS_BYTES:,}"
+        )
     return value
 
 
