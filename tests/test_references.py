@@ -169,6 +169,22 @@ def test_validate_prints_warnings_at_their_line_and_still_passes(tmp_path: Path)
     )
 
 
+def test_validate_warns_of_a_need_whose_true_answer_is_empty(tmp_path: Path) -> None:
+    """A search that rightly finds nothing reads as an `empty_result` failure."""
+    path = tmp_path / "e.yaml"
+    path.write_text(CHAIN.replace("- {id: KB-1, product: router}", "- {id: KB-1, product: modem}"))
+    done = subprocess.run(
+        [sys.executable, "-m", "errorflow", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"warning: {path}:21:7: task.needs.1: need 'kb': its true answer is empty ([])" in said
+    assert "product" not in said.split("task.needs.1")[0]  # the other need's answer is not
+
+
 # -- silent faults and second sources ------------------------------------------------------
 
 SOURCED = """\

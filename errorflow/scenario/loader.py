@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -218,10 +218,15 @@ def _node_path(dotted_path: str) -> NodePath:
     return tuple(int(part) if part.isdigit() else part for part in dotted_path.split("."))
 
 
-def warnings_for(scenario: Scenario, path: str | Path | None = None) -> list[str]:
-    """What is allowed but probably not meant (a tool nobody calls), each line worded
-    like a problem, at its `file:line:col` when `path` is the scenario's file."""
-    found = modelling_warnings(scenario)
+def warnings_for(
+    scenario: Scenario,
+    path: str | Path | None = None,
+    more: Sequence[tuple[NodePath, str]] = (),
+) -> list[str]:
+    """What is allowed but probably not meant (a tool nobody calls; `more` found by the
+    caller), each line worded like a problem, at its `file:line:col` when `path` is the
+    scenario's file."""
+    found = [*modelling_warnings(scenario), *more]
     if not found:
         return []
     marks: Marks = {}

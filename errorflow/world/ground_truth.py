@@ -12,6 +12,7 @@ once per need, MCP tools by calling their server once per need.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from errorflow.core.tool_context import TRUTH_TRIAL, ToolContext
 from errorflow.core.tool_errors import ToolException
-from errorflow.scenario.problems import Problem, ScenarioError
+from errorflow.scenario.problems import NodePath, Problem, ScenarioError
 from errorflow.scenario.spec.model import NeedSpec, Scenario
 from errorflow.scenario.spec.need_model import FromNeed
 from errorflow.world import records
@@ -75,6 +76,23 @@ def need_truths(scenario: Scenario, catalog: ToolCatalog | None = None) -> dict[
         }
         values[need.id] = answer(scenario, catalog, need, args)
     return values
+
+
+def empty_truths(scenario: Scenario, truths: Mapping[str, JsonValue]) -> list[tuple[NodePath, str]]:
+    """A warning (place, words) for each need whose true answer is empty: a tool's empty
+    answer is an `empty_result` failure to the policy layer (it is how a swallowed error
+    reads), so explicit propagation reports it and abstains where it was right."""
+    return [
+        (
+            ("task", "needs", i),
+            f"need {need.id!r}: its true answer is empty ({json.dumps(truths[need.id])}); an "
+            "empty answer is an `empty_result` failure to the policy layer, so an explicit "
+            "agent reports it and abstains where it was right (no success), and an implicit "
+            "one states it (success)",
+        )
+        for i, need in enumerate(scenario.task.needs)
+        if truths.get(need.id) in ([], {}, None, "")
+    ]
 
 
 def answer(

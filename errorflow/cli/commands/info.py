@@ -23,7 +23,7 @@ from errorflow.scenario.bundled import bundled, describe, resolve
 from errorflow.scenario.loader import ScenarioError, in_file, warnings_for
 from errorflow.scenario.problems import Problem
 from errorflow.scenario.spec.model import Scenario
-from errorflow.world.ground_truth import need_truths
+from errorflow.world.ground_truth import empty_truths, need_truths
 from errorflow.world.mcp.checks import check_against_servers
 
 
@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         scenario = load_ref(args.scenario)
         check_against_servers(scenario)  # its MCP tools, which only their servers know
-        need_truths(scenario)  # what a run works out first (it may call Python tools)
+        truths = need_truths(scenario)  # what a run works out first (it may call tools)
     except ScenarioError as exc:
         if exc.file == "<scenario>":
             exc = in_file(exc, resolve(args.scenario))
@@ -54,7 +54,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         lines = ["invalid scenario", *(p.render(exc.file) for p in exc.problems)]
         return fail("\n".join(bounded(line) for line in lines), EXIT_USAGE)
     check_backends(scenario, env=dict.fromkeys(KEY_ENVS.values(), "(not checked)"))
-    warnings = warnings_for(scenario, resolve(args.scenario))
+    warnings = warnings_for(scenario, resolve(args.scenario), empty_truths(scenario, truths))
     if args.json:
         print(json.dumps(_validated_json(args.scenario, scenario, warnings), indent=2))
         return EXIT_OK
