@@ -449,7 +449,9 @@ def test_stale_and_corrupt_answers_succeed_wrong(fault: str, expected: dict[str,
 def test_corrupt_digits_swaps_two_adjacent_different_digits() -> None:
     c = silent_client("{kind: corrupt, mode: digits}")
     assert answer(c, "metrics").value in (2134, 1324, 1243)
+    assert c.fired == ["tools.metrics.faults[0]"]
     assert answer(c, "papers").value == ["p1", "p3"]  # no two adjacent digits: as it was
+    assert c.fired == ["tools.metrics.faults[0]"]  # and struck nothing: not counted as fired
     revenues = answer(c, "revenues").value
     assert revenues != {"A-1": 1200, "A-2": 3400} and sorted(revenues) == ["A-1", "A-2"]
 

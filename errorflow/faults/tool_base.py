@@ -211,6 +211,10 @@ class FaultPlan:
         #: The position (in this plan's faults) of the fault that fired on the last call.
         self.fired: int | None = None
 
+    def position(self, fault: ToolFaultBase) -> int:
+        """Where `fault` (one of this plan's) is among its faults."""
+        return next(i for i, f in enumerate(self._faults) if f is fault)
+
     def next(self) -> ToolFaultBase | None:
         """Advance the call counter and return the first fault that fires. Every fault
         draws, fired or shadowed."""

@@ -163,6 +163,20 @@ class ToolClient:
                 (self._plans if stage == "call" else self._malform)[name] = plan
                 self._places[name, stage] = places
 
+    def _unless_unchanged(self, tool: str, fault: ToolFaultBase, value: Any, wrong: Any) -> Any:
+        """`wrong`, the answer a silent fault made of `value`. One that left it as it
+        was (a `corrupt` of digits in a value with none, no older value to be `stale`)
+        struck nothing: it is not counted as fired on this call."""
+        if wrong == value:
+            index = self._places[tool, "call"][self._plans[tool].position(fault)]
+            place = f"tools.{tool}.faults[{index}]"
+            fired = self.fired
+            for i in range(len(fired) - 1, -1, -1):
+                if fired[i] == place:
+                    del fired[i]
+                    break
+        return wrong
+
     def _note(self, tool: str, stage: str, position: int | None) -> None:
         """Record that the fault at `position` of a plan fired, by its scenario place."""
         if position is not None:
@@ -221,7 +235,9 @@ class ToolClient:
         fault, latency = before
         value, item_errors = self._serve(tool, args, fault)
         if fault is not None and fault.silent:
-            value = self._silent(tool, args, fault, value)
+            value = self._unless_unchanged(
+                tool, fault, value, self._silent(tool, args, fault, value)
+            )
         if spec.kind == "report_sink":
             value = self._send(args, idempotency_key)
         empty = value in ([], {}, None) and spec.kind != "report_sink"
@@ -249,7 +265,8 @@ class ToolClient:
         fault, latency = before
         value = await self._python(tool, args, timeout_s)
         if fault is not None and fault.silent:
-            value = await self._python_silent(tool, args, fault, value, timeout_s)
+            wrong = await self._python_silent(tool, args, fault, value, timeout_s)
+            value = self._unless_unchanged(tool, fault, value, wrong)
         refused = business_error(spec.business_failure, value) if spec.business_failure else None
         return ToolResult(value, latency, business_error=refused, empty=value in ([], {}, None, ""))
 
