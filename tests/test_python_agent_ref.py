@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from errorflow.cli.main import main
+from errorflow.cli.scenario_input import parse_sets, scenario_from
 from errorflow.scenario.loader import load
 from errorflow.scenario.problems import ScenarioError
 
@@ -76,6 +77,36 @@ def test_references_resolve_against_the_scenario_folder(
     s = load(scenario(tmp_path, ref))
     assert s.agents["clerk"].function is not None
     assert s.agents["clerk"].function.startswith(str(tmp_path.resolve()))
+
+
+@pytest.mark.parametrize("ref", ["desk.py:good", "desk:good", "team.desk:good"])
+def test_a_reference_set_on_the_command_line_resolves_against_the_scenario_folder_too(
+    tmp_path: Path, ref: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = scenario(tmp_path, "desk.py:desk")
+    monkeypatch.chdir("/")  # not the scenario's folder
+    sets = parse_sets([f"agents.clerk.function={ref}"])
+    s = scenario_from(str(path), sets)
+    assert s.agents["clerk"].function is not None
+    assert s.agents["clerk"].function.startswith(str(tmp_path.resolve()))
+
+
+def test_a_tools_module_beside_the_scenario_is_found_as_an_agents_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "shop.py").write_text("def price(sku: str) -> int:\n    return 3\n")
+    text = """
+    name: tool-module
+    tools: {price: {kind: python, function: 'shop:price'}}
+    agents: {clerk: {role: researcher, tools: [price]}}
+    task:
+      prompt: p
+      needs: [{id: p, tool: price, wording: the price, args: {sku: A}}]
+    """
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent(text))
+    monkeypatch.chdir("/")
+    assert load(path).tools["price"].function == f"{(tmp_path / 'shop.py').resolve()}:price"
 
 
 @pytest.mark.parametrize(

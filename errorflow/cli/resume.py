@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errorflow.cli.errors import UsageError, db_option, id_problem
-from errorflow.cli.scenario_input import configure, load_ref, parse_sets
+from errorflow.cli.scenario_input import configure, folder_of, load_ref, parse_sets
 from errorflow.core.redact import redact
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import ScenarioError, load_json
@@ -118,7 +118,7 @@ def resumable(args: argparse.Namespace) -> Scenario:
             where=f"--resume {run['run_id']}",
         )
     settings = RunSettings(trials=run["trials"], seed=run["seed"], propagation=run["propagation"])
-    scenario = configure(load_ref(ref), parse_sets(args.set), settings)
+    scenario = configure(load_ref(ref), parse_sets(args.set), settings, folder_of(ref))
     if run["scenario_sha"] and sha(scenario) != run["scenario_sha"]:
         given = "the bundled scenario " if not args.scenario else ""
         raise UsageError(

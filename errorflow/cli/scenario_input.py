@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from errorflow.cli.errors import UsageError, shown
 from errorflow.scenario.bundled import resolve
@@ -87,14 +88,26 @@ def scenario_from(
 ) -> Scenario:
     """The scenario file `ref`, with its overrides, then the run settings; a problem any
     of them causes is a `UsageError` naming the option."""
-    return configure(load_ref(ref), sets, settings or RunSettings())
+    return configure(load_ref(ref), sets, settings or RunSettings(), folder_of(ref))
 
 
-def configure(scenario: Scenario, sets: Sequence[Override], settings: RunSettings) -> Scenario:
-    """The overrides, then the run settings, each checked as a whole scenario."""
+def folder_of(ref: str) -> Path:
+    """The folder of the scenario file `ref` names (a bundled name's too): where a path
+    an override gives is read from, as the file's own paths are."""
+    return resolve(ref).resolve().parent
+
+
+def configure(
+    scenario: Scenario,
+    sets: Sequence[Override],
+    settings: RunSettings,
+    base_dir: Path | None = None,
+) -> Scenario:
+    """The overrides (their paths read against `base_dir`, the file's folder), then the
+    run settings, each checked as a whole scenario."""
     if sets:
         try:
-            scenario = apply(scenario, {o.path: o.value for o in sets})
+            scenario = apply(scenario, {o.path: o.value for o in sets}, base_dir)
         except ScenarioError as exc:
             raise _blame(exc.problems, sets, RunSettings()) from None
         except OverrideError as exc:  # a path that cannot be set

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from pathlib import Path
+from typing import cast
 
 from errorflow.scenario.checks.wording import short
 from errorflow.scenario.loader import validate_data
 from errorflow.scenario.marked_yaml import NotYAML, ValueBudget, read_value
 from errorflow.scenario.paths import OverrideError, set_path
 from errorflow.scenario.problems import Problem, ScenarioError
+from errorflow.scenario.python_ref import resolve_agent_paths, resolve_tool_paths
+from errorflow.scenario.spec.mcp_model import resolve_mcp_paths
 from errorflow.scenario.spec.model import Scenario
 
 __all__ = [
@@ -59,10 +63,18 @@ def validated(data: dict[str, object], source: str = OVERRIDES) -> Scenario:
         raise InvalidOverride(exc.file, exc.problems) from None
 
 
-def apply(scenario: Scenario, overrides: Mapping[str, object]) -> Scenario:
+def apply(
+    scenario: Scenario, overrides: Mapping[str, object], base_dir: Path | None = None
+) -> Scenario:
+    """`scenario` with each path set to its value; `base_dir`: the scenario file's folder,
+    against which a path a value names (a Python tool's or agent's `function`, a server's
+    `cwd`) is read, as the file's own are."""
     data = data_of(scenario)
     for path, value in overrides.items():
         set_path(data, path, copy.deepcopy(value))
+    if base_dir is not None:
+        resolved = resolve_agent_paths(resolve_tool_paths(data, base_dir), base_dir)
+        data = cast(dict[str, object], resolve_mcp_paths(resolved, base_dir))  # a dict in, out
     if not overrides:
         return validated(data)
     shown = ", ".join(f"{path}={short(value, 40)}" for path, value in overrides.items())

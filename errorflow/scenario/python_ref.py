@@ -262,42 +262,47 @@ def _name(fn: Callable[..., object]) -> str:
 
 
 def resolve_tool_paths(data: object, base_dir: Path) -> object:
-    """`data` (a scenario's plain data) with each Python tool's `path/file.py:callable`
-    made absolute against `base_dir` (the scenario file's folder), so the scenario runs
+    """`data` (a scenario's plain data) with each Python tool's `function` made absolute
+    against `base_dir` (the scenario file's folder, `absolute_ref`), so the scenario runs
     the same code from any working directory and in every `errorflow agent`."""
     if not isinstance(data, dict) or not isinstance(data.get("tools"), dict):
         return data
     tools: dict[object, object] = {}
     for name, tool in data["tools"].items():
-        if isinstance(tool, dict) and tool.get("kind") == "python":
-            ref = tool.get("function")
-            if isinstance(ref, str) and ":" in ref:
-                target, _, attr = ref.rpartition(":")
-                is_file = target.endswith(".py") or "/" in target or "\\" in target
-                if is_file and not Path(target).is_absolute():
-                    tool = {**tool, "function": f"{(base_dir / target).resolve()}:{attr}"}
+        ref = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(tool, dict) and tool.get("kind") == "python" and isinstance(ref, str):
+            tool = {**tool, "function": absolute_ref(ref, base_dir)}
         tools[name] = tool
     return {**data, "tools": tools}
 
 
 def resolve_agent_paths(data: object, base_dir: Path) -> object:
-    """`data` with each python agent's `function` made absolute against `base_dir` (the
-    scenario file's folder): a `file.py:callable` as a tool's is, and a
-    `module:callable` whose module is a file in that folder (`module.py`, or
-    `pkg/module.py` for `pkg.module`) too; any other module name is imported as is."""
+    """`data` with each python agent's `function` made absolute against `base_dir`, as
+    a Python tool's is."""
     if not isinstance(data, dict) or not isinstance(data.get("agents"), dict):
         return data
     agents: dict[object, object] = {}
     for name, agent in data["agents"].items():
         ref = agent.get("function") if isinstance(agent, dict) else None
-        if isinstance(agent, dict) and isinstance(ref, str) and ":" in ref:
-            target, _, attr = ref.strip().rpartition(":")
-            is_file = target.endswith(".py") or "/" in target or "\\" in target
-            dotted = all(p.isidentifier() for p in target.split("."))
-            local = base_dir / (target.replace(".", "/") + ".py" if dotted else "-")
-            if is_file and not Path(target).is_absolute():
-                agent = {**agent, "function": f"{(base_dir / target).resolve()}:{attr}"}
-            elif not is_file and local.is_file():  # a module beside the scenario file
-                agent = {**agent, "function": f"{local.resolve()}:{attr}"}
+        if isinstance(agent, dict) and isinstance(ref, str):
+            agent = {**agent, "function": absolute_ref(ref, base_dir)}
         agents[name] = agent
     return {**data, "agents": agents}
+
+
+def absolute_ref(ref: str, base_dir: Path) -> str:
+    """A `file.py:callable` made absolute against `base_dir`, and a `module:callable`
+    whose module is a file in that folder (`module.py`, or `pkg/module.py` for
+    `pkg.module`) too; any other module name is imported as is, and anything else is
+    left for validation to refuse."""
+    if ":" not in ref:
+        return ref
+    target, _, attr = ref.strip().rpartition(":")
+    is_file = target.endswith(".py") or "/" in target or "\\" in target
+    dotted = all(p.isidentifier() for p in target.split("."))
+    local = base_dir / (target.replace(".", "/") + ".py" if dotted else "-")
+    if is_file and not Path(target).is_absolute():
+        return f"{(base_dir / target).resolve()}:{attr}"
+    if not is_file and local.is_file():  # a module beside the scenario file
+        return f"{local.resolve()}:{attr}"
+    return ref
