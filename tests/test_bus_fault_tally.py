@@ -10,6 +10,7 @@ import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -245,6 +246,20 @@ def test_counts_and_the_line_say_where_a_kind_never_fired() -> None:
     assert bus_fault_line(counts) == (
         "bus faults: drop fired in 2 of 200 trials (3 sends), never in 198; "
         "reorder fired in 0 of 200 trials (0 sends), never in 200"
+    )
+
+
+def test_a_tool_fault_line_counts_calls_and_a_withheld_identifier_tasks() -> None:
+    """`bad_args` fires on the task (its identifier withheld), not on a call: a trial
+    whose agent never calls the tool still met it, and no call is claimed."""
+    counts: dict[str, Any] = {
+        "tools.fare.faults[0]": {"fired": 5, "never": 0, "times": 5, "kind": "bad_args"},
+        "tools.fare.faults[1]": {"fired": 2, "never": 3, "times": 4, "kind": "transient"},
+    }
+    assert bus_fault_line(counts, "tool faults", "calls") == (
+        "tool faults: tools.fare.faults[0] bad_args fired in 5 of 5 trials (an identifier "
+        "withheld from 5 tasks), never in 0; tools.fare.faults[1] transient fired in 2 of "
+        "5 trials (4 calls), never in 3"
     )
 
 

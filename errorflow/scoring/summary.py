@@ -238,6 +238,8 @@ def bus_fault_line(
         kind = c.get("kind")
         label = f"{name} {kind}" if isinstance(kind, str) else name
         times = f"{c['times']} {unit}"
+        if kind == "bad_args":  # it fires on the task, not on a call: counted in tasks
+            times = f"an identifier withheld from {c['times']} tasks"
         cells.append(
             f"{label} fired in {c['fired']} of {n} trials ({times}), never in {c['never']}"
         )
