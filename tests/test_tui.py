@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,6 +171,27 @@ def test_layout_survives_a_cycle() -> None:
 
 
 # -- the app ---------------------------------------------------------------------------------
+
+
+async def test_warnings_while_the_app_runs_are_toasts_not_text_on_its_screen(
+    tmp_path: Path,
+) -> None:
+    """A warning the run logs (a python agent's failing code, a lost agent), from the
+    app's thread or another, is the app's notification while it draws; the handlers it
+    set aside are given back when it ends."""
+    before = logging.getLogger().handlers[:]
+    app = ErrorflowApp(live_session(tmp_path / "n.db", "explicit", trials=1))
+    said: list[tuple[str, str]] = []
+    app.notify = lambda message, **kw: said.append((message, kw["severity"]))  # type: ignore[method-assign]
+    log = logging.getLogger("errorflow.test")
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert logging.getLogger().handlers == [app.log_toasts]
+        log.warning("agent clerk: its code failed: RuntimeError: boom")
+        await asyncio.to_thread(log.error, "agent writer was lost")
+        await pilot.pause()
+    assert ("agent clerk: its code failed: RuntimeError: boom", "warning") in said
+    assert ("agent writer was lost", "error") in said
+    assert logging.getLogger().handlers == before
 
 
 async def test_graph_has_one_node_per_agent(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from errorflow.tui.feed_filter import parse_filter
 from errorflow.tui.graph import PULSE_TICKS, GraphView
 from errorflow.tui.header import RunHeader
 from errorflow.tui.help import HelpScreen
+from errorflow.tui.log_toasts import LogToasts
 from errorflow.tui.pace import Clock, Pace
 from errorflow.tui.session import Session, SessionError
 from errorflow.tui.sources import Source
@@ -119,6 +120,7 @@ class ErrorflowApp(App[int]):
         super().__init__()
         self.session = session
         self.tick_s = tick_s
+        self.log_toasts = LogToasts(self)  # the run's warnings, while the app draws
         self.probe = probe
         self.pace = Pace(session.speed, clock)
         self.paused = False
@@ -178,8 +180,10 @@ class ErrorflowApp(App[int]):
         self.feed.focus()
         self.ticker = self.set_interval(self.tick_s, self._tick)
         self._start(self.session.first())
+        self.log_toasts.install()
 
     async def on_unmount(self) -> None:
+        self.log_toasts.remove()
         await self.session.holder.close()
 
     def on_resize(self, event: events.Resize) -> None:
