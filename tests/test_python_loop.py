@@ -412,6 +412,56 @@ def test_a_synchronous_tool_that_never_returns_does_not_hold_the_run_open(
     assert json.loads(done.stdout)["outcomes"]["contained"] == 2
 
 
+OVERLAPPING = {
+    "agents.py": """
+import asyncio
+from errorflow import AgentContext, AgentReply
+
+async def both(ctx: AgentContext) -> AgentReply:
+    slow = asyncio.create_task(ctx.call_tool("metric", {"name": "slow"}))
+    await asyncio.sleep(0.01)
+    await ctx.call_tool("metric", {"name": "fast"})  # starts later, ends first
+    return AgentReply(claims={"a": (await slow).value})
+""",
+    "tools.py": """
+import asyncio
+
+async def metric(name: str) -> object:
+    await asyncio.sleep(0.2 if name == "slow" else 0.05)
+    return 1234 if name == "slow" else "abc"  # digits to change, and none
+""",
+    "s.yaml": """
+name: overlapping
+seed: 5
+trials: 3
+tools:
+  metric:
+    kind: python
+    function: 'tools.py:metric'
+    faults: [{kind: corrupt, mode: digits, p: 1.0}]
+agents:
+  clerk: {role: clerk, behaviour: python, function: 'agents.py:both', tools: [metric]}
+task:
+  prompt: What were the figures?
+  needs: [{id: a, tool: metric, wording: a, args: {name: slow}, expect: 1234}]
+""",
+}
+
+
+async def test_each_of_a_python_agents_calls_at_once_names_its_own_faults(
+    tmp_path: Path,
+) -> None:
+    """Two calls at once, the later one ending first: the fault that changed the slow
+    call's answer is its own, counted once, and the one that left the fast call's answer
+    as it was is not counted (a gate-wide index gave 6 calls, then 0)."""
+    for name, text in OVERLAPPING.items():
+        (tmp_path / name).write_text(text)
+    result = await run(load(tmp_path / "s.yaml"), tmp_path / "o.db")
+    assert result.outcomes["contaminated"] == 3, result.outcomes
+    fired = result.summary["tool_faults"]["tools.metric.faults[0]"]
+    assert (fired["fired"], fired["times"]) == (3, 3), fired
+
+
 async def test_agent_faults_and_a_crash_fire_on_a_python_agent(tmp_path: Path) -> None:
     corrupt = "[{kind: corrupt, p: 0.5, claims: 1.0}]"
     s = load(scenario_file(tmp_path, agent_faults=corrupt, trials=20))

@@ -45,7 +45,7 @@ from errorflow.protocol.events import (
     RetryScheduled,
     ToolCallEvent,
 )
-from errorflow.world.tool_client import ToolClient
+from errorflow.world.tool_client import CALL_FIRED, ToolClient
 
 #: Arguments as they reached the tool: a mapping, or the text of an unparseable call.
 ToolArgs = Mapping[str, object] | str
@@ -108,14 +108,19 @@ class ToolGate:
         self.breakers, self.guard, self.implicit, self.emit = breakers, guard, implicit, emit
         self.trace: list[TraceEntry] = []
         self._loop = AttemptLoop(clock=clock, rng=rng, budget=budget)
-        self._fired_from = 0  # where the current call's fired faults start in the client's
 
     @property
     def retries(self) -> int:
         return self._loop.retries
 
     async def call(self, call: ToolCall) -> GateOutcome:
-        self._fired_from = len(self.client.fired)
+        token = CALL_FIRED.set([])  # the faults that fire on this call's attempts
+        try:
+            return await self._call(call)
+        finally:
+            CALL_FIRED.reset(token)
+
+    async def _call(self, call: ToolCall) -> GateOutcome:
         args_map = call.arguments if isinstance(call.arguments, dict) else {"_raw": call.arguments}
         blocked = self._guard(call, args_map)
         if blocked is not None:
@@ -206,12 +211,8 @@ class ToolGate:
                 ok=True,
                 code=soft.code if soft else None,
                 attempts=attempts,
-                faults=self.client.fired[self._fired_from :],
-                silent=[
-                    place
-                    for place in self.client.fired[self._fired_from :]
-                    if place in self.client.silent_places
-                ],
+                faults=_fired(),
+                silent=[place for place in _fired() if place in self.client.silent_places],
             )
         )
         # Implicitly, an empty or partial result is just a result to the model; the
@@ -235,7 +236,7 @@ class ToolGate:
                 attempts=attempts,
                 http_status=failure.http_status,
                 error=redact(failure.raw)[:300],
-                faults=self.client.fired[self._fired_from :],
+                faults=_fired(),
             )
         )
         if self.implicit:
@@ -358,3 +359,8 @@ class _ToolAttempts:
                     reason=decision.reason,
                 )
             )
+
+
+def _fired() -> list[str]:
+    """The places of the faults that fired on the current call's attempts."""
+    return list(CALL_FIRED.get() or ())

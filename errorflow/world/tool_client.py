@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -115,6 +116,12 @@ def _search(world: WorldSpec, query: str) -> list[str]:
     )
 
 
+#: The places of the faults that fired on one tool-gate call's attempts (set by the gate
+#: for each call: a python agent's calls at once are tasks of their own, each with its
+#: own list, so each call's event names its own faults).
+CALL_FIRED: ContextVar[list[str] | None] = ContextVar("errorflow_call_fired", default=None)
+
+
 class ToolClient:
     """One agent's connection to the tool world within one trial."""
 
@@ -170,17 +177,20 @@ class ToolClient:
         if wrong == value:
             index = self._places[tool, "call"][self._plans[tool].position(fault)]
             place = f"tools.{tool}.faults[{index}]"
-            fired = self.fired
-            for i in range(len(fired) - 1, -1, -1):
-                if fired[i] == place:
-                    del fired[i]
-                    break
+            for fired in (self.fired, CALL_FIRED.get()):
+                if fired is not None and place in fired:
+                    del fired[len(fired) - 1 - fired[::-1].index(place)]
         return wrong
 
     def _note(self, tool: str, stage: str, position: int | None) -> None:
-        """Record that the fault at `position` of a plan fired, by its scenario place."""
+        """Record that the fault at `position` of a plan fired, by its scenario place:
+        for the trial, and for the gate's call that made it (`CALL_FIRED`)."""
         if position is not None:
-            self.fired.append(f"tools.{tool}.faults[{self._places[tool, stage][position]}]")
+            place = f"tools.{tool}.faults[{self._places[tool, stage][position]}]"
+            self.fired.append(place)
+            mine = CALL_FIRED.get()
+            if mine is not None:
+                mine.append(place)
 
     def _items_rng(self, tool: str) -> random.Random:
         rng = self._rng_items.get(tool)
