@@ -26,13 +26,24 @@ class UnusableAnswer(TypeError):
 
 
 def json_answer(tool: str, raw: object) -> JsonValue:
-    try:
-        value: JsonValue = to_jsonable_python(raw)
-    except PydanticSerializationError:
+    def plain(obj: object) -> object:
+        """What pydantic has no JSON for: numpy's values as the Python ones they hold
+        (`tolist()`: an array's list, a scalar's number or bool), anything else refused,
+        named by its own type wherever it sits in the answer."""
+        tolist = getattr(obj, "tolist", None)
+        if callable(tolist):
+            return tolist()
+        where = "" if obj is raw else f" (in the {type(raw).__name__} it returned)"
         raise UnusableAnswer(
-            f"{tool} returned a {type(raw).__name__}, which is not JSON; return a dict, "
-            "list, str, number, bool or None (or a pydantic model or dataclass)"
-        ) from None
+            f"{tool} returned a {type(obj).__name__}{where}, which is not JSON; return "
+            "dicts, lists, strings, numbers, bools and None (or pydantic models, "
+            "dataclasses, numpy values)"
+        )
+
+    try:
+        value: JsonValue = to_jsonable_python(raw, fallback=plain)
+    except PydanticSerializationError as exc:
+        raise UnusableAnswer(f"{tool} returned what is not JSON ({exc})") from None
     if not _finite(value):
         raise UnusableAnswer(f"{tool} returned a NaN or infinite number, which is not JSON")
     size = len(to_json(value))
