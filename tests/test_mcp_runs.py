@@ -214,6 +214,16 @@ def test_validate_and_run_check_mcp_tools_against_their_servers_at_the_files_lin
         assert all(n.isdigit() for n in located), err  # file:line:col
 
 
+def test_validate_json_says_a_server_that_cannot_start_in_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(accounts(2).replace(json.dumps(sys.executable), json.dumps("nope-xyz"), 1))
+    assert main(["validate", str(path), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and "could not start" in doc["error"], doc
+
+
 async def test_needs_are_checked_against_the_server_schema(tmp_path: Path) -> None:
     text = accounts(2).replace("field: owner}", "field: ownr}")
     with pytest.raises(ScenarioError) as info:

@@ -15,7 +15,8 @@ from errorflow.cli.errors import EXIT_OK, bounded
 from errorflow.cli.paths import path_arg
 from errorflow.cli.scenario_input import load_ref
 from errorflow.core.display import for_terminal
-from errorflow.core.errors import EXIT_USAGE
+from errorflow.core.errors import EXIT_FAILURE, EXIT_USAGE
+from errorflow.core.tool_errors import ToolServerDown
 from errorflow.models.api_keys import KEY_ENVS
 from errorflow.models.backends import check_backends
 from errorflow.protocol.envelope import json_schema
@@ -53,6 +54,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             raise  # at most three lines, as every command says bad input
         lines = ["invalid scenario", *(p.render(exc.file) for p in exc.problems)]
         return fail("\n".join(bounded(line) for line in lines), EXIT_USAGE)
+    except ToolServerDown as exc:  # not the file's problem: the server's, as a run says it
+        if not args.json:
+            raise
+        print(json.dumps({"ok": False, "problems": [], "error": str(exc)}, indent=2))
+        return EXIT_FAILURE
     check_backends(scenario, env=dict.fromkeys(KEY_ENVS.values(), "(not checked)"))
     warnings = warnings_for(scenario, resolve(args.scenario), empty_truths(scenario, truths))
     if args.json:
