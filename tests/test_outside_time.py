@@ -9,6 +9,7 @@ heartbeat, and the runner adds what each agent told it."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -169,3 +170,29 @@ def test_a_trial_an_agent_elsewhere_waits_on_is_not_forgotten(
         spans.told("clerk", f"t{trial}", 1.0, waiting=False, for_s=10.0)
     assert spans.waiting("t0") and spans.spent_s("t0") == 1.0
     assert [spans.spent_s(f"t{n}") for n in (1, 2, 3)] == [0.0, 0.0, 1.0]
+
+
+def test_one_process_reports_once_however_many_of_its_agents_say_it() -> None:
+    """Every agent of a process reports the process's calls: a report replaces the
+    process's last one, so two agents saying the same 2 s count 2 s, not 4."""
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    for _agent in ("researcher", "writer"):
+        spans.told("process-1", A, 2.0, waiting=False, for_s=2.5)
+    assert spans.spent_s(A) == 2.0
+    spans.told("process-2", A, 1.0, waiting=False, for_s=2.5)  # another process's
+    assert spans.spent_s(A) == 3.0
+
+
+def test_a_trial_scored_is_forgotten_and_its_trace_id_starts_again_from_nothing() -> None:
+    t = FakeTime()
+    spans = OutsideTime(t.clock)
+    with spans.span(A):
+        t.now += 20.0
+    spans.told("process-1", A, 5.0, waiting=True, for_s=2.5)
+    spans.forget(A)
+    assert spans.spent_s(A) == 0.0 and not spans.waiting(A)
+
+
+def test_the_process_token_tells_a_forked_child_apart() -> None:
+    assert outside_time.process_token().endswith(f"-{os.getpid()}")

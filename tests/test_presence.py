@@ -9,7 +9,7 @@ from pydantic import JsonValue
 
 from errorflow.agents.presence import Presence
 from errorflow.bus.endpoint import Endpoint
-from errorflow.core.outside_time import REPORTED_TRIALS, OutsideTime
+from errorflow.core.outside_time import REPORTED_TRIALS, OutsideTime, process_token
 from errorflow.protocol import signing
 from errorflow.protocol.control import (
     Ack,
@@ -125,7 +125,9 @@ async def test_a_joined_agent_says_alive_until_it_leaves() -> None:
     await p.on_control(roll_call())
     await asyncio.sleep(0.05)
     alive = [parse_control(m.payload) for m in conn.sent[1:]]
-    assert alive and all(a == Alive(agent="writer", session=p.session) for a in alive)
+    assert alive and all(
+        a == Alive(agent="writer", session=p.session, outside_from=process_token()) for a in alive
+    )
     await p.on_control(Stop().to_payload())
     count = len(conn.sent)
     await asyncio.sleep(0.05)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from errorflow.bus.endpoint import Endpoint
-from errorflow.core.outside_time import OUTSIDE, OutsideTime
+from errorflow.core.outside_time import OUTSIDE, OutsideTime, process_token
 from errorflow.protocol import topics
 from errorflow.protocol.control import (
     Alive,
@@ -119,7 +119,9 @@ class Presence:
             TrialOutside(trace_id=trace_id, spent_s=spent_s, waiting=waiting)
             for trace_id, spent_s, waiting in self._outside.report()
         )
-        return Alive(agent=self.name, session=self.session, outside=outside)
+        return Alive(
+            agent=self.name, session=self.session, outside=outside, outside_from=process_token()
+        )
 
     async def gone(self) -> None:
         """Leaving without a stop (interrupted): say what our will would have said."""

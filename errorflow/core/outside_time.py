@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextvars
 import math
+import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,7 +54,7 @@ class _Spans:
     #: The calls outside now: when each must be back by (inf: bounded by its own waits).
     ends: list[float] = field(default_factory=list)
     since: float = 0.0  # when the calls outside last changed
-    #: What agents in other processes said of the trial, by agent: its time outside, and
+    #: What processes of agents said of the trial, by process: its time outside, and
     #: until when a call it said was outside counts as still there (-inf: none was).
     told: dict[str, tuple[float, float]] = field(default_factory=dict)
 
@@ -135,16 +137,21 @@ class OutsideTime:
             for _, _, trace_id, spans in recent[:REPORTED_TRIALS]
         ]
 
-    def told(self, agent: str, trace_id: str, spent_s: float, waiting: bool, for_s: float) -> None:
-        """What `agent`, in a process of its own, said of the trial in a heartbeat: its
-        time outside so far, and whether a call is outside now (counted as still there
-        for `for_s`, until its next heartbeat should have come)."""
+    def told(self, source: str, trace_id: str, spent_s: float, waiting: bool, for_s: float) -> None:
+        """What a process of agents (`source`: its `process_token`) said of the trial in
+        a heartbeat: its time outside so far, and whether a call is outside now (counted
+        as still there for `for_s`, until its next heartbeat should have come)."""
         spans = self._trials.get(trace_id)
         if spans is None:
             self._forget_oldest()
             spans = self._trials[trace_id] = _Spans()
         until = self._clock() + for_s if waiting else -math.inf
-        spans.told[agent] = (spent_s, until)
+        spans.told[source] = (spent_s, until)
+
+    def forget(self, trace_id: str) -> None:
+        """The trial is over (scored): a run in this process that gives a trial the same
+        trace id again starts from nothing. A call of it still out ends unseen."""
+        self._trials.pop(trace_id, None)
 
     def _forget_oldest(self) -> None:
         if len(self._trials) < REMEMBERED_TRIALS:
@@ -158,6 +165,16 @@ class OutsideTime:
 
 #: The process's: its agents time their calls in it, its runner reads it.
 OUTSIDE = OutsideTime()
+_TOKEN = secrets.token_hex(8)
+
+
+def process_token() -> str:
+    """This process, as a heartbeat names where its time outside was counted: every
+    agent of one process reports the same calls (the runner keeps one report a
+    process), and a runner hearing its own process's reports has them already."""
+    return f"{_TOKEN}-{os.getpid()}"  # a forked child is a process of its own
+
+
 _WORKING_ON: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "errorflow_working_on", default=None
 )

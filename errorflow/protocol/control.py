@@ -73,6 +73,8 @@ class Alive(_Control):
     agent: str
     session: str
     outside: tuple[TrialOutside, ...] = Field(default=(), max_length=REPORTED_TRIALS)
+    #: The process whose calls `outside` counts (its agents all report them).
+    outside_from: str = Field(default="", max_length=64)
 
 
 class Gone(_Control):

@@ -22,7 +22,7 @@ from errorflow.agents.agent import Agent, OnTrace
 from errorflow.agents.presence import HEARTBEAT_S
 from errorflow.bus.endpoint import Endpoint
 from errorflow.bus.transport import Bus, Connection, offline_s
-from errorflow.core.outside_time import OUTSIDE
+from errorflow.core.outside_time import OUTSIDE, process_token
 from errorflow.core.redact import redact
 from errorflow.models.api_keys import ApiKeys
 from errorflow.models.backends import BackendFactory
@@ -255,8 +255,10 @@ class Participants:
                 self.present_all.set()
         elif isinstance(control, Alive):
             self.liveness.alive(env.sender, control.session, now)
-            for t in control.outside:  # its trials' time outside errorflow
-                OUTSIDE.told(env.sender, t.trace_id, t.spent_s, t.waiting, for_s=TOLD_FOR_S)
+            source = control.outside_from or env.sender
+            if source != process_token():  # (this process's calls are counted here already)
+                for t in control.outside:  # its trials' time outside errorflow
+                    OUTSIDE.told(source, t.trace_id, t.spent_s, t.waiting, for_s=TOLD_FOR_S)
         elif isinstance(control, Gone) and self.liveness.gone(env.sender, control.session, now):
             log.warning(
                 "agent %s left without a goodbye (its last will); waiting up to %gs for it "

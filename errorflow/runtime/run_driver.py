@@ -286,6 +286,7 @@ class RunDriver:
             )
         except TimeoutError:
             score = self._timed_out(trial)
+        OUTSIDE.forget(trace_id)
         self._finish(score, readings)
         with contextlib.suppress(ConnectionError):
             await self._publish_labels(score)
