@@ -17,10 +17,11 @@ import math
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
+from errorflow.core.errors import ErrorflowError
 from errorflow.scenario.spec.model import MAX_FINDINGS_BYTES
 
 
-class UnusableAnswer(TypeError):
+class UnusableAnswer(ErrorflowError, TypeError):
     """A Python tool returned something its answer cannot be (its failure:
     `internal_error`, as any exception of its code)."""
 
