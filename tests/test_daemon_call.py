@@ -23,6 +23,10 @@ def who() -> str:
     return WHO.get()
 
 
+def first_of_nothing() -> int:
+    return next(n for n in () if n)
+
+
 def fails() -> None:
     raise LookupError("no such row")
 
@@ -33,6 +37,11 @@ async def test_the_result_the_exception_and_the_context_reach_the_caller() -> No
         await in_daemon_thread(fails)
     WHO.set("trial 7")
     assert await in_daemon_thread(who) == "trial 7"
+    # `next()` of an empty iterator: a future cannot hold a StopIteration, and the
+    # caller waited out its whole timeout for a result that never came
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        async with asyncio.timeout(5):
+            await in_daemon_thread(first_of_nothing)
 
 
 async def test_a_call_given_up_on_is_left_in_a_daemon_thread() -> None:

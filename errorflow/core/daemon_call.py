@@ -37,8 +37,12 @@ async def in_daemon_thread(fn: Callable[..., _T], /, **kwargs: object) -> _T:
     def work() -> None:
         try:
             result = context.run(fn, **kwargs)
+        except StopIteration as exc:  # a future cannot hold one (`next()` of nothing)
+            error = RuntimeError(f"StopIteration: {exc}")
+            error.__cause__ = exc
+            outcome: tuple[_T | None, BaseException | None] = (None, error)
         except BaseException as exc:  # handed to the caller, whatever it is
-            outcome: tuple[_T | None, BaseException | None] = (None, exc)
+            outcome = (None, exc)
         else:
             outcome = (result, None)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
