@@ -324,6 +324,21 @@ async def test_a_run_counts_each_model_fault_by_its_place_and_the_attempts_it_fa
     assert "agent_faults" not in result.summary  # a model fault is not an agent's own
 
 
+async def test_a_managers_dispatch_round_counts_its_model_faults_too(tmp_path: Path) -> None:
+    """A manager's dispatch goes out as tasks, its gathering as a result: the attempts
+    a fault failed in both rounds are counted, as many as the stored events say."""
+    s = apply(
+        scenario("manager-workers", trials=5),
+        {"agents.lead.model.faults": [{"kind": "overloaded", "first_n": 1}]},
+    )
+    result = await run(s, tmp_path / "d.db")
+    with sqlite3.connect(tmp_path / "d.db") as conn:
+        query = "SELECT COUNT(*) FROM events WHERE type = 'model_fault'"
+        (events,) = conn.execute(query).fetchone()
+    counted = result.summary["model_faults"]["agents.lead.model.faults[0]"]
+    assert counted["times"] == events == 10, (counted, events)  # two rounds, five trials
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 async def test_each_kind_fires_at_its_rate_in_a_run(tmp_path: Path, kind: str) -> None:

@@ -101,8 +101,8 @@ class PlacedFaultTally:
         """What fired in the trial, by place."""
         seen: Counter[str] = Counter()
         for m in messages:
-            if m.kind is not Kind.RESULT:
-                continue
+            if m.kind is not Kind.RESULT and m.kind is not Kind.TASK:
+                continue  # (a manager's dispatch and a send-back are tasks an agent sent)
             for path, n in self._read(m.payload).items():
                 if path in self.kinds:
                     seen[path] += n
