@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,20 @@ def spawn_agent(
     )
 
 
+def awaiting_agents(mosquitto: Mosquitto, db: Path, run_id: str, **more: Any) -> RunOptions:
+    """A runner on Mosquitto that waits for `errorflow agent` processes (with the key
+    they are given); `more`: other options."""
+    options: dict[str, Any] = {"presence_timeout_s": 60, **more}
+    return RunOptions(
+        broker=mosquitto.url,
+        db_path=db,
+        run_id=run_id,
+        external_agents=True,
+        run_key=KEY,
+        **options,
+    )
+
+
 @pytest.mark.mosquitto
 @pytest.mark.slow
 async def test_two_agent_processes_give_the_same_outcomes(
@@ -67,14 +82,7 @@ async def test_two_agent_processes_give_the_same_outcomes(
     try:
         split = await run_scenario(
             s,
-            RunOptions(
-                broker=mosquitto.url,
-                db_path=tmp_path / "a.db",
-                run_id=run_id,
-                external_agents=True,
-                run_key=KEY,
-                presence_timeout_s=60,
-            ),
+            awaiting_agents(mosquitto, tmp_path / "a.db", run_id),
         )
         for p in procs:  # the runner's stop message ends them
             assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
@@ -174,15 +182,7 @@ async def test_time_an_agent_process_spends_in_real_tools_does_not_run_out_the_t
     run_id = "outside-run-1"
     proc = spawn_agent("clerk", run_id, url, scenario_file=tmp_path / "one-tool.yaml")
     try:
-        options = RunOptions(
-            broker=mosquitto.url,
-            db_path=tmp_path / "o.db",
-            run_id=run_id,
-            external_agents=True,
-            run_key=KEY,
-            presence_timeout_s=60,
-            trial_timeout_s=2.0,
-        )
+        options = awaiting_agents(mosquitto, tmp_path / "o.db", run_id, trial_timeout_s=2.0)
         result = await run_scenario(s, options)
         assert proc.wait(timeout=30) == 0, proc.stderr.read().decode()  # type: ignore[union-attr]
     finally:
@@ -223,14 +223,7 @@ async def test_an_agent_with_another_scenario_refuses_to_join(
         with pytest.raises(TimeoutError, match="writer"):
             await run_scenario(
                 s,
-                RunOptions(
-                    broker=mosquitto.url,
-                    db_path=tmp_path / "m.db",
-                    run_id="mismatch-run",
-                    external_agents=True,
-                    run_key=KEY,
-                    presence_timeout_s=3,
-                ),
+                awaiting_agents(mosquitto, tmp_path / "m.db", "mismatch-run", presence_timeout_s=3),
             )
         assert proc.wait(timeout=30) == 2
         assert "scenario differs" in proc.stderr.read()  # type: ignore[union-attr]

@@ -131,6 +131,12 @@ def test_warnings_for_tools_nobody_uses() -> None:
     ]
 
 
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    """`errorflow validate PATH` as a user runs it."""
+    command = [sys.executable, "-m", "errorflow", "validate", str(path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
 @pytest.mark.parametrize(
     "mistake",
     [
@@ -144,12 +150,7 @@ def test_validate_rejects_modelling_mistakes_with_exit_2(
 ) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(CHAIN.replace(*mistake))
-    done = subprocess.run(
-        [sys.executable, "-m", "errorflow", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = validate(path)
     assert done.returncode == 2, done.stderr
     assert f"{path}:" in done.stderr and "Traceback" not in done.stderr
 
@@ -157,12 +158,7 @@ def test_validate_rejects_modelling_mistakes_with_exit_2(
 def test_validate_prints_warnings_at_their_line_and_still_passes(tmp_path: Path) -> None:
     path = tmp_path / "w.yaml"
     path.write_text(CHAIN.replace("tools:\n", "tools:\n  spare: {kind: metric_store}\n"))
-    done = subprocess.run(
-        [sys.executable, "-m", "errorflow", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = validate(path)
     assert done.returncode == 0, done.stderr
     assert f"warning: {path}:11:3: tools.spare: tool 'spare' is defined but no agent holds it" in (
         " ".join(done.stderr.split())
@@ -173,12 +169,7 @@ def test_validate_warns_of_a_need_whose_true_answer_is_empty(tmp_path: Path) -> 
     """A search that rightly finds nothing reads as an `empty_result` failure."""
     path = tmp_path / "e.yaml"
     path.write_text(CHAIN.replace("- {id: KB-1, product: router}", "- {id: KB-1, product: modem}"))
-    done = subprocess.run(
-        [sys.executable, "-m", "errorflow", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = validate(path)
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
     assert f"warning: {path}:21:7: task.needs.1: need 'kb': its true answer is empty ([])" in said

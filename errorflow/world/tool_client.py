@@ -170,16 +170,12 @@ class ToolClient:
                 (self._plans if stage == "call" else self._malform)[name] = plan
                 self._places[name, stage] = places
 
-    def _unless_unchanged(self, tool: str, fault: ToolFaultBase, value: Any, wrong: Any) -> Any:
-        """`wrong`, the answer a silent fault made of `value`. One that left it as it
-        was (a `corrupt` of digits in a value with none, no older value to be `stale`)
-        struck nothing: it is not counted as fired on this call."""
-        if wrong == value:
-            index = self._places[tool, "call"][self._plans[tool].position(fault)]
-            place = f"tools.{tool}.faults[{index}]"
-            for fired in (self.fired, CALL_FIRED.get()):
-                if fired is not None and place in fired:
-                    del fired[len(fired) - 1 - fired[::-1].index(place)]
+    def _silently(self, tool: str, fault: ToolFaultBase, value: Any, wrong: Any) -> Any:
+        """`wrong`, the answer a silent fault made of `value`, and the fault noted as fired
+        only if it changed it: one that left the answer as it was (a `corrupt` of digits
+        in a value with none, no older value to be `stale`) struck nothing."""
+        if wrong != value:
+            self._note(tool, "call", self._plans[tool].position(fault))
         return wrong
 
     def _note(self, tool: str, stage: str, position: int | None) -> None:
@@ -245,9 +241,7 @@ class ToolClient:
         fault, latency = before
         value, item_errors = self._serve(tool, args, fault)
         if fault is not None and fault.silent:
-            value = self._unless_unchanged(
-                tool, fault, value, self._silent(tool, args, fault, value)
-            )
+            value = self._silently(tool, fault, value, self._silent(tool, args, fault, value))
         if spec.kind == "report_sink":
             value = self._send(args, idempotency_key)
         empty = value in ([], {}, None) and spec.kind != "report_sink"
@@ -276,7 +270,7 @@ class ToolClient:
         value = await self._python(tool, args, timeout_s)
         if fault is not None and fault.silent:
             wrong = await self._python_silent(tool, args, fault, value, timeout_s)
-            value = self._unless_unchanged(tool, fault, value, wrong)
+            value = self._silently(tool, fault, value, wrong)
         refused = business_error(spec.business_failure, value) if spec.business_failure else None
         return ToolResult(value, latency, business_error=refused, empty=value in ([], {}, None, ""))
 
@@ -296,7 +290,8 @@ class ToolClient:
             # Deduplicated on the key: the retried send is not sent twice.
             return ToolResult(self._sent[idempotency_key], spec.latency_s)
         fault = self._plans[tool].next()
-        self._note(tool, "call", self._plans[tool].fired)
+        if fault is not None and not fault.silent:  # a silent one is noted once applied
+            self._note(tool, "call", self._plans[tool].fired)
         latency = spec.latency_s
         before = fault.before(Call(tool, spec.kind, timeout_s)) if fault is not None else None
         if isinstance(before, Answered):

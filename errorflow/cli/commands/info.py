@@ -25,7 +25,6 @@ from errorflow.scenario.loader import ScenarioError, in_file, warnings_for
 from errorflow.scenario.problems import Problem
 from errorflow.scenario.spec.model import Scenario
 from errorflow.world.ground_truth import empty_truths, need_truths
-from errorflow.world.mcp.checks import check_against_servers
 
 
 def _problem_json(problem: Problem, file: str) -> dict[str, object]:
@@ -41,8 +40,9 @@ def _problem_json(problem: Problem, file: str) -> dict[str, object]:
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         scenario = load_ref(args.scenario)
-        check_against_servers(scenario)  # its MCP tools, which only their servers know
-        truths = need_truths(scenario)  # what a run works out first (it may call tools)
+        # What a run works out first: its tools (MCP ones against their servers, which
+        # alone know them) and the ground truth (it may call Python and MCP tools).
+        truths = need_truths(scenario)
     except ScenarioError as exc:
         if exc.file == "<scenario>":
             exc = in_file(exc, resolve(args.scenario))

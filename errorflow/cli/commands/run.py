@@ -87,7 +87,7 @@ from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.summary import RunJson
 from errorflow.store.failures import StoreError
 from errorflow.store.opening import UnwritableStore
-from errorflow.world.mcp.checks import check_against_servers
+from errorflow.world.tool_catalog import ToolCatalog
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_compare(args, _scenario_to_run(args))
     _refuse_combinations(args)
     scenario = resumable(args) if args.resume else _scenario_to_run(args)
-    check_against_servers(scenario)  # its MCP tools: before any arm starts
+    ToolCatalog.of(scenario)  # its MCP tools against their servers, before any arm
     both = args.propagation == "both"
     if check_spend(args, arms_of(scenario, both), args.baseline):
         return EXIT_OK  # --dry-run: the estimate is printed, nothing ran

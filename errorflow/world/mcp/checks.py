@@ -15,17 +15,6 @@ from errorflow.scenario.spec.tool_args import enum_options
 from errorflow.world.mcp.tool import McpTool
 
 
-def check_against_servers(scenario: Scenario) -> None:
-    """The scenario's MCP tools against their servers (each started, or its session
-    reused), before anything runs: each tool is there and takes its needs' arguments.
-    ScenarioError (at `<scenario>`: `errorflow.scenario.loader.in_file` points it at the
-    file's lines) or ToolServerDown."""
-    mcp = {name: spec for name, spec in scenario.tools.items() if spec.kind == "mcp"}
-    tools = {name: McpTool.load(name, spec) for name, spec in mcp.items()}
-    if tools:
-        check_mcp_tools(scenario, tools)
-
-
 def check_mcp_tools(scenario: Scenario, tools: Mapping[str, McpTool]) -> None:
     problems = [*_need_problems(scenario, tools), *_entity_problems(scenario, tools)]
     if problems:
