@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -297,3 +299,17 @@ async def test_a_trial_leaves_no_reference_cycle_behind(name: str, tmp_path: Pat
     await unreachable_after(2, "warm.db")  # what a first run builds once (schemas, caches)
     few, many = await unreachable_after(10, "few.db"), await unreachable_after(40, "many.db")
     assert many - few < 30 * 2, (few, many)  # < 2 objects a trial (before: ~185)
+
+
+def test_a_run_says_once_that_a_true_answer_is_empty(tmp_path: Path) -> None:
+    """What `validate` warns of, a run says too: once, though both arms register."""
+    from tests.test_references import CHAIN
+
+    path = tmp_path / "e.yaml"
+    path.write_text(CHAIN.replace("- {id: KB-1, product: router}", "- {id: KB-1, product: modem}"))
+    command = [sys.executable, "-m", "errorflow", "run", str(path), "--trials", "2"]
+    command += ["--propagation", "both", "--db", str(tmp_path / "e.db")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert said.count("need 'kb': its true answer is empty ([])") == 1, said

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 
 import aiosqlite
 
@@ -50,8 +51,14 @@ from errorflow.store.failures import StoreFailed, stopped_by
 from errorflow.store.opening import open_db
 from errorflow.store.readers import load_scores
 from errorflow.store.runs import create_run, finish_run, resume_run
+from errorflow.world.ground_truth import empty_truths
 
 __all__ = ["RunOptions", "RunResult", "new_run_id", "register", "run_plan", "run_scenario"]
+
+log = logging.getLogger(__name__)
+#: Empty true answers said in this process (a sweep's cells and a comparison's arms
+#: share their task: said once).
+_said_empty: set[str] = set()
 
 
 async def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> RunResult:
@@ -153,6 +160,7 @@ async def register(
     (`truth`, if the caller has it at hand: computing it may call Python tools)."""
     scenario = plan.scenario
     truth = truth if truth is not None else Truth(scenario)
+    _say_empty_truths(scenario, truth)
     await create_run(
         db,
         run_id=run_id,
@@ -168,3 +176,12 @@ async def register(
         group_id=options.group_id,
         label=options.label,
     )
+
+
+def _say_empty_truths(scenario: Scenario, truth: Truth) -> None:
+    """What `validate` warns of, said by a run too: an empty true answer makes explicit
+    agents abstain where they were right, which reads as a result of the system."""
+    for _, words in empty_truths(scenario, truth.answers):
+        if words not in _said_empty:
+            _said_empty.add(words)
+            log.warning("%s (`errorflow validate` says where)", words)
