@@ -4,6 +4,7 @@ missing, not importable, not async or takes the wrong arguments."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -89,6 +90,19 @@ def test_a_reference_set_on_the_command_line_resolves_against_the_scenario_folde
     s = scenario_from(str(path), sets)
     assert s.agents["clerk"].function is not None
     assert s.agents["clerk"].function.startswith(str(tmp_path.resolve()))
+
+
+def test_a_value_of_vary_resolves_against_the_scenario_folder_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = scenario(tmp_path, "desk.py:desk")
+    monkeypatch.chdir("/")  # not the scenario's folder
+    vary = "agents.clerk.function=desk:good,team.desk:good"
+    argv = ["sweep", str(path), "--vary", vary, "--trials", "1", "--no-baseline", "--json"]
+    code = main([*argv, "--db", str(tmp_path / "s.db")])
+    assert code == 0, capsys.readouterr().err
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert sorted(cells) == ["desk:good", "team.desk:good"]
 
 
 def test_a_tools_module_beside_the_scenario_is_found_as_an_agents_is(

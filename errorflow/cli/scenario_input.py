@@ -124,9 +124,14 @@ def configure(
         raise _blame(exc.problems, (), settings) from None
 
 
-def check(scenario: Scenario, sets: Sequence[Override], settings: RunSettings) -> None:
+def check(
+    scenario: Scenario,
+    sets: Sequence[Override],
+    settings: RunSettings,
+    base_dir: Path | None = None,
+) -> None:
     """Refuse, as `validate` would, a scenario the overrides and settings would give."""
-    configure(scenario, sets, settings)
+    configure(scenario, sets, settings, base_dir)
 
 
 def _blame(problems: list[Problem], sets: Sequence[Override], settings: RunSettings) -> UsageError:
@@ -174,9 +179,15 @@ def _shown(option: str, limit: int = 80) -> str:
     return option if len(option) <= limit else option[: limit - 3] + "..."
 
 
-def check_axis(scenario: Scenario, where: str, values: Mapping[str, Mapping[str, object]]) -> None:
+def check_axis(
+    scenario: Scenario,
+    where: str,
+    values: Mapping[str, Mapping[str, object]],
+    base_dir: Path | None = None,
+) -> None:
     """Every value of a sweep axis (its overrides by value label), applied alone, must give
-    a valid scenario; `where` names the axis (`--vary PATH`, `sweep: NAME`)."""
+    a valid scenario; `where` names the axis (`--vary PATH`, `sweep: NAME`); a path a value
+    names is read against `base_dir`, the scenario file's folder."""
     for label, overrides in values.items():
         cell = [Override(f"{where}={label}", path, v) for path, v in overrides.items()]
-        check(scenario, cell, RunSettings())
+        check(scenario, cell, RunSettings(), base_dir)

@@ -18,6 +18,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from errorflow.bus.broker import EmbeddedBroker
@@ -244,15 +245,16 @@ def propagation_arms(scenario: Scenario) -> list[Arm]:
     return [Arm(p, RunPlan(apply(scenario, {"propagation": p}))) for p in ("explicit", "implicit")]
 
 
-def sweep_arms(scenario: Scenario, axes: Axes) -> list[Arm]:
-    """One arm per cell of the axes' product, labelled `v1/v2[/v3]` (a value per axis)."""
+def sweep_arms(scenario: Scenario, axes: Axes, base_dir: Path | None = None) -> list[Arm]:
+    """One arm per cell of the axes' product, labelled `v1/v2[/v3]` (a value per axis);
+    a path a value names is read against `base_dir` (the scenario file's folder)."""
     arms = []
     for combo in itertools.product(*(list(values.items()) for _, values in axes)):
         label = "/".join(lbl for lbl, _ in combo)
         overrides: dict[str, object] = {}
         for _, ov in combo:
             overrides.update(ov)
-        arms.append(Arm(label, RunPlan(apply(scenario, overrides))))
+        arms.append(Arm(label, RunPlan(apply(scenario, overrides, base_dir))))
     return arms
 
 

@@ -30,7 +30,7 @@ from errorflow.cli.run_options import (
     scenario_options,
     workers_option,
 )
-from errorflow.cli.scenario_input import check_axis, checked_path, read
+from errorflow.cli.scenario_input import check_axis, checked_path, folder_of, read
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
 from errorflow.core.errors import clipped
 from errorflow.reports.profile_lines import profile_lines
@@ -61,7 +61,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # default a cell may vary.
     arms = [
         Arm(a.label, RunPlan.of(a.scenario, trials=args.trials, seed=args.seed))
-        for a in sweep_arms(scenario, axes)
+        for a in sweep_arms(scenario, axes, folder_of(args.scenario))
     ]
     if check_spend(args, arms, not args.no_baseline):
         return EXIT_OK  # --dry-run: the estimate is printed, nothing ran
@@ -132,7 +132,7 @@ def _axes(args: argparse.Namespace, scenario: Scenario) -> list[Axis]:
             f"expected one to {MAX_SWEEP_AXES} fields to vary, found {len(axes)}", where=where
         )
     for name, values in axes:
-        check_axis(scenario, f"{where} {name}", values)
+        check_axis(scenario, f"{where} {name}", values, folder_of(args.scenario))
     return axes
 
 

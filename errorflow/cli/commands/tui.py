@@ -29,6 +29,7 @@ from errorflow.cli.run_options import scenario_args
 from errorflow.cli.scenario_input import (
     check_axis,
     configure,
+    folder_of,
     parse_sets,
     scenario_from,
 )
@@ -151,8 +152,8 @@ def sweep_cell(scenario: Scenario, label: str, where: str) -> Scenario:
         raise BadInput(f"{where} has no sweep: block, so no cells for --cell")
     axes = [(a.name, a.values) for a in scenario.sweep.axes]
     for name, values in axes:
-        check_axis(scenario, f"sweep: {name}", values)
-    arms = {a.label: a.scenario for a in sweep_arms(scenario, axes)}
+        check_axis(scenario, f"sweep: {name}", values, folder_of(where))
+    arms = {a.label: a.scenario for a in sweep_arms(scenario, axes, folder_of(where))}
     if label in arms:
         return arms[label]
     close = closest(label, list(arms))
