@@ -19,6 +19,7 @@ from errorflow.scenario.loader import (
     MAX_SCENARIO_BYTES,
     Problem,
     ScenarioError,
+    in_file,
     load,
     load_json,
     load_text,
@@ -902,3 +903,36 @@ def test_the_second_pass_is_a_list_of_checks(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(loader, "SECOND_PASS", (*loader.SECOND_PASS, not_this_name))
     with pytest.raises(ScenarioError, match="name: not this name"):
         load_text(BASE, "x.yaml")
+
+
+@pytest.mark.parametrize(
+    ("problem_path", "line", "column"),
+    [
+        ("tools.web.search.server", 4, 5),  # a key with dots in it
+        ("tools.42.server", 6, 5),  # a key of digits, not an index
+        ("tools.42", 5, 3),
+        ("tools.web.search.nothing.here", 3, 3),  # deeper than the file: its nearest line
+        ("task.needs.0.args", 11, 15),
+    ],
+)
+def test_a_problem_found_after_loading_is_put_at_the_files_line(
+    tmp_path: Path, problem_path: str, line: int, column: int
+) -> None:
+    text = """\
+name: n
+tools:
+  web.search:
+    server: x
+  "42":
+    server: y
+agents: {a: {role: researcher}}
+task:
+  prompt: p
+  needs:
+    - {id: a, args: {q: 1}}
+"""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    exc = ScenarioError("<scenario>", [Problem(problem_path, None, None, "m")])
+    [found] = in_file(exc, path).problems
+    assert (found.path, found.line, found.column) == (problem_path, line, column)

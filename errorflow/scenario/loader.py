@@ -207,15 +207,41 @@ def in_file(exc: ScenarioError, path: str | Path) -> ScenarioError:
     except (OSError, ScenarioError):
         return exc
     problems = [
-        problem_at(marks, _node_path(p.path), p.message) if p.line is None else p
+        problem_at(marks, _node_path(p.path, marks), p.message) if p.line is None else p
         for p in exc.problems
     ]
     return ScenarioError(file, by_position(problems))
 
 
-def _node_path(dotted_path: str) -> NodePath:
-    """`task.needs.0.args` → ("task", "needs", 0, "args")."""
-    return tuple(int(part) if part.isdigit() else part for part in dotted_path.split("."))
+def _node_path(dotted_path: str, marks: Marks | None = None) -> NodePath:
+    """`task.needs.0.args` → ("task", "needs", 0, "args"); with the file's `marks`, the
+    path the file has: a key with dots in it (a tool `web.search`) or of digits only is
+    one key there, not several or an index."""
+    parts = dotted_path.split(".")
+    plain = tuple(int(part) if part.isdigit() else part for part in parts)
+    if not marks or plain in marks:
+        return plain
+    path: NodePath = ()
+    while parts:  # at each level, the longest run of parts that is a key the file has
+        found = next(
+            (
+                (end, step)
+                for end in range(len(parts), 0, -1)
+                for step in _keys(".".join(parts[:end]))
+                if (*path, step) in marks
+            ),
+            None,
+        )
+        if found is None:
+            return (*path, *(int(p) if p.isdigit() else p for p in parts))
+        end, step = found
+        path, parts = (*path, step), parts[end:]
+    return path
+
+
+def _keys(key: str) -> tuple[str | int, ...]:
+    """What a part of a dotted path may be in the file: an index or a key of digits."""
+    return (int(key), key) if key.isdigit() else (key,)
 
 
 def warnings_for(
