@@ -224,3 +224,66 @@ def test_a_full_disk_stops_the_run_in_one_line_and_its_resume_completes_it(
     resumed = run_printed(said[2])
     assert resumed.returncode == 0, resumed.stderr
     assert _outcomes(db, "full-1") == uninterrupted
+
+
+FAULTY = """\
+name: faulty
+seed: 21
+trials: 12
+world:
+  metrics: {rev.q3: 1000, cost.q3: 600}
+tools:
+  kpi:
+    kind: metric_store
+    faults: [{kind: transient, p: 0.3}, {kind: not_found, p: 0.1}]
+agents:
+  sales: {role: researcher, tools: [kpi], sends_to: [analyst], faults: [{kind: corrupt, p: 0.3}]}
+  analyst:
+    role: analyst
+    behaviour: gather
+    sends_to: [writer]
+    model: {faults: [{kind: overloaded, p: 0.3}]}
+  writer: {role: writer}
+task:
+  prompt: Q3 revenue and cost.
+  needs:
+    - {id: revenue, tool: kpi, wording: Q3 revenue, value: rev.q3}
+    - {id: cost, tool: kpi, wording: Q3 cost, value: cost.q3}
+"""
+COUNTED = ("agent_faults", "model_faults", "tool_faults")
+
+
+def _summary(db: Path, run_id: str) -> dict[str, object]:
+    run = get_run(db, run_id)
+    assert run is not None and run["status"] == "finished"
+    summary = run["summary"]
+    assert summary is not None
+    return dict(summary)
+
+
+@pytest.mark.parametrize(("workers", "bus"), [("1", True), ("2", False)])
+def test_a_resumed_run_counts_faults_and_policy_over_every_trial(
+    tmp_path: Path, workers: str, bus: bool
+) -> None:
+    """What fired and what the policies did in the trials kept from before the
+    interruption is counted again, as in a run never stopped (bus faults too: workers
+    do not split a run that has them)."""
+    path = tmp_path / "faulty.yaml"
+    bus_faults = "bus: {duplicate: {p: 0.3}}\ntask:\n" if bus else "task:\n"
+    path.write_text(FAULTY.replace("task:\n", bus_faults))
+    dbs = {run_id: tmp_path / f"{run_id}.db" for run_id in ("whole", "cut")}
+    for run_id, db in dbs.items():
+        assert main(["run", str(path), "-q", "--run-id", run_id, "--db", str(db),
+                     "--workers", workers]) == 0  # fmt: skip
+    interrupt(dbs["cut"], "cut", keep=7)
+    resume = ["run", "--resume", "cut", "--db", str(dbs["cut"]), "--workers", workers, "-q"]
+    assert main(resume) == 0
+    whole, cut = _summary(dbs["whole"], "whole"), _summary(dbs["cut"], "cut")
+    for key in (*COUNTED, *(("bus_faults", "bus_recovery") if bus else ())):
+        assert cut[key] == whole[key], key
+    for key in ("tool_faults", *(("bus_faults",) if bus else ())):
+        fired = whole[key]
+        assert isinstance(fired, dict) and any(c["fired"] for c in fired.values()), key
+    metrics = (whole["metrics"], cut["metrics"])
+    assert isinstance(metrics[0], dict) and isinstance(metrics[1], dict)
+    assert metrics[0]["policy"] and metrics[1]["policy"] == metrics[0]["policy"]

@@ -44,6 +44,7 @@ from errorflow.runtime import work_wire as wire
 from errorflow.runtime.run_options import RunOptions
 from errorflow.runtime.run_result import RunResult, new_run_id
 from errorflow.runtime.workers import (
+    KEPT,
     ShardFailed,
     ShardResult,
     WorkersRefused,
@@ -140,7 +141,7 @@ async def _run_batches(
     """Every batch run by the workers and merged; the scores and the run's summary."""
     db = await open_db(options.db_path)
     try:
-        scores = await take_over(db, plan, hand.run_id, options, broker)
+        scores, kept = await take_over(db, plan, hand.run_id, options, broker)
         hand.scores = scores
         todo = [t for t in range(plan.trials) if t not in scores]
         size = hand.remote.batch_trials or batch_size(len(todo), hand.remote.ready)
@@ -157,7 +158,8 @@ async def _run_batches(
                     raise ShardFailed(f"run {hand.run_id}: a worker's batch failed ({failed[0]})")
                 status = "finished"
             finally:
-                summary = await close_run(db, hand.run_id, hand.paths(), scores, hand.done, status)
+                done = hand.done if kept is None else {**hand.done, KEPT: kept}
+                summary = await close_run(db, hand.run_id, hand.paths(), scores, done, status)
     finally:
         await db.close()
     return scores, summary

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -43,6 +44,7 @@ from errorflow.runtime.crashes import (
     crash_watched,
     what,
 )
+from errorflow.runtime.kept_trials import TrialTally, count_kept, kept_trials
 from errorflow.runtime.liveness import Lost, ParticipantLost, taken_by_lost
 from errorflow.runtime.participants import Participants
 from errorflow.runtime.recorder import Recorder
@@ -128,11 +130,16 @@ class RunDriver:
         )
         self.liveness = self.participants.liveness
 
-    def resume_from(self, scores: dict[int, TrialScore]) -> None:
-        """Trials an interrupted run already scored: not run again, late copies ignored.
-        Those a lost participant took with it measured nothing: they run again."""
+    def resume_from(self, scores: dict[int, TrialScore], path: Path) -> None:
+        """Trials an interrupted run already scored: not run again, late copies ignored,
+        and counted again from the store at `path` (what fired in them, their policy
+        decisions). Those a lost participant took with it measured nothing: they run
+        again."""
         kept = {t: sc for t, sc in scores.items() if not taken_by_lost(sc)}
-        self.scores.update(kept)
+        tallies: list[TrialTally] = [self.agent_faults, self.tool_faults, self.model_faults]
+        bus = self.bus_faults.tally if self.bus_faults.active else None
+        rows = kept_trials(path, self.run_id, kept)
+        self.scores.update(count_kept(rows, kept, tallies, bus))
         for trial in kept:
             self.tracker.close(trial)
 

@@ -102,7 +102,7 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
             await register(db, run_id, plan, bus.description, options, runner.truth)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
-            runner.resume_from(load_scores(options.db_path, run_id))
+            runner.resume_from(load_scores(options.db_path, run_id), options.db_path)
         status = "interrupted"
         try:
             result = await runner.run()

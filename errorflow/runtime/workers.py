@@ -44,6 +44,7 @@ from errorflow.core.redact import redact
 from errorflow.faults.tally import FaultCount
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
+from errorflow.runtime.kept_trials import kept_fault_counts, kept_trials
 from errorflow.runtime.liveness import taken_by_lost
 from errorflow.runtime.parent_watch import leave_with_parent
 from errorflow.runtime.run_options import RunOptions
@@ -172,6 +173,9 @@ class ShardResult:
     fault_counts: dict[str, dict[str, FaultCount]] = field(default_factory=dict)
 
 
+#: Where a resumed run's kept trials are counted among the shards' results.
+KEPT = -1
+
 #: What a worker puts on the results queue: ("trial", run_id, score) as each trial is
 #: scored, ("done", run_id, result) when its shard is over.
 Report = tuple[str, str, Any]
@@ -282,7 +286,8 @@ class Pool:
         db = await open_db(options.db_path)
         try:
             scores = score_map(options.keep_messages, scenario.trials)
-            scores.update(await take_over(db, plan, run_id, options, broker))
+            kept, counted = await take_over(db, plan, run_id, options, broker)
+            scores.update(kept)
             todo = [t for t in range(scenario.trials) if t not in scores]
             folder = options.db_path.resolve().parent
             with tempfile.TemporaryDirectory(prefix=".errorflow-workers-", dir=folder) as tmp:
@@ -292,7 +297,7 @@ class Pool:
                           options.presence_timeout_s)
                     for i, part in enumerate(shards_of(todo, self.size))
                 ]  # fmt: skip
-                done, summary = await self._finish(db, run_id, shards, scores, options)
+                done, summary = await self._finish(db, run_id, shards, scores, options, counted)
         except StoreFailed as exc:  # said of the run's store, with how much of it is there
             raise await stopped_by(db, options.db_path, run_id, scenario.trials, exc) from None
         finally:
@@ -306,10 +311,12 @@ class Pool:
         shards: list[Shard],
         scores: MutableMapping[int, TrialScore],
         options: RunOptions,
+        kept: ShardResult | None = None,
     ) -> tuple[dict[int, ShardResult], RunSummary]:
         """Run the shards, then merge what they stored (whatever happened) and close
         the run: finished, or interrupted (`--resume` runs what is missing). The shards'
-        results and the run's summary."""
+        results and the run's summary (with `kept`: what a resumed run's kept trials
+        counted)."""
         status, done = "interrupted", {}
         try:
             done = await self._gather(run_id, shards, scores, options.on_trial)
@@ -324,7 +331,9 @@ class Pool:
         finally:
             if status != "finished":
                 self.kill()  # a shard still running would write on under our feet
-            summary = await close_run(db, run_id, [s.db_path for s in shards], scores, done, status)
+            counted = done if kept is None else {**done, KEPT: kept}
+            shard_dbs = [s.db_path for s in shards]
+            summary = await close_run(db, run_id, shard_dbs, scores, counted, status)
         return done, summary
 
     async def _gather(
@@ -390,14 +399,18 @@ def _take(results: Queue[Report], wait_s: float) -> list[Report]:
 
 async def take_over(
     db: aiosqlite.Connection, plan: RunPlan, run_id: str, options: RunOptions, broker: str
-) -> dict[int, TrialScore]:
-    """The run registered (or, resumed, taken over): the scores it has already."""
+) -> tuple[dict[int, TrialScore], ShardResult | None]:
+    """The run registered (or, resumed, taken over): the scores it has already, and
+    what fired in those trials, counted again from the store as a shard's counts."""
     if options.resume:
         await resume_run(db, run_id)
         stored = load_scores(options.db_path, run_id)
-        return {t: sc for t, sc in stored.items() if not taken_by_lost(sc)}
+        kept = {t: sc for t, sc in stored.items() if not taken_by_lost(sc)}
+        rows = kept_trials(options.db_path, run_id, kept)
+        scores, counts = kept_fault_counts(plan.scenario, rows, kept)
+        return scores, ShardResult(KEPT, fault_counts=counts)
     await register(db, run_id, plan, broker, options)
-    return {}
+    return {}, None
 
 
 #: The store's tables a shard fills, each copied in the order it was written.

@@ -205,6 +205,13 @@ def score_trial(
     return score
 
 
+def trial_policy(messages: Iterable[Envelope]) -> dict[str, dict[str, float]]:
+    """A trial's policy decisions from its tasks and results, as `score_trial` sums them."""
+    by_id = {m.id: m for m in messages if m.kind in (Kind.RESULT, Kind.TASK)}
+    payloads = read_all(by_id.values(), None)
+    return policy_counts((by_id[mid].sender, p) for mid, p in payloads.items())
+
+
 def policy_counts(sent: Iterable[tuple[str, ResultPayload]]) -> dict[str, dict[str, float]]:
     """The policy decisions the messages report (`trace.policy`), summed by sender."""
     out: dict[str, dict[str, float]] = {}
