@@ -4,6 +4,9 @@ one faulty voice is outvoted by members that looked the facts up themselves."""
 from __future__ import annotations
 
 import random
+import sqlite3
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +126,24 @@ def test_the_tui_knows_a_discussion_goes_both_ways() -> None:
     assert {("x", "y"), ("y", "x"), ("x", "z"), ("z", "x"), ("y", "z"), ("z", "y")} <= set(
         model.edges
     )
+
+
+def test_a_round_that_goes_to_no_peer_is_still_counted(tmp_path: Path) -> None:
+    """x alone decides, so its round-0 answer goes to nobody: what it spent and counted
+    there comes with its final result (the costs match the events stored)."""
+    faults = {"faults": [{"kind": "transient", "p": 0.5}]}
+    tools = {"q": {"kind": "metric_store", **faults}}
+    sc = api.load_scenario(
+        _scenario(FLAT, discussion={"rounds": 1, "decides": ["x"]}, tools=tools, trials=10)
+    )
+    db = tmp_path / "d.db"
+    res = api.run(sc, db=db)
+    per_trial = res.raw.summary["metrics"]["per_trial"]
+    conn = sqlite3.connect(db)
+    events = Counter(dict(conn.execute("SELECT type, count(*) FROM events GROUP BY type")))
+    assert per_trial["model_calls"] * 10 == events["model_call"]
+    assert per_trial["retries"] * 10 == events["retry"] > 0
+    fired = res.raw.summary["tool_faults"]["tools.q.faults[0]"]
+    assert fired["times"] == events["retry"] + events["retries_exhausted"]
+    policy = res.raw.summary["metrics"]["policy"]
+    assert sum(p.get("retries", 0) for p in policy.values()) == events["retry"]

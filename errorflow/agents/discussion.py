@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
+from errorflow.faults.agent import Fired
 from errorflow.models.backend import TaskTurn
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, WireError
+from errorflow.protocol.result import ResultPayload
 from errorflow.scenario.agent_plan import AgentPlan
 
 
@@ -64,6 +66,16 @@ class Memory:
     #: member stays reported in its later rounds, as a chain forwards it downstream.
     reported: list[WireError] = field(default_factory=list)
     confidence: float = 1.0
+    #: A round whose answer went to nobody (a deciding member's round before the last
+    #: when no peer of it decides): what it spent and what fired, for the next round's
+    #: result to carry.
+    unsent: Unsent | None = None
+
+
+@dataclass(frozen=True)
+class Unsent:
+    payload: ResultPayload
+    fired: Sequence[Fired]
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ member remembers of its answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
+from errorflow.agents.discussion import Unsent
 from errorflow.agents.kit import AgentKit
 from errorflow.agents.own.python_loop import Stated
 from errorflow.agents.policy_tally import PolicyTally
@@ -25,6 +27,8 @@ from errorflow.protocol.envelope import Kind
 from errorflow.protocol.events import AgentFaultFired, Emit
 from errorflow.protocol.result import ResultPayload
 from errorflow.protocol.stop import StopReason
+
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,14 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
         model_faults=dict(tally.model_faults_at) if tally is not None else {},
         ended_at=result.ended_at,
     )
+    memory = kit.memory.get(result.trial)
+    already: Sequence[Fired] = result.fired
+    if memory is not None and memory.unsent is not None:  # an earlier round went to nobody
+        payload = spent_with(payload, memory.unsent.payload)
+        already = [*memory.unsent.fired, *already]
+        memory.unsent = None
+    if not targets and memory is not None:  # spent all the same: the next round says so
+        memory.unsent = Unsent(payload, [*already, *fired])
     last_id: str | None = None
     for i, target in enumerate(targets):
         if i == 1:  # the costs were spent once, whatever the number of recipients
@@ -101,8 +113,8 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
         if emit is not None:
             for f in copy_fired:
                 emit(AgentFaultFired(agent=kit.name, recipient=target, **f.event()))
-        if copy_fired or result.fired:  # with what fired while the answer was made
-            mark_fired(wire, [*result.fired, *copy_fired])
+        if copy_fired or already:  # with what fired while the answer was made
+            mark_fired(wire, [*already, *copy_fired])
         sent = await kit.endpoint.send(
             kind=kind,
             recipient=target,
@@ -116,7 +128,25 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
             at=result.sent_at,
         )
         last_id = last_id or sent.id
-    memory = kit.memory.get(result.trial)
     if memory is not None:
         memory.last_id = last_id
         memory.reported, memory.confidence = verdict.errors, verdict.confidence
+
+
+def spent_with(payload: ResultPayload, earlier: ResultPayload) -> ResultPayload:
+    """`payload` carrying what an `earlier` round spent, counted and met too (a
+    discussion member's round whose answer went to no peer)."""
+
+    def added(a: Mapping[str, N], b: Mapping[str, N]) -> dict[str, N]:
+        return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
+
+    costs = payload.costs
+    if earlier.costs is not None:
+        costs = earlier.costs if costs is None else earlier.costs + costs
+    return replace(
+        payload,
+        costs=costs,
+        policy={k: round(v, 6) for k, v in added(earlier.policy, payload.policy).items()},
+        tool_faults=added(earlier.tool_faults, payload.tool_faults),
+        model_faults=added(earlier.model_faults, payload.model_faults),
+    )
