@@ -5,6 +5,7 @@ or were retried away, are no origins)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections import defaultdict
@@ -13,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from errorflow.bus.transport import InProcessBus
+from errorflow.runtime.runner import RunOptions, run_plan
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scoring.genealogy_types import Genealogy
 from errorflow.store import root_causes
 from errorflow.store.opening import connect_ro
@@ -165,3 +169,55 @@ def test_origins_are_where_the_faults_fired_on_every_bundled_scenario(tmp_path: 
     assert sum(checked.values()) >= 300, checked
     # every scenario that injects faults had failed trials to check
     assert sum(1 for n in checked.values() if n) >= 2 * (len(bundled()) - 1), checked
+
+
+FAN_IN = """\
+name: fan-in
+seed: 11
+trials: 3
+world:
+  metrics: {rev.q3: 1000}
+  tables:
+    stores: {rows: [{id: S-2, staff: 7}]}
+tools:
+  kpi: {kind: metric_store}
+  store_db: {kind: lookup, table: stores, args: {id: {}, field: {}}, select: field}
+agents:
+  sales: {role: researcher, tools: [kpi], sends_to: [analyst]}
+  ops: {role: researcher, tools: [store_db], sends_to: [analyst]}
+  analyst: {role: analyst, behaviour: gather, sends_to: [writer], wait_s: 60}
+  writer: {role: writer}
+task:
+  prompt: Q3 revenue and staff at S-2.
+  needs:
+    - {id: revenue, tool: kpi, wording: Q3 revenue, value: rev.q3}
+    - {id: staff, tool: store_db, wording: staff at S-2, args: {id: S-2, field: staff}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("agent", "fault", "origin", "code", "injected"),
+    [
+        ("ops", "{kind: drop, p: 1}", "ops", "timeout", "drop"),
+        ("ops", "{kind: hang, p: 1}", "ops", "timeout", "hang"),
+        ("ops", "{kind: slow, p: 1, delay_s: 100}", "ops", "timeout", "slow: 100 s late"),
+        ("analyst", "{kind: crash, p: 1}", "analyst", "internal_error", "crash"),
+    ],
+)
+def test_an_injected_agent_fault_is_the_origin_where_it_fired(
+    tmp_path: Path, agent: str, fault: str, origin: str, code: str, injected: str
+) -> None:
+    """An input that never came is its sender's fault, a crash the crashed agent's: not
+    a policy decision of the agent that went on without it."""
+    path = tmp_path / "f.yaml"
+    path.write_text(FAN_IN.replace(f"  {agent}: {{role", f"  {agent}: {{faults: [{fault}], role"))
+    db = tmp_path / "f.db"
+    plan = RunPlan.of(load(path), propagation="explicit")
+    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
+    causes = root_causes.load(db, result.run_id)
+    assert len(causes) == 3
+    for cause in causes.values():
+        primary = cause.primary
+        assert primary is not None
+        assert (primary.kind, primary.agent, primary.code) == ("agent_fault", origin, code)
+        assert f"(injected {injected})" in primary.detail

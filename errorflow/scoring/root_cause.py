@@ -195,9 +195,42 @@ def _fault_origins(
         if not live and not first.own_failures:
             continue
         origin = _origin_of(inv, first, live)
+        if origin.kind == "policy" and origin.tool is None:  # no call ended with it
+            origin = _injected_origin(inv, first, nodes) or origin
         upstream = any(nodes[d].reached for d in inv.inputs if d in nodes)
         (secondary if upstream else origins).append(origin)
     return origins, secondary
+
+
+def _injected_origin(
+    inv: Invocation, message: MessageNode, nodes: Mapping[str, MessageNode]
+) -> Origin | None:
+    """A failure no call of `inv` ended with, that an injected agent fault made: an
+    input that never came (dropped, hung, or slower than the wait) is its sender's
+    fault; a crash is the agent's own."""
+    code = message.own_failures[0] if message.own_failures else None
+    late = {e.tool for e in message.errors if e.hops == 0 and e.code == "timeout"}
+    for d in inv.inputs if code == "timeout" else ():
+        node = nodes.get(d)
+        if node is not None and node.sender in late and node.faults:
+            said = message.handling or "unreached"
+            detail = (
+                f"{node.sender}'s {node.kind} to {node.recipient} never came in time "
+                f"(injected {'; '.join(node.faults)}); {inv.agent} went on without it, {said}"
+            )
+            return _injected(node, code, detail)
+    own = [f for f in message.faults if not f.startswith("model.")]
+    if own and code is not None:
+        return _injected(message, code, f"{code} at {inv.agent} (injected {'; '.join(own)})")
+    return None
+
+
+def _injected(message: MessageNode, code: str | None, detail: str) -> Origin:
+    """An `agent_fault` origin at the sender of `message`, through which it left."""
+    invocation = message.invocation if message.invocation is not None else -1
+    said = message.handling or message.label or ""
+    return Origin(message.sender, "agent_fault", None, code, None, None, None, None, None,
+                  None, invocation, message.round, message.id, said, detail)  # fmt: skip
 
 
 def _origin_of(inv: Invocation, message: MessageNode, live: Sequence[FailureView]) -> Origin:
