@@ -287,3 +287,34 @@ def test_a_resumed_run_counts_faults_and_policy_over_every_trial(
     metrics = (whole["metrics"], cut["metrics"])
     assert isinstance(metrics[0], dict) and isinstance(metrics[1], dict)
     assert metrics[0]["policy"] and metrics[1]["policy"] == metrics[0]["policy"]
+
+
+def _rows(db: Path) -> tuple[object, ...]:
+    with sqlite3.connect(db) as conn:
+        return tuple(
+            conn.execute(sql).fetchall()
+            for sql in (
+                "SELECT trial, type, count(*) FROM events WHERE sender != 'runner'"
+                " GROUP BY trial, type ORDER BY trial, type",
+                "SELECT trial, kind, count(*) FROM messages WHERE kind IN ('task', 'result')"
+                " GROUP BY trial, kind ORDER BY trial, kind",
+                "SELECT trial, outcome FROM trials ORDER BY trial",
+            )
+        )
+
+
+def test_a_resumed_run_stores_a_rerun_bus_fault_trial_once(tmp_path: Path) -> None:
+    """A trial that ended a bus fault runs again on `--resume`: what it stored the first
+    time is forgotten, so the store holds what a run never stopped holds."""
+    path = tmp_path / "lossy.yaml"
+    bus = "bus: {drop: {p: 0.3}, max_resends: 0, ack_timeout_s: 0.05}\ntask:\n"
+    path.write_text(FAULTY.replace("task:\n", bus))
+    dbs = {run_id: tmp_path / f"{run_id}.db" for run_id in ("whole", "cut")}
+    for run_id, db in dbs.items():
+        assert main(["run", str(path), "-q", "--run-id", run_id, "--db", str(db)]) == 0
+    with sqlite3.connect(dbs["cut"]) as conn:
+        stored = dict(conn.execute("SELECT trial, outcome FROM trials").fetchall())
+    assert "bus_fault" in list(stored.values())[:7]  # a bus fault among the trials kept
+    interrupt(dbs["cut"], "cut", keep=7)
+    assert main(["run", "--resume", "cut", "--db", str(dbs["cut"]), "-q"]) == 0
+    assert _rows(dbs["cut"]) == _rows(dbs["whole"])

@@ -45,7 +45,7 @@ from errorflow.runtime.crashes import (
     what,
 )
 from errorflow.runtime.kept_trials import TrialTally, count_kept, kept_trials
-from errorflow.runtime.liveness import Lost, ParticipantLost, taken_by_lost
+from errorflow.runtime.liveness import Lost, ParticipantLost
 from errorflow.runtime.participants import Participants
 from errorflow.runtime.recorder import Recorder
 from errorflow.runtime.run_options import RunOptions
@@ -131,11 +131,10 @@ class RunDriver:
         self.liveness = self.participants.liveness
 
     def resume_from(self, scores: dict[int, TrialScore], path: Path) -> None:
-        """Trials an interrupted run already scored: not run again, late copies ignored,
-        and counted again from the store at `path` (what fired in them, their policy
-        decisions). Those a lost participant took with it measured nothing: they run
-        again."""
-        kept = {t: sc for t, sc in scores.items() if not taken_by_lost(sc)}
+        """Trials an interrupted run keeps (`kept_trials.take_over_stored`): not run
+        again, late copies ignored, and counted again from the store at `path` (what
+        fired in them, their policy decisions)."""
+        kept = scores
         tallies: list[TrialTally] = [self.agent_faults, self.tool_faults, self.model_faults]
         bus = self.bus_faults.tally if self.bus_faults.active else None
         rows = kept_trials(path, self.run_id, kept)

@@ -37,6 +37,7 @@ from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import Bus, InProcessBus
 from errorflow.core.run_pacing import paced_for_run
 from errorflow.models.backends import check_backends, check_servers
+from errorflow.runtime.kept_trials import take_over_stored
 from errorflow.runtime.liveness import ParticipantLost
 from errorflow.runtime.run_driver import RunDriver
 from errorflow.runtime.run_options import RunOptions
@@ -45,12 +46,11 @@ from errorflow.scenario.problems import file_error
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scoring.score import Truth
+from errorflow.scoring.score import TrialScore, Truth
 from errorflow.store import root_causes
 from errorflow.store.failures import StoreFailed, stopped_by
 from errorflow.store.opening import open_db
-from errorflow.store.readers import load_scores
-from errorflow.store.runs import create_run, finish_run, resume_run
+from errorflow.store.runs import create_run, finish_run
 from errorflow.world.ground_truth import empty_truths
 
 __all__ = ["RunOptions", "RunResult", "new_run_id", "register", "run_plan", "run_scenario"]
@@ -96,13 +96,14 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
         # serves the run's connections meanwhile (an embedded broker's as well).
         truth = await asyncio.to_thread(Truth, scenario)
         runner = RunDriver(plan, run_id, bus, db, options, api_key, recording, truth)
+        kept: dict[int, TrialScore] = {}
         if options.resume:
-            await resume_run(db, run_id)
+            kept = await take_over_stored(db, options.db_path, run_id)
         else:
             await register(db, run_id, plan, bus.description, options, runner.truth)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
-            runner.resume_from(load_scores(options.db_path, run_id), options.db_path)
+            runner.resume_from(kept, options.db_path)
         status = "interrupted"
         try:
             result = await runner.run()

@@ -44,8 +44,7 @@ from errorflow.core.redact import redact
 from errorflow.faults.tally import FaultCount
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
-from errorflow.runtime.kept_trials import kept_fault_counts, kept_trials
-from errorflow.runtime.liveness import taken_by_lost
+from errorflow.runtime.kept_trials import kept_fault_counts, kept_trials, take_over_stored
 from errorflow.runtime.parent_watch import leave_with_parent
 from errorflow.runtime.run_options import RunOptions
 from errorflow.runtime.run_result import RunResult, new_run_id
@@ -58,8 +57,7 @@ from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store import root_causes
 from errorflow.store.failures import StoreFailed, stopped_by, writing
 from errorflow.store.opening import open_db, tables_of
-from errorflow.store.readers import load_scores
-from errorflow.store.runs import finish_run, resume_run
+from errorflow.store.runs import finish_run
 
 #: `--workers auto`: one process per core for runs of at least this many trials, one
 #: process below. Starting the workers and merging their stores costs a second or more:
@@ -403,9 +401,7 @@ async def take_over(
     """The run registered (or, resumed, taken over): the scores it has already, and
     what fired in those trials, counted again from the store as a shard's counts."""
     if options.resume:
-        await resume_run(db, run_id)
-        stored = load_scores(options.db_path, run_id)
-        kept = {t: sc for t, sc in stored.items() if not taken_by_lost(sc)}
+        kept = await take_over_stored(db, options.db_path, run_id)
         rows = kept_trials(options.db_path, run_id, kept)
         scores, counts = kept_fault_counts(plan.scenario, rows, kept)
         return scores, ShardResult(KEPT, fault_counts=counts)

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterable
 
 import aiosqlite
 
@@ -76,14 +77,18 @@ _FORGET_UNSCORED = (
 )
 
 
-async def resume_run(db: aiosqlite.Connection, run_id: str) -> None:
+async def resume_run(db: aiosqlite.Connection, run_id: str, rerun: Iterable[int] = ()) -> None:
     """Take over an interrupted run: it is ours (this process) and running again, and
-    the trials it left unscored start afresh (they run again), as if never begun."""
+    the trials it left unscored, and those scored that run again (`rerun`: a bus fault,
+    a trial a lost participant took), start afresh, as if never begun."""
     async with writing(db):
         await db.execute(
             "UPDATE runs SET status = 'running', finished = NULL, pid = ?, host = ?"
             " WHERE run_id = ?",
             (os.getpid(), socket.gethostname(), run_id),
+        )
+        await db.executemany(
+            "DELETE FROM trials WHERE run_id = ? AND trial = ?", ((run_id, t) for t in rerun)
         )
         for sql in _FORGET_UNSCORED:
             await db.execute(sql, (run_id,))
