@@ -3,6 +3,9 @@ touched (a fault that did not fire is not evidence)."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 
 from errorflow import api
@@ -134,3 +137,44 @@ def test_a_bad_args_fault_fires_per_trial_and_is_counted_from_the_scenario() -> 
     counts = res.raw.summary["tool_faults"]["tools.kpi.faults[0]"]
     assert counts["kind"] == "bad_args" and counts["fired"] + counts["never"] == 200
     assert abs(counts["fired"] - 100) <= 3 * (200 * 0.25) ** 0.5
+
+
+def test_faults_of_trials_a_bus_fault_ended_are_not_known_not_never(tmp_path: Path) -> None:
+    """The counts travel with the results: a trial whose results were lost is counted
+    apart, as its costs and policy decisions are, and every other is counted whole
+    (the events stored of those trials say the same)."""
+    text = """\
+name: lossy
+seed: 21
+trials: 30
+world: {metrics: {rev.q3: 1000}}
+tools: {kpi: {kind: metric_store, faults: [{kind: transient, p: 0.4}]}}
+agents:
+  sales: {role: researcher, tools: [kpi], sends_to: [writer]}
+  writer: {role: writer}
+bus: {drop: {p: 0.2}, max_resends: 0, ack_timeout_s: 0.05}
+task:
+  prompt: Q3 revenue.
+  needs: [{id: revenue, tool: kpi, wording: Q3 revenue, value: rev.q3}]
+"""
+    db, path = tmp_path / "l.db", tmp_path / "l.yaml"
+    path.write_text(text)
+    result = api.run(api.load_scenario(path), db=db)
+    summary = result.raw.summary
+    lost = summary["outcomes"]["bus_fault"]
+    [count] = summary["tool_faults"].values()
+    assert 0 < lost < 30 and count.get("unknown") == lost
+    assert count["fired"] + count["never"] + lost == 30
+    with sqlite3.connect(db) as conn:
+        arrived = "SELECT trial FROM trials WHERE outcome != 'bus_fault'"
+        events = conn.execute(
+            "SELECT count(DISTINCT trial), count(*) FROM events"
+            f" WHERE type IN ('retry', 'retries_exhausted') AND trial IN ({arrived})"
+        ).fetchone()
+    assert (count["fired"], count["times"]) == events
+    retries = summary["metrics"]["policy"]["sales"]["retries"]
+    with sqlite3.connect(db) as conn:
+        [(stored,)] = conn.execute(
+            f"SELECT count(*) FROM events WHERE type = 'retry' AND trial IN ({arrived})"
+        ).fetchall()
+    assert retries == stored

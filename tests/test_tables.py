@@ -191,6 +191,8 @@ def test_the_policy_table_says_the_trials_it_sums_over_when_infra_faults_left_so
     assert policy_title(data, "explicit") == (
         "Policy decisions (explicit, over the 2 measured trials of 3)"
     )
+    data = run_json([Outcome.SUCCESS, Outcome.BUS_FAULT, Outcome.INFRA_FAULT])
+    assert policy_title(data) == "Policy decisions (over the 1 trials whose results arrived, of 3)"
     data = run_json(EXPLICIT)
     assert (policy_title(data), policy_title(data, "implicit")) == (
         "Policy decisions",

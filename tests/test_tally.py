@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from errorflow.faults.tally import Tally
+from errorflow.scoring.summary import bus_fault_line
 
 
 def _trials(n: int, seed: int) -> list[dict[str, int]]:
@@ -41,3 +42,16 @@ def test_a_key_outside_the_configured_ones_is_not_counted() -> None:
     tally.add(0, {"b": 2})
     assert tally.counts() == {"a": {"fired": 0, "never": 1, "times": 0}}
     assert Tally([]).counts() is None
+
+
+def test_a_trial_whose_counts_never_arrived_is_neither_fired_nor_never() -> None:
+    tally = Tally(["a"])
+    tally.add(0, {"a": 2})
+    tally.add(1, {})
+    tally.add_unknown()
+    assert tally.counts() == {"a": {"fired": 1, "never": 1, "times": 2, "unknown": 1}}
+    line = bus_fault_line(tally.counts() or {}, "tool faults", "calls")
+    assert line == (
+        "tool faults: a fired in 1 of 2 trials (2 calls), never in 1 "
+        "(not known in 1 trials a bus or infra fault ended)"
+    )

@@ -253,8 +253,12 @@ class AgentFaultTally:
     def kinds(self) -> list[str]:
         return self.tally.keys
 
-    def finish(self, trial: int, messages: Sequence[Envelope]) -> None:
+    def finish(self, trial: int, messages: Sequence[Envelope], known: bool = True) -> None:
+        """A trial is over; `known`: its results arrived (else its counts are lost)."""
         if not self.kinds:
+            return
+        if not known:
+            self.tally.add_unknown()
             return
         seen: Counter[str] = Counter()
         for m in messages:

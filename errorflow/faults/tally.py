@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from errorflow.protocol.envelope import Envelope, Kind
 
@@ -19,6 +19,9 @@ class FaultCount(TypedDict):
     fired: int  # trials in which it fired at least once
     never: int  # trials in which it never fired
     times: int  # what it struck (sends, calls, messages), over every trial
+    #: Trials whose counts never arrived (a bus fault or an infrastructure fault ended
+    #: them; the results that carry the counts were lost): neither fired nor never.
+    unknown: NotRequired[int]
 
 
 class ToolFaultCount(FaultCount):
@@ -52,6 +55,7 @@ class Tally:
         self.fired: dict[int, dict[str, int]] = {}
         self.per_trial = per_trial
         self.trials = 0
+        self.unknown = 0  # trials whose counts never arrived
         self._trials_hit: dict[str, int] = dict.fromkeys(self.keys, 0)
         self._times: dict[str, int] = dict.fromkeys(self.keys, 0)
 
@@ -66,17 +70,24 @@ class Tally:
                 self._trials_hit[key] += 1
                 self._times[key] += times
 
+    def add_unknown(self) -> None:
+        """A trial whose counts never arrived."""
+        self.unknown += 1
+
     def counts(self) -> dict[str, FaultCount] | None:
         if not self.keys:
             return None
-        return {
-            key: {
+        out: dict[str, FaultCount] = {}
+        for key in self.keys:
+            count: FaultCount = {
                 "fired": self._trials_hit[key],
                 "never": self.trials - self._trials_hit[key],
                 "times": self._times[key],
             }
-            for key in self.keys
-        }
+            if self.unknown:
+                count["unknown"] = self.unknown
+            out[key] = count
+        return out
 
 
 class PlacedFaultTally:
@@ -93,9 +104,14 @@ class PlacedFaultTally:
         self.tally = Tally(list(self.kinds))
         self._read = read
 
-    def finish(self, trial: int, messages: Sequence[Envelope]) -> None:
-        if self.kinds:
+    def finish(self, trial: int, messages: Sequence[Envelope], known: bool = True) -> None:
+        """A trial is over; `known`: its results arrived (else its counts are lost)."""
+        if not self.kinds:
+            return
+        if known:
             self.tally.add(trial, self.seen(trial, messages))
+        else:
+            self.tally.add_unknown()
 
     def seen(self, trial: int, messages: Sequence[Envelope]) -> Counter[str]:
         """What fired in the trial, by place."""

@@ -34,6 +34,7 @@ SHOWN_WHEN_PRESENT = ("bus_fault", "infra_fault")
 
 #: The outcome that is counted but has no rate (errorflow's infrastructure failed).
 INFRA_FAULT = "infra_fault"
+BUS_FAULT = "bus_fault"
 
 #: What the rate columns say for infra-fault trials.
 NOT_SCORED = "not scored"
@@ -56,10 +57,14 @@ def measured_trials(data: RunJson) -> int:
 
 
 def policy_title(data: RunJson, label: str | None = None) -> str:
-    """`Policy decisions (explicit)`, saying the trials it sums over when infra faults
-    left some out (their decisions are not counted)."""
+    """`Policy decisions (explicit)`, saying the trials it sums over when infra or bus
+    faults left some out (their decisions went with results that never arrived)."""
     where = [label] if label else []
-    if infra_faults(data):
+    lost = data["outcomes"].get(BUS_FAULT, 0)
+    if lost:
+        arrived = measured_trials(data) - lost
+        where.append(f"over the {arrived} trials whose results arrived, of {data['trials']}")
+    elif infra_faults(data):
         where.append(f"over the {measured_trials(data)} measured trials of {data['trials']}")
     return "Policy decisions" + (f" ({', '.join(where)})" if where else "")
 
@@ -153,7 +158,7 @@ def print_fault_lines(console: Console, data: RunJson, arm: str | None = None) -
         lines.append((bus_recovery_line(recovery), ""))
     agent_faults = data.get("agent_faults")
     if agent_faults:
-        lines.append((bus_fault_line(agent_faults, "agent faults"), ""))
+        lines.append((bus_fault_line(agent_faults, "agent faults", "messages"), ""))
     tool_faults = data.get("tool_faults")
     if tool_faults:
         lines.append((bus_fault_line(tool_faults, "tool faults", "calls"), ""))

@@ -47,7 +47,7 @@ class KeptTrial:
 
 
 class TrialTally(Protocol):
-    def finish(self, trial: int, messages: Sequence[Envelope]) -> None: ...
+    def finish(self, trial: int, messages: Sequence[Envelope], known: bool = True) -> None: ...
 
 
 def kept_trials(path: Path, run_id: str, trials: Iterable[int]) -> Iterator[KeptTrial]:

@@ -62,7 +62,7 @@ from errorflow.scoring.score import (
 )
 from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import service_load
-from errorflow.scoring.summary import RunSummary, summarize
+from errorflow.scoring.summary import UNCOSTED, RunSummary, summarize
 from errorflow.store.failures import StoreFailed
 from errorflow.store.rows import LabelRow, TrialRow
 from errorflow.store.trial_causes import TrialCauses
@@ -346,9 +346,12 @@ class RunDriver:
         self.scores[trial] = score
         state = self.tracker.close(trial)
         self.bus_faults.finish(trial, state)
-        self.agent_faults.finish(trial, state.messages)
-        self.tool_faults.finish(trial, state.messages)
-        self.model_faults.finish(trial, state.messages)
+        # What fired is counted from the results: lost with them when a fault ended
+        # the trial (its costs are not known either).
+        known = score.outcome not in UNCOSTED
+        self.agent_faults.finish(trial, state.messages, known)
+        self.tool_faults.finish(trial, state.messages, known)
+        self.model_faults.finish(trial, state.messages, known)
         messages = state.messages
         self.done.pop(trial, None)
         self.recorder.add_trial(

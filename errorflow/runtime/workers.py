@@ -247,6 +247,8 @@ def merged_summary(
                 t = total.setdefault(kind, {"fired": 0, "never": 0, "times": 0})
                 for n in ("fired", "never", "times"):
                     t[n] += c[n]
+                if c.get("unknown"):
+                    t["unknown"] = t.get("unknown", 0) + c.get("unknown", 0)
                 kind_of: dict[str, object] = dict(c)
                 if "kind" in kind_of:  # a tool or model fault's kind goes with its place
                     t["kind"] = kind_of["kind"]  # type: ignore[typeddict-unknown-key]

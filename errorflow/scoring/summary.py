@@ -33,11 +33,12 @@ from errorflow.scoring.stats import (
 
 #: Outcomes that measured nothing: counted, never rated.
 NOT_MEASURED: frozenset[Outcome] = frozenset({Outcome.INFRA_FAULT})
+#: Outcomes whose results did not all arrive: their costs, policy decisions and fault
+#: counts (carried by the results) are not known.
+UNCOSTED: frozenset[Outcome] = NOT_MEASURED | {Outcome.BUS_FAULT}
 
 #: Outcomes with a rate (by value, in `Outcome` order).
 RATED: tuple[Outcome, ...] = tuple(o for o in Outcome if o not in NOT_MEASURED)
-#: Trials without costs: not measured, or no messages arrived (a bus fault).
-_NOT_COSTED = NOT_MEASURED | {Outcome.BUS_FAULT}
 
 
 class Rate(TypedDict):
@@ -167,7 +168,8 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
         recovered += s.recovered
         if s.credit:
             add_credit(credits, s.credit)
-        add_policy(policy, s)
+        if s.outcome is not Outcome.BUS_FAULT:  # its decisions went with its results
+            add_policy(policy, s)
     outcomes = {o.value: counts.get(o.value, 0) for o in Outcome}
     rates: dict[str, Rate] = {}
     for o in RATED:
@@ -215,8 +217,8 @@ def _cost_column(scores: Sequence[TrialScore], key: str) -> array[float]:
     """One interval cost of every costed trial, in trial order (as `_add_spread` keeps
     them)."""
     if isinstance(scores, OrderedScores):  # read from the table's columns
-        return array("d", (_cost(c, key) for c in scores.costs(_NOT_COSTED)))
-    return array("d", (_cost(s.costs, key) for s in scores if s.outcome not in _NOT_COSTED))
+        return array("d", (_cost(c, key) for c in scores.costs(UNCOSTED)))
+    return array("d", (_cost(s.costs, key) for s in scores if s.outcome not in UNCOSTED))
 
 
 def bus_recovery_line(r: BusRecovery) -> str:
@@ -243,7 +245,9 @@ def bus_fault_line(
         cells.append(
             f"{label} fired in {c['fired']} of {n} trials ({times}), never in {c['never']}"
         )
-    return f"{what}: " + "; ".join(cells)
+    unknown = max((c.get("unknown", 0) for c in counts.values()), default=0)
+    lost = f" (not known in {unknown} trials a bus or infra fault ended)" if unknown else ""
+    return f"{what}: " + "; ".join(cells) + lost
 
 
 def add_policy(out: dict[str, Counter[str]], score: TrialScore) -> None:
