@@ -26,6 +26,7 @@ from errorflow.protocol.events import BusFaultFired, parse_event
 from errorflow.runtime.liveness import taken_by_lost
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore, trial_policy
+from errorflow.scoring.summary import UNCOSTED
 from errorflow.store.opening import connect_ro
 from errorflow.store.readers import load_scores
 from errorflow.store.runs import resume_run
@@ -78,8 +79,9 @@ def count_kept(
     has bus faults); their `scores` with the policy decisions their messages report."""
     out = {}
     for k in kept:
+        known = scores[k.trial].outcome not in UNCOSTED
         for tally in tallies:
-            tally.finish(k.trial, k.messages)
+            tally.finish(k.trial, k.messages, known)
         if bus is not None:
             bus.add(k.trial, k.bus_faults)
         out[k.trial] = replace(scores[k.trial], policy=trial_policy(k.messages))
