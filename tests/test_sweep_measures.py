@@ -204,3 +204,12 @@ def test_the_measure_cell_shows_the_paired_p_value() -> None:
     assert measure_text("drop", data["cells"]["linear/0.2/none"]["drop"]).endswith(" p<0.001")
     no_pairs = sweep_measures(AXES, MEASURES, COUNTS)
     assert "p" not in measure_text("drop", no_pairs["cells"]["linear/0.2/none"]["drop"])
+
+
+def test_recovered_is_computed_from_the_counts_not_the_rounded_drops() -> None:
+    """Two drops of a few in 20,000 round to 0.0001 and 0.0001 (or 0.0002): the share
+    won back is worked out from the counts, 1 of 3 lost trials."""
+    counts = {**COUNTS, "linear/0/none": (20000, 20000), "linear/0/ch": (20000, 20000)}
+    counts |= {"linear/0.2/none": (19997, 20000), "linear/0.2/ch": (19998, 20000)}
+    m = sweep_measures(AXES, MEASURES, counts)["cells"]["linear/0.2/ch"]["recovered"]
+    assert m["value"] == pytest.approx(1 / 3, abs=1e-4)

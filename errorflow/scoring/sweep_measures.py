@@ -130,7 +130,7 @@ def drop(label: str, base: str, counts: Counts) -> MeasureJson:
 def recovered(drop_cell: MeasureJson, drop_none: MeasureJson, none: str) -> MeasureJson:
     """(drop_none − drop_cell) / drop_none: n/a unless the no-defence cell dropped."""
     used = {k: (v[0], v[1]) for m in (drop_cell, drop_none) for k, v in m["counts"].items()}
-    d_cell, d_none = drop_cell["value"], drop_none["value"]
+    d_cell, d_none = _exact_drop(drop_cell), _exact_drop(drop_none)
     if drop_cell is drop_none or drop_cell["note"] == BASELINE:
         return _measure(None, none, used, note=BASELINE)  # no defence, or no fault
     if d_none is None or d_cell is None:
@@ -138,6 +138,17 @@ def recovered(drop_cell: MeasureJson, drop_none: MeasureJson, none: str) -> Meas
     if d_none <= 0:
         return _measure(None, none, used, note="n/a: no drop without the defence")
     return _measure((d_none - d_cell) / d_none, none, used)
+
+
+def _exact_drop(m: MeasureJson) -> float | None:
+    """A drop's value from its counts, not from its rounded `value` (a recovered share
+    of two small drops would be off by a rounding of each)."""
+    if m["value"] is None:
+        return None
+    counts = m["counts"]
+    base = m["against"]
+    (k1, n1), (k0, n0) = next(c for label, c in counts.items() if label != base), counts[base]
+    return 1 - (k1 / n1) / (k0 / n0)
 
 
 def amplification(label: str, single: str, counts: Counts) -> MeasureJson:
