@@ -318,3 +318,23 @@ def test_a_resumed_run_stores_a_rerun_bus_fault_trial_once(tmp_path: Path) -> No
     interrupt(dbs["cut"], "cut", keep=7)
     assert main(["run", "--resume", "cut", "--db", str(dbs["cut"]), "-q"]) == 0
     assert _rows(dbs["cut"]) == _rows(dbs["whole"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--no-faults"], "--no-faults: a resumed run keeps the scenario it stored"),
+        (["--set", "trials=3"], "--set trials=3: a resumed run keeps the scenario it stored"),
+        (["--baseline"], "--baseline: a resumed run keeps its trials, seed, propagation and arms"),
+    ],
+)
+def test_resume_refuses_what_would_change_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], said: str
+) -> None:
+    db = tmp_path / "e.db"
+    assert main(["run", "partial-success", "--trials", "2", "-q", "--run-id", "ex-1",
+                 "--db", str(db)]) == 0  # fmt: skip
+    interrupt(db, "ex-1")
+    capsys.readouterr()
+    assert main(["run", "--resume", "ex-1", "--db", str(db), *extra]) == 2
+    assert said in " ".join(capsys.readouterr().err.split())

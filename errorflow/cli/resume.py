@@ -16,6 +16,7 @@ from errorflow.cli.scenario_input import configure, folder_of, load_ref, parse_s
 from errorflow.core.redact import redact
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import ScenarioError, load_json
+from errorflow.scenario.overrides import without_faults
 from errorflow.scenario.run_plan import RunSettings
 from errorflow.scenario.spec.identity import sha
 from errorflow.scenario.spec.model import Scenario
@@ -107,7 +108,15 @@ def resumable(args: argparse.Namespace) -> Scenario:
     from the store); `args.resume` becomes its whole id."""
     run = _interrupted_run(args)
     args.resume = run["run_id"]
+    no_faults = getattr(args, "no_faults", False)
     if run["scenario_exact"] in (1, None) and not args.scenario:
+        if args.set or no_faults:  # the stored scenario is the run's, as it was
+            option = "--no-faults" if no_faults else f"--set {args.set[0]}"
+            raise UsageError(
+                f"{option}: a resumed run keeps the scenario it stored (changing it would "
+                "mix two experiments); expected only --resume RUN_ID",
+                where=f"--resume {run['run_id']}",
+            )
         return load_json(run["scenario_json"], f"--resume {run['run_id']}")
     # Redaction changed the stored scenario (it held a secret): run it from the file.
     ref = args.scenario or (run["scenario"] if run["scenario"] in bundled() else None)
@@ -119,6 +128,8 @@ def resumable(args: argparse.Namespace) -> Scenario:
         )
     settings = RunSettings(trials=run["trials"], seed=run["seed"], propagation=run["propagation"])
     scenario = configure(load_ref(ref), parse_sets(args.set), settings, folder_of(ref))
+    if no_faults:  # as the run that stored it was made (its sha says whether it was)
+        scenario = without_faults(scenario)
     if run["scenario_sha"] and sha(scenario) != run["scenario_sha"]:
         given = "the bundled scenario " if not args.scenario else ""
         raise UsageError(
@@ -131,10 +142,20 @@ def resumable(args: argparse.Namespace) -> Scenario:
 
 def _interrupted_run(args: argparse.Namespace) -> StoredRun:
     """The stored run `--resume` names, if it can be resumed."""
-    if args.trials or args.seed is not None or args.propagation or args.baseline:
+    given = [
+        option
+        for option, on in (
+            ("--trials", args.trials),
+            ("--seed", args.seed is not None),
+            ("--propagation", args.propagation),
+            ("--baseline", args.baseline),
+        )
+        if on
+    ]
+    if given:
         raise UsageError(
-            "takes trials, seed and propagation from the stored run; expected only "
-            "--resume RUN_ID (and the scenario file when asked)",
+            f"{given[0]}: a resumed run keeps its trials, seed, propagation and arms as "
+            "stored; expected only --resume RUN_ID (and the scenario file when asked)",
             where="--resume",
         )
     try:
