@@ -382,6 +382,18 @@ async def test_a_path_that_is_no_store_is_refused_and_left_as_it_was(
         assert path.read_bytes() == before  # not written over
 
 
+async def test_another_programs_database_is_not_written_into(tmp_path: Path) -> None:
+    path = tmp_path / "shop.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE customers (id, name)")
+    before = path.read_bytes()
+    with pytest.raises(UnwritableStore, match="not an errorflow store .*tables are customers"):
+        await open_db(path)
+    with pytest.raises(UnwritableStore):
+        check_writable(path)
+    assert path.read_bytes() == before
+
+
 async def test_a_failure_after_connecting_closes_the_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

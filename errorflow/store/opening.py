@@ -134,12 +134,33 @@ def _ready_to_write(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.closing(sqlite3.connect(path, timeout=OPEN_TIMEOUT_S)) as conn:
             conn.execute("PRAGMA schema_version").fetchone()
+            _ours_or_empty(path, conn)
             conn.execute("BEGIN IMMEDIATE")  # the write lock: busy or read-only fails here
             conn.rollback()
     except OSError as exc:
         raise UnwritableStore(path, f"cannot write there ({os_reason(exc)})") from None
+    except UnusableStore:
+        raise  # said already in the user's words
     except sqlite3.Error as exc:
         raise _unusable(path, exc, writing=True) from None
+
+
+def _ours_or_empty(path: Path, conn: sqlite3.Connection) -> None:
+    """Another program's database is not written into: a file with tables but no
+    `runs` table is not a store (a run would add its tables beside the other's)."""
+    tables = [
+        str(name)
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    if tables and "runs" not in tables:
+        shown = ", ".join(sorted(tables)[:3]) + (", ..." if len(tables) > 3 else "")
+        raise UnwritableStore(
+            path,
+            f"not an errorflow store (another database: its tables are {shown})",
+            "a store `errorflow run` wrote, or a path with no file yet",
+        )
 
 
 def _unusable(path: Path, exc: sqlite3.Error, writing: bool) -> UnusableStore:
