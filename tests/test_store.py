@@ -387,7 +387,7 @@ async def test_another_programs_database_is_not_written_into(tmp_path: Path) -> 
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute("CREATE TABLE customers (id, name)")
     before = path.read_bytes()
-    with pytest.raises(UnwritableStore, match="not an errorflow store .*tables are customers"):
+    with pytest.raises(UnwritableStore, match=r"not an errorflow store .*tables are customers"):
         await open_db(path)
     with pytest.raises(UnwritableStore):
         check_writable(path)
