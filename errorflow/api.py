@@ -52,7 +52,7 @@ from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.spec.sweep_model import MAX_SWEEP_AXES
 from errorflow.scoring.score import TrialScore
-from errorflow.scoring.summary import PairedOutcomes, RunSummary, paired_outcomes
+from errorflow.scoring.summary import UNCOSTED, PairedOutcomes, RunSummary, paired_outcomes
 from errorflow.scoring.trial_trace import TrialTrace
 from errorflow.store.trial_findings import trial_findings
 from errorflow.store.trial_store import load_trace, telling_trial
@@ -115,7 +115,8 @@ class Result:
     def records(self) -> list[dict[str, object]]:
         """One flat dict per trial (ready for `pandas.DataFrame(result.records())`): the
         outcome and costs, each agent's label (`labels`), the root cause's first origin
-        (`origin`: agent, kind, tool, code; None when the trial did not fail), the
+        (`origin`: agent, kind, tool, code; None when the trial did not fail; the costs
+        None for a trial a bus or infra fault ended: its results never arrived), the
         edges contamination crossed (`edges`, `a->b`) and how often each injected
         fault fired (`fired_faults`, by its path in the scenario)."""
         found = trial_findings(self.db, self.run_id)
@@ -131,7 +132,10 @@ class Result:
                 "depth": score.depth,
                 "reason": score.reason,
             }
-            row.update(score.costs.to_wire())
+            costs: dict[str, float | None] = dict(score.costs.to_wire())
+            if score.outcome in UNCOSTED:  # counted from results that never arrived
+                costs = dict.fromkeys(costs)
+            row.update(costs)
             row["contaminated_agents"] = sorted(
                 {lb.sender for lb in score.labels if lb.label.value == "contaminated"}
             )

@@ -102,6 +102,16 @@ def test_cost_line_without_model_calls_in_the_baseline() -> None:
     assert cost_line(data).endswith("amplification vs fault-free baseline: backend 1.50×, model –")
 
 
+def test_costs_are_n_a_when_no_trials_results_arrived() -> None:
+    """Costs travel with the results: a run whose every trial a bus fault ended knows
+    none (not a mean of 0.00)."""
+    data = run_json([Outcome.BUS_FAULT, Outcome.BUS_FAULT, Outcome.INFRA_FAULT])
+    assert cost_line(data) == (
+        "per trial: costs n/a (they are counted from results, and no trial's arrived)"
+    )
+    assert "0.00" in cost_line(run_json([Outcome.BUS_FAULT, Outcome.SUCCESS], backend=0.0))
+
+
 def test_paired_table() -> None:
     arms = {"explicit": arm_json("explicit", EXPLICIT), "implicit": arm_json("implicit", IMPLICIT)}
     paired = paired_outcomes(EXPLICIT, IMPLICIT)
@@ -285,7 +295,8 @@ def test_the_cost_line_shows_an_interval_where_trials_differ() -> None:
                 "retries": [0.23, 0.62],
                 "sim_seconds": [1.23, 1.71],
             },
-        }
+        },
+        "outcomes": {"success": 8},
     }
     assert cost_line(data) == (
         "per trial (95% CI): backend calls 1.38 (1.15–1.60), model calls 3.00, "

@@ -56,13 +56,18 @@ def measured_trials(data: RunJson) -> int:
     return data["trials"] - infra_faults(data)
 
 
+def costed_trials(data: RunJson) -> int:
+    """The trials whose results arrived: what costs (and policy decisions) are over."""
+    outcomes = data["outcomes"]
+    return sum(outcomes.values()) - outcomes.get(INFRA_FAULT, 0) - outcomes.get(BUS_FAULT, 0)
+
+
 def policy_title(data: RunJson, label: str | None = None) -> str:
     """`Policy decisions (explicit)`, saying the trials it sums over when infra or bus
     faults left some out (their decisions went with results that never arrived)."""
     where = [label] if label else []
-    lost = data["outcomes"].get(BUS_FAULT, 0)
-    if lost:
-        arrived = measured_trials(data) - lost
+    if data["outcomes"].get(BUS_FAULT, 0):
+        arrived = costed_trials(data)
         where.append(f"over the {arrived} trials whose results arrived, of {data['trials']}")
     elif infra_faults(data):
         where.append(f"over the {measured_trials(data)} measured trials of {data['trials']}")
@@ -117,6 +122,8 @@ def cost_line(data: RunJson) -> str:
     that delivered their messages, with their bootstrap intervals when known."""
     per = data["metrics"]["per_trial"]
     ci = data["metrics"].get("per_trial_ci95", {})
+    if not costed_trials(data):
+        return "per trial: costs n/a (they are counted from results, and no trial's arrived)"
 
     def shown(key: str, mean: float, digits: int, unit: str = "") -> str:
         text = f"{mean:.{digits}f}{unit}"
@@ -257,7 +264,7 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
         ("backend_calls", "backend calls/trial"),
         ("model_calls", "model calls/trial"),
     ):
-        table.add_row(label, *(f"{a['metrics']['per_trial'][key]:.2f}" for a in arms.values()))
+        table.add_row(label, *(_per_trial(a, key) for a in arms.values()))
     table.add_row("mean depth", *(f"{a['metrics']['mean_depth']:.2f}" for a in arms.values()))
     lines = []
     for metric, d in paired.items():
@@ -270,6 +277,10 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
             )
         )
     return Group(table, *lines)
+
+
+def _per_trial(arm: ArmJson, key: str) -> str:
+    return f"{arm['metrics']['per_trial'][key]:.2f}" if costed_trials(arm) else "n/a"
 
 
 def _arm_cell(arm: ArmJson, outcome: str) -> str:
