@@ -178,3 +178,6 @@ task:
             f"SELECT count(*) FROM events WHERE type = 'retry' AND trial IN ({arrived})"
         ).fetchall()
     assert retries == stored
+    rows = result.records()
+    assert {r["backend_calls"] is None for r in rows if r["outcome"] == "bus_fault"} == {True}
+    assert all(r["backend_calls"] is not None for r in rows if r["outcome"] != "bus_fault")
