@@ -14,10 +14,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from errorflow.cli.commands.store import runs_lines
+from errorflow.cli.commands.store import group_lines, runs_lines
 from errorflow.cli.errors import UsageError
 from errorflow.cli.main import build_parser, main
 from errorflow.cli.run_keys import agent_key, runner_key
@@ -585,3 +586,17 @@ def test_a_command_leaves_nothing_installed_for_the_next(
         main(["run", "contamination", "--trials", "1", "--db", db, "-q", "--busy-wait", "3"]) == 0
     )
     assert serving.current() is before
+
+
+def test_a_group_shows_the_bus_faults_its_runs_had() -> None:
+    def run(run_id: str, outcomes: dict[str, int] | None) -> Any:
+        summary = {"outcomes": outcomes} if outcomes is not None else None
+        return {"run_id": run_id, "label": run_id, "status": "finished", "summary": summary,
+                "scenario": "s", "seed": 1, "trials": 60}  # fmt: skip
+
+    counts = {"success": 26, "contained": 14, "contaminated": 3, "bus_fault": 17}
+    lines = group_lines("g", [run("a", counts), run("b", None)], "x.db", 100)
+    assert lines[1].split()[-1] == "bus_fault" and lines[3].split()[-4:] == ["26", "14", "3", "17"]
+    assert lines[4].split()[-4:] == ["–"] * 4
+    plain = group_lines("g", [run("a", {"success": 1, "bus_fault": 0})], "x.db", 100)
+    assert "bus_fault" not in plain[1]

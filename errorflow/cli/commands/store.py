@@ -31,7 +31,7 @@ from errorflow.core.display import for_terminal
 from errorflow.reports.propagation.trace_page import trace_file_name, trace_html
 from errorflow.reports.report import ReportError, render
 from errorflow.reports.root_cause_view import summary_lines
-from errorflow.reports.tables import print_run
+from errorflow.reports.tables import SHOWN_WHEN_PRESENT, print_run
 from errorflow.scoring.root_cause_summary import summarize_causes
 from errorflow.scoring.summary import RunJson
 from errorflow.store import root_causes
@@ -196,16 +196,22 @@ GROUP_COLUMNS = ("run id", "as", "status", "success", "contained", "contaminated
 def group_lines(group_id: str, runs: list[StoredRun], db: str, width: int) -> list[str]:
     """A group's runs, one each (outcome counts once finished), and how to report it."""
     first = runs[0]
+    outcomes = [r["summary"]["outcomes"] if r["summary"] else {} for r in runs]
+    # bus and infra faults as run prints them: a column when some run has any
+    shown = [
+        *GROUP_COLUMNS[3:],
+        *(k for k in SHOWN_WHEN_PRESENT if any(o.get(k) for o in outcomes)),
+    ]
     rows = []
-    for r in runs:
-        o = r["summary"]["outcomes"] if r["summary"] else {}
-        counts = [str(o[k]) if k in o else "–" for k in GROUP_COLUMNS[3:]]
+    for r, o in zip(runs, outcomes, strict=True):
+        counts = [str(o[k]) if k in o else "–" for k in shown]
         rows.append([r["run_id"], r["label"] or "–", r["status"], *counts])
     head = (
         f"group {group_id}: scenario {first['scenario']} · seed {first['seed']} · "
         f"{first['trials']} trials · {len(runs)} runs"
     )
-    table = columns(GROUP_COLUMNS, rows, width, right=frozenset({3, 4, 5}))
+    names = (*GROUP_COLUMNS[:3], *shown)
+    table = columns(names, rows, width, right=frozenset(range(3, len(names))))
     return [head, *table, f"full report: errorflow report {group_id}{db_option(db)}"]
 
 
