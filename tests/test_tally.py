@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from errorflow.faults.tally import Tally
-from errorflow.scoring.summary import bus_fault_line
+from errorflow.scoring.summary import bus_fault_line, bus_recovery_line
 
 
 def _trials(n: int, seed: int) -> list[dict[str, int]]:
@@ -55,3 +55,8 @@ def test_a_trial_whose_counts_never_arrived_is_neither_fired_nor_never() -> None
         "tool faults: a fired in 1 of 2 trials (2 calls), never in 1 "
         "(not known in 1 trials a bus or infra fault ended)"
     )
+
+
+def test_the_recovery_line_does_not_credit_resends_with_what_dedup_recovered() -> None:
+    line = bus_recovery_line({"struck": 35, "recovered": 34, "lost": 1})
+    assert line == "bus faults struck 35 trials: 34 finished all the same, 1 lost (bus_fault)"
