@@ -289,3 +289,30 @@ task:
         "origin: {kind: metric_store}", "origin: {kind: report_sink, faults: [{kind: corrupt}]}"
     )
     assert any("cannot apply to a report_sink" in m for _, _, m in problems(sink))
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            (
+                "retriever: {role: researcher",
+                "retriever: {faults: [{kind: drop, p: 1, to: [triage]}], role: researcher",
+            ),
+            "'retriever' never sends to 'triage' (its messages go to writer): this drop fault",
+        ),
+        (
+            ("writer: {role: writer}", "writer: {role: writer, faults: [{kind: slow, p: 1}]}"),
+            "a slow reply to the runner is never late",
+        ),
+        (
+            ("triage: {role: researcher", "triage: {max_revisions: 3, role: researcher"),
+            "'triage' reviews nothing (role 'researcher'): max_revisions is read by reviewers",
+        ),
+    ],
+)
+def test_settings_that_can_never_act_are_warned_of(change: tuple[str, str], words: str) -> None:
+    text = CHAIN.replace(*change)
+    assert text != CHAIN
+    found = [message for _, message in modelling_warnings(load_text(text))]
+    assert any(words in m for m in found), found

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from errorflow.protocol import topics
 from errorflow.scenario.checks.delegation_checks import delegation_problems
 from errorflow.scenario.checks.discussion_checks import defence_problems, discussion_problems
 from errorflow.scenario.checks.fault_checks import fault_problems
@@ -320,7 +321,52 @@ def modelling_warnings(s: Scenario) -> list[tuple[Loc, str]]:
                 warnings.append((loc, msg))
         if agent.does.reviews:
             warnings.extend(_unchecked(s, agent_name))
+        warnings.extend(_idle_settings(s, agent_name))
     return warnings
+
+
+def _idle_settings(s: Scenario, name: str) -> Iterator[tuple[Loc, str]]:
+    """An agent's settings that can never act: a fault on copies to agents it never
+    sends to, a `slow` reply that only the runner gets (the runner waits for every
+    final result: no reply is late for it), send-backs of an agent that reviews nothing."""
+    agent = s.agents[name]
+    sends = _recipients(s, name)
+    for i, fault in enumerate(agent.faults):
+        loc: Loc = ("agents", name, "faults", i)
+        to: list[str] | None = getattr(fault, "to", None)  # a crash has no recipients
+        never = [t for t in to or () if t not in sends]
+        if never:
+            goes = ", ".join(sorted(sends)) or "nobody"
+            yield (
+                (*loc, "to"),
+                f"{name!r} never sends to {', '.join(map(repr, never))} (its messages go to "
+                f"{goes}): this {fault.kind} fault never fires on those copies",
+            )
+        late_for = [t for t in (to or sends) if t in sends]
+        if fault.kind == "slow" and late_for and set(late_for) <= {topics.RUNNER}:
+            yield (
+                loc,
+                f"a slow reply to the runner is never late (it waits for every final "
+                f"result): this fault of {name!r} changes nothing",
+            )
+    if agent.max_revisions != 1 and not agent.does.reviews:
+        yield (
+            ("agents", name, "max_revisions"),
+            f"{name!r} reviews nothing (role {agent.role!r}): max_revisions is read by reviewers",
+        )
+
+
+def _recipients(s: Scenario, name: str) -> set[str]:
+    """Everyone `name` may send a message to: where its results go (the runner's when
+    it is terminal), its peers, its delegates, and whom it sends work back to."""
+    agent = s.agents[name]
+    peers = {*agent.peers, *(n for n, a in s.agents.items() if name in a.peers)}
+    out = {*s.downstream_of(name), *s.result_targets(name), *peers, *agent.delegates}
+    if agent.returns_to:
+        out.add(agent.returns_to)
+    if name in s.terminal_agents():
+        out.add(topics.RUNNER)
+    return out
 
 
 def _never_called(s: Scenario, does: Behaviour, tool: str, needed: set[str]) -> str | None:
