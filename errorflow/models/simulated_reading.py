@@ -80,7 +80,7 @@ def check_claim(
     obs = observed.get(need.id) if need is not None else None
     if need is None or obs is None:
         answer.claims.append(Claim(claim.key, claim.value, False))
-        answer.flags.append(f"{claim.key}: could not be verified")
+        _flag(answer, f"{claim.key}: could not be verified")
         return
     source = obs.get("result")
     if is_batch(need) and isinstance(source, dict):
@@ -89,7 +89,13 @@ def check_claim(
         answer.claims.append(claim)
     else:
         answer.revise.append(claim.key)
-        answer.flags.append(f"{claim.key}: contradicted by the source; sent back")
+        _flag(answer, f"{claim.key}: contradicted by the source; sent back")
+
+
+def _flag(answer: FinalAnswer, flag: str) -> None:
+    """A reviewer's flag, once: a claim sent back again carries the last review's."""
+    if flag not in answer.flags:
+        answer.flags.append(flag)
 
 
 def source_value(key: str, need: NeedView, obs: Obs | None) -> JsonValue:

@@ -39,7 +39,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace is None:
         raise UsageError(f"run {run_id} has no trial {trial} stored", where=f"--trial {trial}")
     if args.trial is None:
-        say(f"trial {trial}: the first {trace.outcome} one (another: --trial N)")
+        say(f"trial {trial}: the first trial with outcome {trace.outcome} (another: --trial N)")
     fmt = "json" if args.json else args.format
     if fmt != "text" or args.output:
         text = (
