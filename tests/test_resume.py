@@ -4,6 +4,7 @@ the scenario file and its `--set` options must be given again."""
 
 from __future__ import annotations
 
+import json
 import re
 import resource
 import shlex
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -338,3 +340,66 @@ def test_resume_refuses_what_would_change_the_run(
     capsys.readouterr()
     assert main(["run", "--resume", "ex-1", "--db", str(db), *extra]) == 2
     assert said in " ".join(capsys.readouterr().err.split())
+
+
+def _forget_run(db: Path, run_id: str) -> None:
+    """As a command stopped before it began this run leaves the store."""
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")]
+        for table in tables:
+            columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if "run_id" in columns:
+                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+
+
+def _paired_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main([*argv, "--json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("options", "stopped", "begun"),
+    [
+        (["--propagation", "both"], "explicit", []),  # stopped in the first arm
+        (["--propagation", "both"], "implicit", ["explicit"]),  # in the second
+        (["--baseline"], "explicit", []),  # before its baseline began
+    ],
+)
+def test_a_group_resumes_whole_from_the_printed_command(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    options: list[str],
+    stopped: str,
+    begun: list[str],
+) -> None:
+    """A command that makes several runs, stopped in one of them, is finished by the
+    command its hint prints: the runs it finished are read back, the one it stopped
+    in resumed, those it never began run, and it prints what the whole command would."""
+    base = ["run", "partial-success", "--trials", "6", *options]
+    whole = _paired_json(capsys, [*base, "--db", str(tmp_path / "whole.db")])
+    db = tmp_path / "cut.db"
+    cut = _paired_json(capsys, [*base, "--db", str(db)])
+    group = cut.get("group_id") or get_run(db, cut["run_id"])["group_id"]  # type: ignore[index]
+    runs = {r["label"]: r["run_id"] for r in group_runs(db, group)}
+    for label, run_id in runs.items():
+        if label == stopped:
+            with sqlite3.connect(db) as conn:
+                conn.execute("UPDATE runs SET status = 'interrupted', summary_json = NULL"
+                             " WHERE run_id = ?", (run_id,))  # fmt: skip
+                conn.execute("DELETE FROM trials WHERE run_id = ? AND trial >= 2", (run_id,))
+        elif label not in begun:
+            _forget_run(db, run_id)
+    hint = resume_hint(str(db), [], group, None, " " + " ".join(options))
+    command = hint.removeprefix("; resume with: ")
+    assert command == f"errorflow run --resume {group} {' '.join(options)} --db {db}"
+    resumed = _paired_json(capsys, shlex.split(command)[1:])
+    for doc in (whole, resumed):
+        for volatile in ("group_id", "run_id", "wall_seconds"):
+            doc.pop(volatile, None)
+        for arm in doc.get("arms", {}).values():
+            arm.pop("run_id")
+            arm.pop("rejects")
+    assert resumed == whole

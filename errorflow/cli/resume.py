@@ -37,13 +37,16 @@ class Source:
         return cls(getattr(args, "scenario", None), tuple(getattr(args, "set", None) or ()))
 
 
-def resume_command(run_id: str, db: str, source: Source | None = None) -> str:
+def resume_command(
+    run_id: str, db: str, source: Source | None = None, options: str = "", named: str = ""
+) -> str:
     """The command that resumes `run_id`, exactly: `--resume ID` alone when the store
     can give back the scenario (held exactly, or the bundled scenario of its name is the
     one); otherwise with the scenario the run came from (`source`'s, or SCENARIO when
     this command does not know it) and its `--set` options, as given (a `--set` holding
-    a secret is shown redacted, as everything this process prints)."""
-    tail = f"--resume {shlex.quote(run_id)}{db_option(db)}"
+    a secret is shown redacted, as everything this process prints). `named`: the id
+    the command names instead (a group, whose run `run_id` is), `options` after it."""
+    tail = f"--resume {shlex.quote(named or run_id)}{options}{db_option(db)}"
     run = get_run(Path(db), run_id) if Path(db).exists() else None
     if run is None or _store_suffices(run):
         return f"errorflow run {tail}"
@@ -75,6 +78,13 @@ def _store_suffices(run: StoredRun) -> bool:
         return False
 
 
+def _group_runs(db: str, group_id: str) -> list[StoredRun]:
+    try:
+        return group_runs(Path(db), group_id) if Path(db).exists() else []
+    except sqlite3.Error:  # not a store any more: no hint
+        return []
+
+
 def unfinished(db: str, run_ids: Iterable[str] = (), group_id: str | None = None) -> list[str]:
     """The runs among `run_ids` and the runs of `group_id` that did not finish (this
     command's runs: once it exits, one still `running` is interrupted)."""
@@ -95,9 +105,18 @@ def resume_hint(
     run_ids: Iterable[str] = (),
     group_id: str | None = None,
     source: Source | None = None,
+    group_options: str | None = None,
 ) -> str:
     """`; resume with: errorflow run [SCENARIO] --resume ID [--db PATH]`, for each
-    unfinished run (`source`: this command's scenario, for a run that needs it)."""
+    unfinished run (`source`: this command's scenario, for a run that needs it); for a
+    command that makes a group of runs (`group_options`: its ` --propagation both`,
+    ` --baseline`), the one command that finishes the group, its arms not begun too."""
+    if group_id is not None and group_options is not None:
+        runs = _group_runs(db, group_id)
+        if not runs:
+            return ""  # nothing stored: the command runs again from the start
+        command = resume_command(runs[0]["run_id"], db, source, group_options, named=group_id)
+        return f"; resume with: {command}"
     ids = unfinished(db, run_ids, group_id)
     commands = [resume_command(rid, db, source) for rid in ids]
     return f"; resume with: {' ; '.join(commands)}" if commands else ""
@@ -108,6 +127,52 @@ def resumable(args: argparse.Namespace) -> Scenario:
     from the store); `args.resume` becomes its whole id."""
     run = _interrupted_run(args)
     args.resume = run["run_id"]
+    return _scenario_of(args, run)
+
+
+def resumable_group(args: argparse.Namespace) -> tuple[Scenario, str] | None:
+    """With `--resume GROUP`: the scenario of the group's arms and the group's id, for
+    the command that made the group (`--propagation both`, `--baseline`, as its hint
+    says) to run what it did not finish; None when `--resume` names a run."""
+    try:
+        found = resolve_id(Path(args.db), args.resume, groups=True)
+    except IdLookupError as exc:
+        raise id_problem(exc, args.db, "run or group", "--resume") from None
+    if found.kind != "group":
+        return None
+    where = f"--resume {found.id}"
+    if args.trials or args.seed is not None or args.propagation not in (None, "both"):
+        raise UsageError(
+            "a resumed group keeps its trials, seed and arms as stored; expected only "
+            "the options that made it (--propagation both, --baseline)",
+            where=where,
+        )
+    runs = group_runs(Path(args.db), found.id)
+    arms = [r for r in runs if r["label"] and not r["label"].endswith(":baseline")]
+    labels = {r["label"] for r in runs}
+    made = {"explicit", "implicit"} if args.propagation == "both" else {arms[0]["label"]}
+    expected = made | ({f"{a}:baseline" for a in made} if args.baseline else set())
+    if not arms or not labels <= expected:
+        said = ", ".join(sorted(str(label) for label in labels))
+        raise UsageError(
+            f"its runs are {said}: expected the options the command that made it had "
+            "(--propagation both, --baseline), or a run id to resume one run",
+            where=where,
+        )
+    if len(runs) == len(expected) and all(r["status"] == "finished" for r in runs):
+        raise UsageError("the group is finished; nothing to resume", where=where)
+    running = [r for r in runs if r["status"] == "running"]
+    if running:
+        raise UsageError(
+            f"its run {running[0]['run_id']} is still running (process {running[0]['pid']})",
+            where=where,
+        )
+    return _scenario_of(args, arms[0]), found.id
+
+
+def _scenario_of(args: argparse.Namespace, run: StoredRun) -> Scenario:
+    """The scenario `run` ran: its stored copy, or the file (and `--set` options) given
+    again when the stored one was redacted, checked against the stored run."""
     no_faults = getattr(args, "no_faults", False)
     if run["scenario_exact"] in (1, None) and not args.scenario:
         if args.set or no_faults:  # the stored scenario is the run's, as it was

@@ -39,6 +39,7 @@ from errorflow.scoring.summary import (
     paired_outcomes,
 )
 from errorflow.scoring.sweep_measures import MeasuresJson, success_counts, sweep_measures
+from errorflow.store.readers import StoredRun, get_run, load_scores
 
 
 class ArmJson(RunJson):
@@ -188,9 +189,12 @@ async def run_arms(
     group_id: str | None = None,
     on_arm: OnArm | None = None,
     workers: WorkerCount = 1,
+    continuing: bool = False,
 ) -> ExperimentResult:
     """Each arm (and its baseline) in turn; `workers`: the processes each run's trials
-    are spread over (errorflow.runtime.workers), kept for every run."""
+    are spread over (errorflow.runtime.workers), kept for every run. `continuing`: the
+    group was interrupted (`run --resume GROUP`): a run of it the store has finished is
+    read back, one it has unfinished is resumed, and the rest run afresh."""
     group_id = group_id or f"{arms[0].scenario.name}-{uuid.uuid4().hex[:6]}"
     results: list[ArmResult] = []
     cache: dict[str, tuple[PerTrialCosts, OutcomeCounts]] = {}
@@ -205,6 +209,12 @@ async def run_arms(
             stack.push_async_callback(broker.stop)
 
         async def run(plan: RunPlan, opts: RunOptions) -> RunResult:
+            if continuing:
+                assert opts.run_id is not None  # every run of a group is named
+                stored = stored_run(opts.db_path, opts.run_id)
+                if stored is not None and stored["status"] == "finished":
+                    return finished_result(opts.db_path, stored)
+                opts = dataclasses.replace(opts, resume=stored is not None)
             if embedded is not None and pool.count_for(plan, opts) <= 1:
                 opts = dataclasses.replace(opts, broker=embedded)
             return await pool.run(plan, opts)
@@ -239,6 +249,33 @@ async def run_arms(
                 base, base_outcomes = cache[key]
             results.append(ArmResult(arm.label, result, base, base_infra, base_outcomes))
     return ExperimentResult(group_id, results)
+
+
+def stored_run(path: Path, run_id: str) -> StoredRun | None:
+    """The run whose id is exactly `run_id`, if the store at `path` has it."""
+    if not path.exists():
+        return None
+    run = get_run(path, run_id)
+    return run if run is not None and run["run_id"] == run_id else None
+
+
+def finished_result(path: Path, run: StoredRun) -> RunResult:
+    """A finished run read back from the store: its summary and its trials' scores."""
+    summary = run["summary"]
+    assert summary is not None  # a finished run has one
+    scores = load_scores(path, run["run_id"], include_bus_faults=True)
+    return RunResult(
+        run_id=run["run_id"],
+        scenario=run["scenario"],
+        seed=run["seed"],
+        trials=run["trials"],
+        propagation=run["propagation"],
+        broker=run["broker"] or "",
+        scores=[scores[t] for t in sorted(scores)],
+        summary=summary,
+        rejects=dict(run["rejects_by_reason"]),
+        services=dict(summary.get("services", {})),
+    )
 
 
 def propagation_arms(scenario: Scenario) -> list[Arm]:

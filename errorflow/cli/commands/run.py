@@ -39,7 +39,7 @@ from errorflow.cli.live_otlp import LiveOtlp
 from errorflow.cli.paths import path_arg
 from errorflow.cli.preflight import broker_of, run_id_is_new, writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
-from errorflow.cli.resume import Source, resumable, resume_hint
+from errorflow.cli.resume import Source, resumable, resumable_group, resume_hint
 from errorflow.cli.run_keys import runner_key
 from errorflow.cli.run_options import (
     check_remote_workers,
@@ -99,18 +99,27 @@ def new_group_id(scenario: Scenario) -> str:
 
 @contextlib.contextmanager
 def resume_on_failure(
-    db: str, run_ids: list[str], group_id: str | None, source: Source | None = None
+    db: str,
+    run_ids: list[str],
+    group_id: str | None,
+    source: Source | None = None,
+    group_options: str | None = None,
 ) -> Iterator[None]:
     """Ctrl-C or SIGTERM, a participant lost for good, or a store that lost rows,
     leaves a run interrupted: say how to resume it (`source`: the scenario argument and
-    `--set` options, which a run whose stored scenario is redacted needs again)."""
+    `--set` options, which a run whose stored scenario is redacted needs again;
+    `group_options`: a command that makes a group resumes it whole, with these)."""
+
+    def hint() -> str:
+        return resume_hint(db, run_ids, group_id, source, group_options)
+
     try:
         yield
     except KeyboardInterrupt as exc:
         what = "interrupted (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        raise Interrupted(what + resume_hint(db, run_ids, group_id, source)) from None
+        raise Interrupted(what + hint()) from None
     except (ParticipantLost, workers.ShardFailed) as exc:
-        raise RunFailure(str(exc) + resume_hint(db, run_ids, group_id, source)) from None
+        raise RunFailure(str(exc) + hint()) from None
     except broker_workers.NoWorkers as exc:  # before the run was stored
         raise RunFailure(str(exc)) from None
     except StoreError as exc:
@@ -118,7 +127,7 @@ def resume_on_failure(
             raise
         # The runner's own hint does not know the --db this command was given.
         said = re.sub(r":? *`errorflow run --resume [^`]*`", "", str(exc)).rstrip(": ")
-        raise RunFailure(said + resume_hint(db, run_ids, group_id, source)) from None
+        raise RunFailure(said + hint()) from None
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -128,7 +137,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_real:
         return run_compare(args, _scenario_to_run(args))
     _refuse_combinations(args)
-    scenario = resumable(args) if args.resume else _scenario_to_run(args)
+    resumed = resumable_group(args) if args.resume else None
+    if resumed is not None:  # the group's runs are each finished, resumed or begun
+        scenario, resumed_group = resumed
+        args.resume = None
+    else:
+        scenario = resumable(args) if args.resume else _scenario_to_run(args)
+        resumed_group = None
     ToolCatalog.of(scenario)  # its MCP tools against their servers, before any arm
     both = args.propagation == "both"
     if check_spend(args, arms_of(scenario, both), args.baseline):
@@ -140,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_id_is_new(args.db, args.run_id)
     broker = broker_of(args.broker)  # a broker that is down fails before the run is stored
     key = runner_key(args.key_file, args.external_agents)
-    group_id = new_group_id(scenario) if both or args.baseline else None
+    group_id = resumed_group or (new_group_id(scenario) if both or args.baseline else None)
     run_id = args.resume or args.run_id or (None if group_id else runner.new_run_id(scenario.name))
     remote = _remote(args, broker, key, run_id)
     steps = ["explicit", "implicit"] if both else []
@@ -152,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with (
         live or contextlib.nullcontext(),
         progress_bars(args) as progress,
-        resume_on_failure(args.db, ours, group_id, source),
+        resume_on_failure(args.db, ours, group_id, source, _group_options(args)),
     ):
         bars = Bars(progress, steps, unit="arm", log=wanted(args))
         options = run_options(
@@ -175,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         group_id=group_id,
                         on_arm=bars.start,
                         workers=requested_workers(args),
+                        continuing=resumed_group is not None,
                     )
                 )
             )
@@ -182,7 +198,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             once = asyncio.run(
                 interruptible(
                     _run_once(
-                        RunPlan(scenario), options, bars, group_id, requested_workers(args), remote
+                        RunPlan(scenario),
+                        options,
+                        bars,
+                        group_id,
+                        requested_workers(args),
+                        remote,
+                        continuing=resumed_group is not None,
                     )
                 )
             )
@@ -202,6 +224,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_traffic(args)
     refuse_infra_faults(once.infra_faults, once.infra_reasons)
     return EXIT_OK
+
+
+def _group_options(args: argparse.Namespace) -> str | None:
+    """What a command that makes a group of runs is resumed with (None: it makes one
+    run, resumed by its id)."""
+    options = " --propagation both" if args.propagation == "both" else ""
+    options += " --baseline" if args.baseline else ""
+    return options or None
 
 
 def _live_export(args: argparse.Namespace, ident: str | None) -> LiveOtlp | None:
@@ -280,12 +310,22 @@ async def _run_once(
     group_id: str | None,
     count: workers.WorkerCount = 1,
     remote: broker_workers.Remote | None = None,
+    *,
+    continuing: bool = False,
 ) -> Measured:
-    """One run; with a group, measured against the same run without faults."""
+    """One run; with a group, measured against the same run without faults
+    (`continuing`: the group's interrupted runs resumed, its finished ones read back)."""
     scenario = plan.scenario
     if group_id is not None:
         arm = Arm(scenario.propagation, plan)
-        result = await run_arms([arm], options, group_id=group_id, on_arm=bars.start, workers=count)
+        result = await run_arms(
+            [arm],
+            options,
+            group_id=group_id,
+            on_arm=bars.start,
+            workers=count,
+            continuing=continuing,
+        )
         return Measured(result.arms[0].to_json(), result.infra_faults, result.infra_reasons)
     bars.start(scenario.name, scenario)
     if remote is not None:
