@@ -44,7 +44,6 @@ from errorflow.runtime.crashes import (
     crash_watched,
     what,
 )
-from errorflow.runtime.kept_trials import TrialTally, count_kept, kept_trials
 from errorflow.runtime.liveness import Lost, ParticipantLost
 from errorflow.runtime.participants import Participants
 from errorflow.runtime.recorder import Recorder
@@ -64,6 +63,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import service_load
 from errorflow.scoring.summary import UNCOSTED, RunSummary, summarize
 from errorflow.store.failures import StoreFailed
+from errorflow.store.kept_trials import TrialTally, count_kept, kept_trials
 from errorflow.store.rows import LabelRow, TrialRow
 from errorflow.store.trial_causes import TrialCauses
 from errorflow.store.trial_store import RunMeta
@@ -131,7 +131,7 @@ class RunDriver:
         self.liveness = self.participants.liveness
 
     def resume_from(self, scores: dict[int, TrialScore], path: Path) -> None:
-        """Trials an interrupted run keeps (`kept_trials.take_over_stored`): not run
+        """Trials an interrupted run keeps (`runner.take_over_stored`): not run
         again, late copies ignored, and counted again from the store at `path` (what
         fired in them, their policy decisions)."""
         kept = scores

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from pathlib import Path
 
 import aiosqlite
 
@@ -37,8 +38,7 @@ from errorflow.bus.mqtt import PUBLISH_OUTAGE_LIMIT_S, MqttBus
 from errorflow.bus.transport import Bus, InProcessBus
 from errorflow.core.run_pacing import paced_for_run
 from errorflow.models.backends import check_backends, check_servers
-from errorflow.runtime.kept_trials import take_over_stored
-from errorflow.runtime.liveness import ParticipantLost
+from errorflow.runtime.liveness import ParticipantLost, taken_by_lost
 from errorflow.runtime.run_driver import RunDriver
 from errorflow.runtime.run_options import RunOptions
 from errorflow.runtime.run_result import RunResult, new_run_id
@@ -46,11 +46,12 @@ from errorflow.scenario.problems import file_error
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scoring.score import TrialScore, Truth
+from errorflow.scoring.score import Outcome, TrialScore, Truth
 from errorflow.store import root_causes
 from errorflow.store.failures import StoreFailed, stopped_by
 from errorflow.store.opening import open_db
-from errorflow.store.runs import create_run, finish_run
+from errorflow.store.readers import load_scores
+from errorflow.store.runs import create_run, finish_run, resume_run
 from errorflow.world.ground_truth import empty_truths
 
 __all__ = ["RunOptions", "RunResult", "new_run_id", "register", "run_plan", "run_scenario"]
@@ -186,3 +187,19 @@ def _say_empty_truths(scenario: Scenario, truth: Truth) -> None:
         if words not in _said_empty:
             _said_empty.add(words)
             log.warning("%s (`errorflow validate` says where)", words)
+
+
+async def take_over_stored(
+    db: aiosqlite.Connection, path: Path, run_id: str
+) -> dict[int, TrialScore]:
+    """Resume the interrupted run `run_id`: the scores it keeps. Its trials that ended a
+    bus fault, or that a lost participant took with it, measured nothing: their rows
+    are forgotten and they run again, with those it left unscored."""
+    stored = load_scores(path, run_id, include_bus_faults=True)
+    kept = {
+        t: sc
+        for t, sc in stored.items()
+        if sc.outcome is not Outcome.BUS_FAULT and not taken_by_lost(sc)
+    }
+    await resume_run(db, run_id, rerun=[t for t in stored if t not in kept])
+    return kept

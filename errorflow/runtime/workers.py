@@ -44,11 +44,10 @@ from errorflow.core.redact import redact
 from errorflow.faults.tally import FaultCount
 from errorflow.protocol import signing
 from errorflow.protocol.envelope import Envelope
-from errorflow.runtime.kept_trials import kept_fault_counts, kept_trials, take_over_stored
 from errorflow.runtime.parent_watch import leave_with_parent
 from errorflow.runtime.run_options import RunOptions
 from errorflow.runtime.run_result import RunResult, new_run_id
-from errorflow.runtime.runner import register, run_plan
+from errorflow.runtime.runner import register, run_plan, take_over_stored
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import TrialScore
@@ -56,6 +55,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store import root_causes
 from errorflow.store.failures import StoreFailed, stopped_by, writing
+from errorflow.store.kept_trials import kept_fault_counts, kept_trials
 from errorflow.store.opening import open_db, tables_of
 from errorflow.store.runs import finish_run
 

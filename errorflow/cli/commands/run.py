@@ -137,13 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_real:
         return run_compare(args, _scenario_to_run(args))
     _refuse_combinations(args)
-    resumed = resumable_group(args) if args.resume else None
-    if resumed is not None:  # the group's runs are each finished, resumed or begun
-        scenario, resumed_group = resumed
-        args.resume = None
-    else:
-        scenario = resumable(args) if args.resume else _scenario_to_run(args)
-        resumed_group = None
+    scenario, resumed_group = _scenario_and_group(args)
     ToolCatalog.of(scenario)  # its MCP tools against their servers, before any arm
     both = args.propagation == "both"
     if check_spend(args, arms_of(scenario, both), args.baseline):
@@ -180,34 +174,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         started = time.perf_counter()
         if both:
-            arms = propagation_arms(scenario)
-            result = asyncio.run(
-                interruptible(
-                    run_arms(
-                        arms,
-                        options,
-                        baseline=args.baseline,
-                        group_id=group_id,
-                        on_arm=bars.start,
-                        workers=requested_workers(args),
-                        continuing=resumed_group is not None,
-                    )
-                )
+            arms = run_arms(
+                propagation_arms(scenario),
+                options,
+                baseline=args.baseline,
+                group_id=group_id,
+                on_arm=bars.start,
+                workers=requested_workers(args),
+                continuing=resumed_group is not None,
             )
+            result = asyncio.run(interruptible(arms))
         else:
-            once = asyncio.run(
-                interruptible(
-                    _run_once(
-                        RunPlan(scenario),
-                        options,
-                        bars,
-                        group_id,
-                        requested_workers(args),
-                        remote,
-                        continuing=resumed_group is not None,
-                    )
-                )
-            )
+            count, going_on = requested_workers(args), resumed_group is not None
+            one = _run_once(RunPlan(scenario), options, bars, group_id, count, remote, going_on)
+            once = asyncio.run(interruptible(one))
         wall = time.perf_counter() - started
     if live is not None:
         say(live.said())
@@ -224,6 +204,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_traffic(args)
     refuse_infra_faults(once.infra_faults, once.infra_reasons)
     return EXIT_OK
+
+
+def _scenario_and_group(args: argparse.Namespace) -> tuple[Scenario, str | None]:
+    """The scenario to run, and the group `--resume GROUP` names (its runs are each
+    read back, resumed or begun: `args.resume` is then cleared)."""
+    resumed = resumable_group(args) if args.resume else None
+    if resumed is not None:
+        args.resume = None
+        return resumed
+    return (resumable(args) if args.resume else _scenario_to_run(args)), None
 
 
 def _group_options(args: argparse.Namespace) -> str | None:
@@ -310,7 +300,6 @@ async def _run_once(
     group_id: str | None,
     count: workers.WorkerCount = 1,
     remote: broker_workers.Remote | None = None,
-    *,
     continuing: bool = False,
 ) -> Measured:
     """One run; with a group, measured against the same run without faults

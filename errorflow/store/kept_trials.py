@@ -15,21 +15,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-import aiosqlite
-
 from errorflow.faults.agent import AgentFaultTally
 from errorflow.faults.model_tally import ModelFaultTally
 from errorflow.faults.tally import FaultCount, Tally
 from errorflow.faults.tool_tally import ToolFaultTally
 from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.events import BusFaultFired, parse_event
-from errorflow.runtime.liveness import taken_by_lost
 from errorflow.scenario.spec.model import Scenario
-from errorflow.scoring.score import Outcome, TrialScore, trial_policy
+from errorflow.scoring.score import TrialScore, trial_policy
 from errorflow.scoring.summary import UNCOSTED
 from errorflow.store.opening import connect_ro
-from errorflow.store.readers import load_scores
-from errorflow.store.runs import resume_run
 from errorflow.store.trial_store import MESSAGES_SQL
 
 #: Trial numbers read a query at a time (memory stays flat over a long run).
@@ -106,19 +101,3 @@ def kept_fault_counts(
         "tool_faults": tool.counts(),
     }
     return rescored, {k: dict(c) for k, c in found.items() if c is not None}
-
-
-async def take_over_stored(
-    db: aiosqlite.Connection, path: Path, run_id: str
-) -> dict[int, TrialScore]:
-    """Resume the interrupted run `run_id`: the scores it keeps. Its trials that ended a
-    bus fault, or that a lost participant took with it, measured nothing: their rows
-    are forgotten and they run again, with those it left unscored."""
-    stored = load_scores(path, run_id, include_bus_faults=True)
-    kept = {
-        t: sc
-        for t, sc in stored.items()
-        if sc.outcome is not Outcome.BUS_FAULT and not taken_by_lost(sc)
-    }
-    await resume_run(db, run_id, rerun=[t for t in stored if t not in kept])
-    return kept
