@@ -34,7 +34,7 @@ def test_without_trial_it_shows_the_first_contaminated_one(
     wanted, outcome = (bad[0], "contaminated") if bad else (0, "contained")
     code, out, err = cli(capsys, "trace", run_id[:16], "--db", db)
     assert code == 0
-    assert f"trial {wanted}: the first {outcome} one" in err and "--trial N" in err
+    assert f"trial {wanted}: the first trial with outcome {outcome}" in err and "--trial N" in err
     assert out.startswith(f"trial {wanted} of {run_id}")
     assert "Root cause" in out and "Provenance" in out and "Timeline" in out
 
