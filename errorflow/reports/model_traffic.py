@@ -95,15 +95,18 @@ def traffic_json(serving: Serving, prices: Mapping[str, Price]) -> dict[str, Tra
 
 def traffic_lines(data: Mapping[str, TrafficJson]) -> list[str]:
     """One line a model: `model traffic: claude-haiku-4-5 @ api.anthropic.com: 40
-    requests (2 rate-limited, 3.1s waited); response cache 0 hits, 40 misses; input
-    tokens 2,100 uncached + 30,000 cache read + 1,500 cache write; output 900; $0.02`."""
+    requests, 38 answered (2 rate-limited, 3.1s waited); response cache 0 hits, 40
+    misses; input tokens 2,100 uncached + 30,000 cache read + 1,500 cache write; output
+    900; $0.02`. A request is every attempt sent (a refused connection, an error
+    status, a timeout too); answered, those the server replied to."""
     lines = []
     for label, t in data.items():
         served = f"response cache {t['cache_hits']} hits, {t['cache_misses']} misses"
         if t["replayed"]:
             served = f"{t['replayed']} replies replayed from the cassette"
         lines.append(
-            f"model traffic: {shown(label)}: {t['requests']} requests ({t['rate_limited']} "
+            f"model traffic: {shown(label)}: {t['requests']} requests, {_from_server(t)} "
+            f"answered ({t['rate_limited']} "
             f"rate-limited, {t['paced_s']:.1f}s waited{_slots(t)}{_timeouts(t)}); {served}; "
             f"input tokens "
             f"{t['input_tokens_uncached']:,} uncached + {t['cache_read_tokens']:,} cache read + "
