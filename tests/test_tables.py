@@ -11,6 +11,7 @@ from rich.console import Console, RenderableType
 from errorflow.core.costs import Costs
 from errorflow.reports.tables import (
     cost_line,
+    outcome_table,
     paired_table,
     policy_title,
     print_run,
@@ -302,3 +303,11 @@ def test_the_cost_line_shows_an_interval_where_trials_differ() -> None:
         "per trial (95% CI): backend calls 1.38 (1.15–1.60), model calls 3.00, "
         "tokens 1424 (1422–1427), retries 0.42 (0.23–0.62), simulated time 1.48s (1.23–1.71)"
     )
+
+
+def test_no_rate_is_given_when_no_trial_measured_anything() -> None:
+    data = run_json([Outcome.INFRA_FAULT, Outcome.INFRA_FAULT])
+    console = Console(width=120, record=True)
+    console.print(outcome_table(data))
+    text = console.export_text()
+    assert "0%" not in text and text.count("n/a") == 3 and "no trial measured" in text

@@ -56,10 +56,15 @@ def measured_trials(data: RunJson) -> int:
     return data["trials"] - infra_faults(data)
 
 
+def measured_of(data: RunJson) -> int:
+    """The trials a rate is over, from the outcomes alone (an arm's JSON has no `trials`)."""
+    outcomes = data["outcomes"]
+    return sum(outcomes.values()) - outcomes.get(INFRA_FAULT, 0)
+
+
 def costed_trials(data: RunJson) -> int:
     """The trials whose results arrived: what costs (and policy decisions) are over."""
-    outcomes = data["outcomes"]
-    return sum(outcomes.values()) - outcomes.get(INFRA_FAULT, 0) - outcomes.get(BUS_FAULT, 0)
+    return measured_of(data) - data["outcomes"].get(BUS_FAULT, 0)
 
 
 def policy_title(data: RunJson, label: str | None = None) -> str:
@@ -93,11 +98,14 @@ def outcome_table(data: RunJson, title: str = "Outcomes") -> Table:
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     rates = data["metrics"]["rates"]
+    unrated = not measured_of(data)  # no trial measured anything: no rate to give
     for outcome, count in data["outcomes"].items():
         if count == 0 and outcome in SHOWN_WHEN_PRESENT:
             continue
         rate = rates.get(outcome)
-        if rate is None:  # counted, never rated
+        if unrated and rate is not None:
+            table.add_row(shown(outcome), str(count), "n/a", "no trial measured")
+        elif rate is None:  # counted, never rated
             table.add_row(shown(outcome), str(count), "–", NOT_SCORED)
         else:
             table.add_row(shown(outcome), str(count), pct(rate["rate"]), ci(rate))
@@ -288,6 +296,8 @@ def _arm_cell(arm: ArmJson, outcome: str) -> str:
     rate = arm["metrics"]["rates"].get(outcome)
     if rate is None:
         return f"{count} ({NOT_SCORED})" if count else "0"
+    if not measured_of(arm):
+        return f"{count} (n/a)"
     return f"{count} ({pct(rate['rate'])}, {ci(rate)})"
 
 
