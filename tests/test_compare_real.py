@@ -43,6 +43,8 @@ def test_real_against_its_calibrated_simulation(tmp_path: Path) -> None:
         doc = _compare(server, str(tmp_path / "m.yaml"), tmp_path, 60)
     rows = doc["compare_real"]
     assert set(doc["arms"]) == {"real", "simulated"}
+    [traffic] = doc["model_traffic"].values()  # what the real arm sent, as the text prints
+    assert traffic["requests"] >= traffic["replies"] >= 60
     assert {"outcome contaminated", "writer contaminated", "researcher contained"} <= set(rows)
     for name, row in rows.items():
         assert abs(row["diff"] - (row["real"] - row["simulated"])) < 1e-9, name

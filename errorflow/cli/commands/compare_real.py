@@ -28,7 +28,7 @@ from errorflow.cli.preflight import writable_db
 from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_options import requested_workers, run_options
 from errorflow.cli.signals import interruptible
-from errorflow.cli.spend import check_spend, print_traffic
+from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
 from errorflow.reports.profile_lines import profile_lines, profiles_doc
 from errorflow.runtime.experiment import run_arms
 from errorflow.scenario.loader import ScenarioError
@@ -99,7 +99,7 @@ def run_compare(args: argparse.Namespace, scenario: Scenario) -> int:
                "trials": scenario.trials, "profile": args.profile,
                "arms": {a.label: a.to_json() for a in result.arms},
                "compare_real": rows_json(rows),
-               "profiles": profiles_doc(arms[1].scenario)}  # fmt: skip
+               "profiles": profiles_doc(arms[1].scenario), **traffic_doc(args)}  # fmt: skip
         print(json.dumps(doc, indent=2))
     else:
         out.print(f"{scenario.name}  group {group_id}  seed {scenario.seed}  "
