@@ -221,3 +221,21 @@ def test_an_injected_agent_fault_is_the_origin_where_it_fired(
         assert primary is not None
         assert (primary.kind, primary.agent, primary.code) == ("agent_fault", origin, code)
         assert f"(injected {injected})" in primary.detail
+
+
+def test_a_dropped_input_beside_a_failed_one_is_an_origin_of_its_own(tmp_path: Path) -> None:
+    """sales's tool fails and ops's result is dropped: two independent origins at the
+    analyst's inputs; the drop is no consequence of the tool failure."""
+    text = FAN_IN.replace("  ops: {role", "  ops: {faults: [{kind: drop, p: 1}], role")
+    text = text.replace(
+        "kpi: {kind: metric_store}", "kpi: {kind: metric_store, faults: [{kind: not_found}]}"
+    )
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    db = tmp_path / "f.db"
+    plan = RunPlan.of(load(path), propagation="explicit")
+    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
+    for cause in root_causes.load(db, result.run_id).values():
+        kinds = {(o.agent, o.kind) for o in cause.origins}
+        assert kinds == {("sales", "tool"), ("ops", "agent_fault")}, cause.origins
+        assert not cause.secondary

@@ -197,7 +197,10 @@ def _fault_origins(
         origin = _origin_of(inv, first, live)
         if origin.kind == "policy" and origin.tool is None:  # no call ended with it
             origin = _injected_origin(inv, first, nodes) or origin
-        upstream = any(nodes[d].reached for d in inv.inputs if d in nodes)
+        if origin.agent != inv.agent:  # an input's sender: upstream of what it sent
+            upstream = nodes[origin.message_id].reached
+        else:
+            upstream = any(nodes[d].reached for d in inv.inputs if d in nodes)
         (secondary if upstream else origins).append(origin)
     return origins, secondary
 
