@@ -239,3 +239,29 @@ def test_a_dropped_input_beside_a_failed_one_is_an_origin_of_its_own(tmp_path: P
         kinds = {(o.agent, o.kind) for o in cause.origins}
         assert kinds == {("sales", "tool"), ("ops", "agent_fault")}, cause.origins
         assert not cause.secondary
+
+
+def test_a_fault_on_the_message_is_not_blamed_for_the_agents_own_failure(tmp_path: Path) -> None:
+    """A python agent's code raises; a slow fault of 10 ms also fired on its message:
+    the origin is the agent's failure, not the fault."""
+    (tmp_path / "bad_agent.py").write_text("async def boom(ctx):\n    raise RuntimeError('bug')\n")
+    agent = (
+        "  analyst: {role: analyst, behaviour: python, function: 'bad_agent:boom', "
+        "faults: [{kind: slow, p: 1, delay_s: 0.01}], sends_to: [writer]}\n"
+    )
+    text = "".join(
+        agent if ln.startswith("  analyst:") else ln + "\n" for ln in FAN_IN.splitlines()
+    )
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    db = tmp_path / "f.db"
+    plan = RunPlan.of(load(path), propagation="explicit")
+    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
+    for cause in root_causes.load(db, result.run_id).values():
+        primary = cause.primary
+        assert primary is not None
+        assert (primary.kind, primary.agent, primary.code) == (
+            "policy",
+            "analyst",
+            "internal_error",
+        )

@@ -215,17 +215,27 @@ def _injected_origin(
     late = {e.tool for e in message.errors if e.hops == 0 and e.code == "timeout"}
     for d in inv.inputs if code == "timeout" else ():
         node = nodes.get(d)
-        if node is not None and node.sender in late and node.faults:
+        withheld = node is not None and any(_kind(f) in LATE_FAULTS for f in node.faults)
+        if node is not None and node.sender in late and withheld:
             said = message.handling or "unreached"
             detail = (
                 f"{node.sender}'s {node.kind} to {node.recipient} never came in time "
                 f"(injected {'; '.join(node.faults)}); {inv.agent} went on without it, {said}"
             )
             return _injected(node, code, detail)
-    own = [f for f in message.faults if not f.startswith("model.")]
-    if own and code is not None:
+    own = [f for f in message.faults if _kind(f) == "crash"]
+    if own and code == "internal_error":
         return _injected(message, code, f"{code} at {inv.agent} (injected {'; '.join(own)})")
     return None
+
+
+#: Agent faults that keep a message from its recipient in time.
+LATE_FAULTS = frozenset({"drop", "hang", "slow"})
+
+
+def _kind(fault: str) -> str:
+    """An injected fault's kind, from its text (`slow: 100 s late` → `slow`)."""
+    return fault.partition(":")[0]
 
 
 def _injected(message: MessageNode, code: str | None, detail: str) -> Origin:
