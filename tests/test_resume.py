@@ -403,3 +403,19 @@ def test_a_group_resumes_whole_from_the_printed_command(
             arm.pop("run_id")
             arm.pop("rejects")
     assert resumed == whole
+
+
+def test_a_sweeps_cell_resumes_as_a_run_not_as_an_arm(tmp_path: Path) -> None:
+    """`--resume GROUP` without the options of a paired command is a run's resume: a
+    sweep's one interrupted cell is finished, and nothing else joins its group."""
+    db = tmp_path / "s.db"
+    vary = "agents.researcher.policy.strategy=resilient,blind-retry"
+    assert main(["sweep", "contamination", "--vary", vary, "--trials", "4", "--no-baseline",
+                 "-q", "--db", str(db)]) == 0  # fmt: skip
+    [group] = {r["group_id"] for r in group_runs_any(db)}
+    runs = {r["label"]: r["run_id"] for r in group_runs(db, group)}
+    _forget_run(db, runs["blind-retry"])
+    interrupt(db, runs["resilient"], keep=2)
+    assert main(["run", "--resume", group, "--db", str(db), "-q"]) == 0
+    after = group_runs(db, group)
+    assert [(r["label"], r["status"]) for r in after] == [("resilient", "finished")]

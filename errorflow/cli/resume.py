@@ -130,6 +130,10 @@ def resumable(args: argparse.Namespace) -> Scenario:
     return _scenario_of(args, run)
 
 
+#: The labels of the runs `run --propagation both` makes (with `:baseline` for theirs).
+ARMS = ("explicit", "implicit")
+
+
 def resumable_group(args: argparse.Namespace) -> tuple[Scenario, str] | None:
     """With `--resume GROUP`: the scenario of the group's arms and the group's id, for
     the command that made the group (`--propagation both`, `--baseline`, as its hint
@@ -138,8 +142,8 @@ def resumable_group(args: argparse.Namespace) -> tuple[Scenario, str] | None:
         found = resolve_id(Path(args.db), args.resume, groups=True)
     except IdLookupError as exc:
         raise id_problem(exc, args.db, "run or group", "--resume") from None
-    if found.kind != "group":
-        return None
+    if found.kind != "group" or not (args.propagation == "both" or args.baseline):
+        return None  # a run (a group of one run, a sweep's cell, resumes as a run)
     where = f"--resume {found.id}"
     if args.trials or args.seed is not None or args.propagation not in (None, "both"):
         raise UsageError(
@@ -148,9 +152,9 @@ def resumable_group(args: argparse.Namespace) -> tuple[Scenario, str] | None:
             where=where,
         )
     runs = group_runs(Path(args.db), found.id)
-    arms = [r for r in runs if r["label"] and not r["label"].endswith(":baseline")]
+    arms = [r for r in runs if r["label"] in ARMS]
     labels = {r["label"] for r in runs}
-    made = {"explicit", "implicit"} if args.propagation == "both" else {arms[0]["label"]}
+    made = set(ARMS) if args.propagation == "both" else {arms[0]["label"]} if arms else set()
     expected = made | ({f"{a}:baseline" for a in made} if args.baseline else set())
     if not arms or not labels <= expected:
         said = ", ".join(sorted(str(label) for label in labels))
