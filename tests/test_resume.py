@@ -419,3 +419,19 @@ def test_a_sweeps_cell_resumes_as_a_run_not_as_an_arm(tmp_path: Path) -> None:
     assert main(["run", "--resume", group, "--db", str(db), "-q"]) == 0
     after = group_runs(db, group)
     assert [(r["label"], r["status"]) for r in after] == [("resilient", "finished")]
+
+
+def test_the_printed_command_resumes_a_fault_free_run_of_a_file_with_secrets(
+    tmp_path: Path,
+) -> None:
+    path = secret_scenario(tmp_path)  # its secret out of the faults too: kept redacted
+    prompt = "prompt: Write a short literature report on transformer attention."
+    path.write_text(path.read_text().replace(prompt, f'prompt: "SECRET_KEY={SECRET}"'))
+    db = tmp_path / "n.db"
+    assert main(["run", str(path), "--no-faults", "--trials", "3", "-q", "--run-id", "nf-1",
+                 "--db", str(db)]) == 0  # fmt: skip
+    interrupt(db, "nf-1")
+    command = resume_command("nf-1", str(db), Source(str(path), (), no_faults=True))
+    assert command == f"errorflow run {path} --no-faults --resume nf-1 --db {db}"
+    done = run_printed(command)
+    assert done.returncode == 0, done.stderr

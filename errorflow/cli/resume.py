@@ -31,10 +31,12 @@ class Source:
 
     scenario: str | None = None
     sets: tuple[str, ...] = ()
+    no_faults: bool = False
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Source:
-        return cls(getattr(args, "scenario", None), tuple(getattr(args, "set", None) or ()))
+        sets = tuple(getattr(args, "set", None) or ())
+        return cls(getattr(args, "scenario", None), sets, getattr(args, "no_faults", False))
 
 
 def resume_command(
@@ -54,6 +56,7 @@ def resume_command(
         return f"errorflow run SCENARIO {tail} (SCENARIO: the file the run came from)"
     sets = [_shown_set(spec) for spec in source.sets]
     words = [shlex.quote(source.scenario), *(f"--set {shlex.quote(spec)}" for spec in sets)]
+    words += ["--no-faults"] if source.no_faults else []
     said = " (give the secret --set values again)" if sets != list(source.sets) else ""
     return f"errorflow run {' '.join(words)} {tail}{said}"
 
@@ -202,8 +205,9 @@ def _scenario_of(args: argparse.Namespace, run: StoredRun) -> Scenario:
     if run["scenario_sha"] and sha(scenario) != run["scenario_sha"]:
         given = "the bundled scenario " if not args.scenario else ""
         raise UsageError(
-            f"{given}{ref} (with these --set options) is not the scenario the run used; "
-            "resuming would mix two experiments: expected its file and --set options",
+            f"{given}{ref} (with these --set and --no-faults options) is not the scenario the "
+            "run used; resuming would mix two experiments: expected its file and the --set "
+            "and --no-faults options it ran with",
             where=f"--resume {run['run_id']}",
         )
     return scenario
