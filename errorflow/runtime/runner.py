@@ -162,7 +162,8 @@ async def register(
     (`truth`, if the caller has it at hand: computing it may call Python tools)."""
     scenario = plan.scenario
     truth = truth if truth is not None else Truth(scenario)
-    _say_empty_truths(scenario, truth)
+    if options.only_trials is None:  # a worker's shard: its parent says it
+        _say_empty_truths(scenario, truth)
     await create_run(
         db,
         run_id=run_id,

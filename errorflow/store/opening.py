@@ -151,7 +151,7 @@ def _ours_or_empty(path: Path, conn: sqlite3.Connection) -> None:
     tables = [
         str(name)
         for (name,) in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )
     ]
     if tables and "runs" not in tables:
