@@ -299,7 +299,7 @@ def _rows(db: Path) -> tuple[object, ...]:
                 "SELECT trial, type, count(*) FROM events WHERE sender != 'runner'"
                 " GROUP BY trial, type ORDER BY trial, type",
                 "SELECT trial, kind, count(*) FROM messages WHERE kind IN ('task', 'result')"
-                " GROUP BY trial, kind ORDER BY trial, kind",
+                " OR topic LIKE '%/ack/%' GROUP BY trial, kind ORDER BY trial, kind",
                 "SELECT trial, outcome FROM trials ORDER BY trial",
             )
         )

@@ -72,6 +72,9 @@ _UNSCORED = (
 _FORGET_UNSCORED = (
     "DELETE FROM messages WHERE run_id = ?1 AND kind IN ('task', 'result') AND "
     + _UNSCORED.format(table="messages"),
+    # the acks of its tasks and results (a trial's other controls are the run's own)
+    "DELETE FROM messages WHERE run_id = ?1 AND kind = 'control'"
+    " AND topic LIKE 'errorflow/' || ?1 || '/ack/%' AND " + _UNSCORED.format(table="messages"),
     "DELETE FROM events WHERE run_id = ?1 AND " + _UNSCORED.format(table="events"),
     "DELETE FROM labels WHERE run_id = ?1 AND " + _UNSCORED.format(table="labels"),
 )
