@@ -93,13 +93,13 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
         ended_at=result.ended_at,
     )
     memory = kit.memory.get(result.trial)
-    already: Sequence[Fired] = result.fired
+    carried: Sequence[Fired] = ()  # what fired in a round that went to nobody: told once
     if memory is not None and memory.unsent is not None:  # an earlier round went to nobody
         payload = spent_with(payload, memory.unsent.payload)
-        already = [*memory.unsent.fired, *already]
+        carried = memory.unsent.fired
         memory.unsent = None
     if not targets and memory is not None:  # spent all the same: the next round says so
-        memory.unsent = Unsent(payload, [*already, *fired])
+        memory.unsent = Unsent(payload, [*carried, *result.fired, *fired])
     last_id: str | None = None
     for i, target in enumerate(targets):
         if i == 1:  # the costs were spent once, whatever the number of recipients
@@ -113,8 +113,9 @@ async def publish(kit: AgentKit, result: TrialResult, emit: Emit | None = None) 
         if emit is not None:
             for f in copy_fired:
                 emit(AgentFaultFired(agent=kit.name, recipient=target, **f.event()))
-        if copy_fired or already:  # with what fired while the answer was made
-            mark_fired(wire, [*already, *copy_fired])
+        told = [*result.fired, *(carried if i == 0 else ()), *copy_fired]
+        if told:  # with what fired while the answer was made
+            mark_fired(wire, told)
         sent = await kit.endpoint.send(
             kind=kind,
             recipient=target,
