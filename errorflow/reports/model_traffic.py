@@ -98,7 +98,7 @@ def traffic_lines(data: Mapping[str, TrafficJson]) -> list[str]:
     requests, 38 answered (2 rate-limited, 3.1s waited); response cache 0 hits, 40
     misses; input tokens 2,100 uncached + 30,000 cache read + 1,500 cache write; output
     900; $0.02`. A request is every attempt sent (a refused connection, an error
-    status, a timeout too); answered, those the server replied to."""
+    status, a timeout too); answered, those the server gave a usable reply to."""
     lines = []
     for label, t in data.items():
         served = f"response cache {t['cache_hits']} hits, {t['cache_misses']} misses"
