@@ -20,6 +20,7 @@ from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import load
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scoring.genealogy_types import Genealogy
+from errorflow.scoring.root_cause import RootCause
 from errorflow.store import root_causes
 from errorflow.store.opening import connect_ro
 from errorflow.store.trial_store import read_range, run_meta, trace_of
@@ -195,6 +196,15 @@ task:
 """
 
 
+def _causes(tmp_path: Path, text: str) -> dict[int, RootCause]:
+    """The root causes of the scenario `text`, run explicit in one process."""
+    path, db = tmp_path / "f.yaml", tmp_path / "f.db"
+    path.write_text(text)
+    plan = RunPlan.of(load(path), propagation="explicit")
+    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
+    return root_causes.load(db, result.run_id)
+
+
 @pytest.mark.parametrize(
     ("agent", "fault", "origin", "code", "injected"),
     [
@@ -209,12 +219,9 @@ def test_an_injected_agent_fault_is_the_origin_where_it_fired(
 ) -> None:
     """An input that never came is its sender's fault, a crash the crashed agent's: not
     a policy decision of the agent that went on without it."""
-    path = tmp_path / "f.yaml"
-    path.write_text(FAN_IN.replace(f"  {agent}: {{role", f"  {agent}: {{faults: [{fault}], role"))
-    db = tmp_path / "f.db"
-    plan = RunPlan.of(load(path), propagation="explicit")
-    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
-    causes = root_causes.load(db, result.run_id)
+    causes = _causes(
+        tmp_path, FAN_IN.replace(f"  {agent}: {{role", f"  {agent}: {{faults: [{fault}], role")
+    )
     assert len(causes) == 3
     for cause in causes.values():
         primary = cause.primary
@@ -230,12 +237,7 @@ def test_a_dropped_input_beside_a_failed_one_is_an_origin_of_its_own(tmp_path: P
     text = text.replace(
         "kpi: {kind: metric_store}", "kpi: {kind: metric_store, faults: [{kind: not_found}]}"
     )
-    path = tmp_path / "f.yaml"
-    path.write_text(text)
-    db = tmp_path / "f.db"
-    plan = RunPlan.of(load(path), propagation="explicit")
-    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
-    for cause in root_causes.load(db, result.run_id).values():
+    for cause in _causes(tmp_path, text).values():
         kinds = {(o.agent, o.kind) for o in cause.origins}
         assert kinds == {("sales", "tool"), ("ops", "agent_fault")}, cause.origins
         assert not cause.secondary
@@ -252,12 +254,7 @@ def test_a_fault_on_the_message_is_not_blamed_for_the_agents_own_failure(tmp_pat
     text = "".join(
         agent if ln.startswith("  analyst:") else ln + "\n" for ln in FAN_IN.splitlines()
     )
-    path = tmp_path / "f.yaml"
-    path.write_text(text)
-    db = tmp_path / "f.db"
-    plan = RunPlan.of(load(path), propagation="explicit")
-    result = asyncio.run(run_plan(plan, RunOptions(bus=InProcessBus(), db_path=db)))
-    for cause in root_causes.load(db, result.run_id).values():
+    for cause in _causes(tmp_path, text).values():
         primary = cause.primary
         assert primary is not None
         assert (primary.kind, primary.agent, primary.code) == (

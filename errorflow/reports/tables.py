@@ -52,19 +52,13 @@ def infra_faults(data: RunJson) -> int:
 
 
 def measured_trials(data: RunJson) -> int:
-    """The trials a rate is over: the run's, without the infra faults."""
-    return data["trials"] - infra_faults(data)
-
-
-def measured_of(data: RunJson) -> int:
-    """The trials a rate is over, from the outcomes alone (an arm's JSON has no `trials`)."""
-    outcomes = data["outcomes"]
-    return sum(outcomes.values()) - outcomes.get(INFRA_FAULT, 0)
+    """The trials a rate is over: those scored, without the infra faults."""
+    return sum(data["outcomes"].values()) - infra_faults(data)
 
 
 def costed_trials(data: RunJson) -> int:
     """The trials whose results arrived: what costs (and policy decisions) are over."""
-    return measured_of(data) - data["outcomes"].get(BUS_FAULT, 0)
+    return measured_trials(data) - data["outcomes"].get(BUS_FAULT, 0)
 
 
 def policy_title(data: RunJson, label: str | None = None) -> str:
@@ -98,7 +92,7 @@ def outcome_table(data: RunJson, title: str = "Outcomes") -> Table:
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     rates = data["metrics"]["rates"]
-    unrated = not measured_of(data)  # no trial measured anything: no rate to give
+    unrated = not measured_trials(data)  # no trial measured anything: no rate to give
     for outcome, count in data["outcomes"].items():
         if count == 0 and outcome in SHOWN_WHEN_PRESENT:
             continue
@@ -296,7 +290,7 @@ def _arm_cell(arm: ArmJson, outcome: str) -> str:
     rate = arm["metrics"]["rates"].get(outcome)
     if rate is None:
         return f"{count} ({NOT_SCORED})" if count else "0"
-    if not measured_of(arm):
+    if not measured_trials(arm):
         return f"{count} (n/a)"
     return f"{count} ({pct(rate['rate'])}, {ci(rate)})"
 

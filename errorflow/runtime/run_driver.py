@@ -22,9 +22,6 @@ from errorflow.bus.seen_seqs import CompactSeenSet
 from errorflow.bus.transport import Bus, Connection, hears_all
 from errorflow.core.outside_time import OUTSIDE
 from errorflow.core.redact import redact
-from errorflow.faults.agent import AgentFaultTally
-from errorflow.faults.model_tally import ModelFaultTally
-from errorflow.faults.tool_tally import ToolFaultTally
 from errorflow.models.api_keys import ApiKeys
 from errorflow.protocol import signing, topics
 from errorflow.protocol.envelope import Envelope, Kind
@@ -53,6 +50,7 @@ from errorflow.runtime.runner_presence import runner_endpoint
 from errorflow.runtime.trial_tracker import TrialTracker
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.run_time import arrival, arrival_times
+from errorflow.scoring.result_tallies import ResultTallies
 from errorflow.scoring.score import (
     Outcome,
     TrialScore,
@@ -63,7 +61,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import service_load
 from errorflow.scoring.summary import UNCOSTED, RunSummary, summarize
 from errorflow.store.failures import StoreFailed
-from errorflow.store.kept_trials import TrialTally, count_kept, kept_trials
+from errorflow.store.kept_trials import count_kept, kept_trials
 from errorflow.store.rows import LabelRow, TrialRow
 from errorflow.store.trial_causes import TrialCauses
 from errorflow.store.trial_store import RunMeta
@@ -109,9 +107,7 @@ class RunDriver:
         self.tracker = TrialTracker(scenario.terminal_agents())
         bus_plan = scenario.bus.plan(scenario.seed, scenario.time_scale)
         self.bus_faults = BusFaultTally(bus_plan, self.tracker)
-        self.agent_faults = AgentFaultTally(scenario.agents)
-        self.tool_faults = ToolFaultTally(scenario.tools, scenario.task.needs, scenario.seed)
-        self.model_faults = ModelFaultTally(scenario.agents)
+        self.result_faults = ResultTallies(scenario)
         self.done: dict[int, asyncio.Future[None]] = {}  # trials in flight
         # Without kept messages the labels are in the store only, and the scores are
         # kept by column (a few bytes a trial: memory stays flat over long runs).
@@ -134,12 +130,10 @@ class RunDriver:
         """Trials an interrupted run keeps (`runner.take_over_stored`): not run
         again, late copies ignored, and counted again from the store at `path` (what
         fired in them, their policy decisions)."""
-        kept = scores
-        tallies: list[TrialTally] = [self.agent_faults, self.tool_faults, self.model_faults]
         bus = self.bus_faults.tally if self.bus_faults.active else None
-        rows = kept_trials(path, self.run_id, kept)
-        self.scores.update(count_kept(rows, kept, tallies, bus))
-        for trial in kept:
+        rows = kept_trials(path, self.run_id, scores)
+        self.scores.update(count_kept(rows, scores, self.result_faults, bus))
+        for trial in scores:
             self.tracker.close(trial)
 
     async def run(self) -> RunResult:
@@ -348,10 +342,7 @@ class RunDriver:
         self.bus_faults.finish(trial, state)
         # What fired is counted from the results: lost with them when a fault ended
         # the trial (its costs are not known either).
-        known = score.outcome not in UNCOSTED
-        self.agent_faults.finish(trial, state.messages, known)
-        self.tool_faults.finish(trial, state.messages, known)
-        self.model_faults.finish(trial, state.messages, known)
+        self.result_faults.finish(trial, state.messages, score.outcome not in UNCOSTED)
         messages = state.messages
         self.done.pop(trial, None)
         self.recorder.add_trial(
@@ -470,15 +461,7 @@ class RunDriver:
         if bus_faults is not None:
             summary["bus_faults"] = bus_faults
             summary["bus_recovery"] = bus_recovery(self.bus_faults.fired, self.scores)
-        agent_faults = self.agent_faults.counts()
-        if agent_faults is not None:
-            summary["agent_faults"] = agent_faults
-        tool_faults = self.tool_faults.counts()
-        if tool_faults is not None:
-            summary["tool_faults"] = tool_faults
-        model_faults = self.model_faults.counts()
-        if model_faults is not None:
-            summary["model_faults"] = model_faults
+        summary.update(self.result_faults.counts())  # type: ignore[typeddict-item]
         if self.services.services:
             summary["services"] = service_load(self.services, scores, arrival_times(self.scenario))
         return summary

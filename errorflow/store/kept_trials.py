@@ -10,18 +10,15 @@ covers every trial, not only the ones run after the interruption.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
 
-from errorflow.faults.agent import AgentFaultTally
-from errorflow.faults.model_tally import ModelFaultTally
 from errorflow.faults.tally import FaultCount, Tally
-from errorflow.faults.tool_tally import ToolFaultTally
 from errorflow.protocol.envelope import Envelope
 from errorflow.protocol.events import BusFaultFired, parse_event
 from errorflow.scenario.spec.model import Scenario
+from errorflow.scoring.result_tallies import ResultTallies
 from errorflow.scoring.score import TrialScore, trial_policy
 from errorflow.scoring.summary import UNCOSTED
 from errorflow.store.opening import connect_ro
@@ -40,10 +37,6 @@ class KeptTrial:
     trial: int
     messages: list[Envelope] = field(default_factory=list)  # its tasks and results
     bus_faults: Counter[str] = field(default_factory=Counter)  # fired, by kind
-
-
-class TrialTally(Protocol):
-    def finish(self, trial: int, messages: Sequence[Envelope], known: bool = True) -> None: ...
 
 
 def kept_trials(path: Path, run_id: str, trials: Iterable[int]) -> Iterator[KeptTrial]:
@@ -67,16 +60,14 @@ def kept_trials(path: Path, run_id: str, trials: Iterable[int]) -> Iterator[Kept
 def count_kept(
     kept: Iterable[KeptTrial],
     scores: Mapping[int, TrialScore],
-    tallies: Sequence[TrialTally],
+    tallies: ResultTallies,
     bus: Tally | None = None,
 ) -> dict[int, TrialScore]:
     """Feed the kept trials to the run's `tallies` (and its `bus` tally, when the run
     has bus faults); their `scores` with the policy decisions their messages report."""
     out = {}
     for k in kept:
-        known = scores[k.trial].outcome not in UNCOSTED
-        for tally in tallies:
-            tally.finish(k.trial, k.messages, known)
+        tallies.finish(k.trial, k.messages, scores[k.trial].outcome not in UNCOSTED)
         if bus is not None:
             bus.add(k.trial, k.bus_faults)
         out[k.trial] = replace(scores[k.trial], policy=trial_policy(k.messages))
@@ -88,16 +79,11 @@ def kept_fault_counts(
 ) -> tuple[dict[int, TrialScore], dict[str, dict[str, FaultCount]]]:
     """The kept trials' scores with their policy, and their fault counts by summary key
     (as a shard of `--workers` reports its own)."""
-    agent = AgentFaultTally(scenario.agents)
-    tool = ToolFaultTally(scenario.tools, scenario.task.needs, scenario.seed)
-    model = ModelFaultTally(scenario.agents)
+    tallies = ResultTallies(scenario)
     plan = scenario.bus.plan(scenario.seed, scenario.time_scale)
     bus = Tally(plan.kinds, per_trial=True) if plan is not None else None
-    rescored = count_kept(kept, scores, [agent, tool, model], bus)
-    found = {
-        "agent_faults": agent.counts(),
-        "bus_faults": bus.counts() if bus is not None else None,
-        "model_faults": model.counts(),
-        "tool_faults": tool.counts(),
-    }
-    return rescored, {k: dict(c) for k, c in found.items() if c is not None}
+    rescored = count_kept(kept, scores, tallies, bus)
+    counts = tallies.counts()
+    if bus is not None and (fired := bus.counts()) is not None:
+        counts["bus_faults"] = fired
+    return rescored, counts

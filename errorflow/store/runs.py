@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import aiosqlite
 
+from errorflow.protocol import topics
 from errorflow.scoring.summary import RunSummary
 from errorflow.store.failures import writing
 
@@ -74,7 +75,7 @@ _FORGET_UNSCORED = (
     + _UNSCORED.format(table="messages"),
     # the acks of its tasks and results (a trial's other controls are the run's own)
     "DELETE FROM messages WHERE run_id = ?1 AND kind = 'control'"
-    " AND topic LIKE 'errorflow/' || ?1 || '/ack/%' AND " + _UNSCORED.format(table="messages"),
+    f" AND topic LIKE '{topics.ROOT}/' || ?1 || '/ack/%' AND " + _UNSCORED.format(table="messages"),
     "DELETE FROM events WHERE run_id = ?1 AND " + _UNSCORED.format(table="events"),
     "DELETE FROM labels WHERE run_id = ?1 AND " + _UNSCORED.format(table="labels"),
 )
