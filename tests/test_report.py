@@ -323,3 +323,32 @@ def test_timeline_of_a_retry_storm_counts_timeouts_as_failures(
     assert sum(s["failed"]) >= degraded and sum(s["answered"]) <= ledger["answered"]
     assert sum(s["answered"]) + sum(s["failed"]) == ledger["answered"] + degraded
     assert not any(s["down"]) and "baseline_calls" not in s  # no outage, no baseline run
+
+
+def test_an_arm_that_measured_nothing_has_no_rates_in_any_format() -> None:
+    """Every trial an infra fault: no 0 % with an interval of everything, in the CSV,
+    the Markdown or the HTML chart."""
+    summary = summarize([TrialScore(i, Outcome.INFRA_FAULT, 0) for i in range(3)])
+    arm: ReportArm = {
+        "label": "down",
+        "run_id": "r-1",
+        "scenario": "contamination",
+        "seed": 3,
+        "trials": 3,
+        "propagation": "explicit",
+        "status": "finished",
+        "outcomes": summary["outcomes"],
+        "metrics": summary["metrics"],
+        "amplification": None,
+        "rejects": {},
+        "trial_outcomes": ["infra_fault"] * 3,
+    }
+    data: ReportJson = {"id": "r-1", "group_id": None, "arms": [arm]}
+    header, row = to_csv(data).splitlines()
+    cells = dict(zip(header.split(","), row.split(","), strict=True))
+    assert cells["success"] == "0" and cells["infra_fault"] == "3"
+    assert cells["success_rate"] == cells["success_ci_low"] == cells["success_ci_high"] == ""
+    md = to_markdown(data)
+    assert "| down | 0 (n/a: no trial measured) |" in md and "0%" not in md
+    page = to_html(data)
+    assert "outcome rates with 95" in page and "down: success" not in page

@@ -82,7 +82,8 @@ def test_costs_are_averaged_over_delivered_trials_only() -> None:
 def test_empty_and_short_runs() -> None:
     summary = summarize([])
     assert summary["trials"] == 0
-    assert summary["metrics"]["rates"]["success"] == {"rate": 0.0, "ci95": [0.0, 1.0]}
+    assert summary["metrics"]["rates"]["success"] == {"rate": None, "ci95": None}
+    assert summary["metrics"]["success_rate"] is None
     assert summary["metrics"]["per_trial"] == {k: 0.0 for k in COST_KEYS}
     assert summary["metrics"]["pass^3"] is None
     only_faults = summarize([trial(0, Outcome.BUS_FAULT)])
@@ -146,7 +147,9 @@ def test_infra_faults_shuffled_in_do_not_change_pass_at_k() -> None:
 def test_only_infra_faults_rate_nothing() -> None:
     summary = summarize(INFRA)
     assert summary["outcomes"]["infra_fault"] == 2
-    assert summary["metrics"]["rates"]["success"] == {"rate": 0.0, "ci95": [0.0, 1.0]}
+    rates = summary["metrics"]["rates"]
+    assert rates["success"] == rates["contaminated"] == {"rate": None, "ci95": None}
+    assert summary["metrics"]["contamination_rate"] is None
     assert summary["metrics"]["per_trial"]["model_calls"] == 0.0
 
 

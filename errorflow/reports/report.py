@@ -223,9 +223,14 @@ Cell = str | int | float | None
 @dataclass(frozen=True)
 class OutcomeCells:
     count: int
-    rate: float  # rounded to 4 places, as the CSV has it
-    ci_low: float
-    ci_high: float
+    rate: float | None  # rounded to 4 places, as the CSV has it (None: none measured)
+    ci_low: float | None
+    ci_high: float | None
+
+    def text(self) -> str:
+        if self.rate is None or self.ci_low is None or self.ci_high is None:
+            return f"{self.count} (n/a: no trial measured)"
+        return f"{self.count} ({self.rate:.0%}, CI {self.ci_low:.0%}–{self.ci_high:.0%})"
 
 
 @dataclass(frozen=True)
@@ -241,9 +246,10 @@ class ArmRow:
     def of(cls, a: ReportArm) -> ArmRow:
         outcomes = {}
         for o in OUTCOMES:
-            r: Rate = a["metrics"]["rates"].get(o, {"rate": 0.0, "ci95": [0.0, 1.0]})
-            low, high = r["ci95"]
-            outcomes[o] = OutcomeCells(a["outcomes"].get(o, 0), round(r["rate"], 4), low, high)
+            r: Rate = a["metrics"]["rates"].get(o, {"rate": None, "ci95": None})
+            low, high = r["ci95"] or (None, None)
+            rate = None if r["rate"] is None else round(r["rate"], 4)
+            outcomes[o] = OutcomeCells(a["outcomes"].get(o, 0), rate, low, high)
         per = a["metrics"]["per_trial"]
         costs = {k: per.get(k) for k in COST_KEYS}
         amp = a["amplification"] or {"backend_calls": None, "model_calls": None}
@@ -306,6 +312,17 @@ def _fmt(v: Cell) -> str:
 # same way: a label, a scenario name or an id from the store is text, whatever it holds.
 
 
+def _rated(arm: ReportArm) -> dict[str, tuple[float, float, float]]:
+    """The arm's rates that have a value (none where no trial measured anything), with
+    their intervals."""
+    out = {}
+    for o, r in arm["metrics"]["rates"].items():
+        if r["rate"] is not None and r["ci95"] is not None:
+            low, high = r["ci95"]
+            out[o] = (r["rate"], low, high)
+    return out
+
+
 def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
     with_infra = any_infra_faults(arms)
     head = ["run", "success", "contained", "contaminated", "bus fault"]
@@ -313,10 +330,7 @@ def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
     cells = []
     for r in rows:
         row = [r.arm["label"]]
-        row += [
-            f"{c.count} ({c.rate:.0%}, CI {c.ci_low:.0%}–{c.ci_high:.0%})"
-            for c in r.outcomes.values()
-        ]
+        row += [c.text() for c in r.outcomes.values()]
         row += [str(r.infra_faults)] if with_infra else []
         cells.append([*row, _fmt(r.arm["metrics"]["mean_depth"])])
     over = (
@@ -326,10 +340,7 @@ def _outcome_blocks(arms: list[ReportArm], rows: list[ArmRow]) -> list[Block]:
     if len(arms) > MAX_CHARTED_ARMS:  # a sweep: its heatmap shows the cells
         folded = f"The outcomes of all {len(arms)} runs"
         return [Heading(2, "Outcomes"), TableBlock([*head, "mean depth"], cells, folded=folded)]
-    whiskers = [
-        (a["label"], {o: (r["rate"], *r["ci95"]) for o, r in a["metrics"]["rates"].items()})
-        for a in arms
-    ]
+    whiskers = [(a["label"], _rated(a)) for a in arms]
     return [
         Heading(2, "Outcomes"),
         OutcomeChart(),

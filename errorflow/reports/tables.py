@@ -73,11 +73,13 @@ def policy_title(data: RunJson, label: str | None = None) -> str:
     return "Policy decisions" + (f" ({', '.join(where)})" if where else "")
 
 
-def pct(x: float) -> str:
-    return f"{x:.0%}"
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
 
 
 def ci(rate: Rate) -> str:
+    if rate["ci95"] is None:
+        return "no trial measured"
     low, high = rate["ci95"]
     return f"{low:.0%}–{high:.0%}"
 

@@ -42,8 +42,11 @@ RATED: tuple[Outcome, ...] = tuple(o for o in Outcome if o not in NOT_MEASURED)
 
 
 class Rate(TypedDict):
-    rate: float
-    ci95: list[float]  # [low, high], rounded to 4 places
+    """A rate over the measured trials; both None when no trial measured anything (a
+    run of infra faults only): not a 0 % with an interval of everything."""
+
+    rate: float | None
+    ci95: list[float] | None  # [low, high], rounded to 4 places
 
 
 #: Count of trials by outcome value, every outcome present (0 when none).
@@ -60,8 +63,8 @@ Metrics = TypedDict(
     "Metrics",
     {
         "rates": dict[str, Rate],  # by outcome value, the rated ones (`RATED`)
-        "success_rate": float,
-        "contamination_rate": float,
+        "success_rate": float | None,  # None: no trial measured (as in `Rate`)
+        "contamination_rate": float | None,
         "mean_depth": float,
         "max_depth": int,
         "per_trial": PerTrialCosts,
@@ -175,7 +178,11 @@ def summarize(scores: Iterable[TrialScore]) -> RunSummary:
     for o in RATED:
         k = outcomes[o.value]
         low, high = wilson(k, n)
-        rates[o.value] = {"rate": k / n if n else 0.0, "ci95": [round(low, 4), round(high, 4)]}
+        rates[o.value] = (
+            {"rate": k / n, "ci95": [round(low, 4), round(high, 4)]}
+            if n
+            else {"rate": None, "ci95": None}
+        )
     costs = Costs(**{k: getattr(total, k) / costed for k in ALL_COST_KEYS}) if costed else Costs()
     metrics: Metrics = {
         "rates": rates,
