@@ -322,6 +322,34 @@ def test_a_resumed_run_stores_a_rerun_bus_fault_trial_once(tmp_path: Path) -> No
     assert _rows(dbs["cut"]) == _rows(dbs["whole"])
 
 
+@pytest.mark.parametrize(("workers", "bus"), [("1", True), ("2", False)])
+def test_a_resumed_run_counts_what_was_rejected_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str, bus: bool
+) -> None:
+    """The messages rejected before the interruption are counted with the rest (a copy
+    of a trial run again is rejected again, not twice)."""
+    path = tmp_path / "dup.yaml"
+    path.write_text(FAULTY.replace("task:\n", "bus: {duplicate: {p: 0.3}}\ntask:\n" if bus
+                                   else "task:\n"))  # fmt: skip
+    dbs = {run_id: tmp_path / f"{run_id}.db" for run_id in ("whole", "cut")}
+    printed = {}
+    for run_id, db in dbs.items():
+        command = ["run", str(path), "--json", "--run-id", run_id, "--db", str(db)]
+        assert main([*command, "--workers", workers]) == 0
+        printed[run_id] = json.loads(capsys.readouterr().out)["rejects"]
+    assert bool(printed["whole"].get("duplicate")) is bus
+    interrupt(dbs["cut"], "cut", keep=7)
+    with sqlite3.connect(dbs["cut"]) as conn:  # what no envelope of a trial holds stays
+        conn.execute("INSERT INTO rejects VALUES ('cut', 't', 'bad_json', '', x'00', 0)")
+    resume = ["run", "--resume", "cut", "--db", str(dbs["cut"]), "--json", "--workers", workers]
+    assert main(resume) == 0
+    resumed = json.loads(capsys.readouterr().out)["rejects"]
+    assert resumed == {**printed["whole"], "bad_json": 1}
+    with sqlite3.connect(dbs["cut"]) as conn:
+        stored = dict(conn.execute("SELECT reason, count(*) FROM rejects GROUP BY reason"))
+    assert stored == resumed
+
+
 @pytest.mark.parametrize(
     ("extra", "said"),
     [

@@ -126,10 +126,10 @@ async def run(plan: RunPlan, options: RunOptions, remote: Remote) -> RunResult:
         await hand.listen()
         try:
             await hand.wait_ready()
-            scores, summary = await _run_batches(hand, plan, options, broker)
+            scores, done, summary = await _run_batches(hand, plan, options, broker)
         finally:
             await hand.stop()
-    result = result_of(plan, run_id, broker, scores, hand.done, summary)
+    result = result_of(plan, run_id, broker, scores, done, summary)
     if hand.forged:
         result.rejects[FORGED] = hand.forged
     return result
@@ -137,8 +137,9 @@ async def run(plan: RunPlan, options: RunOptions, remote: Remote) -> RunResult:
 
 async def _run_batches(
     hand: Handout, plan: RunPlan, options: RunOptions, broker: str
-) -> tuple[dict[int, TrialScore], RunSummary]:
-    """Every batch run by the workers and merged; the scores and the run's summary."""
+) -> tuple[dict[int, TrialScore], dict[int, ShardResult], RunSummary]:
+    """Every batch run by the workers and merged; the scores, the batches' results (and
+    a resumed run's kept trials' at `KEPT`) and the run's summary."""
     db = await open_db(options.db_path)
     try:
         scores, kept = await take_over(db, plan, hand.run_id, options, broker)
@@ -162,7 +163,7 @@ async def _run_batches(
                 summary = await close_run(db, hand.run_id, hand.paths(), scores, done, status)
     finally:
         await db.close()
-    return scores, summary
+    return scores, done, summary
 
 
 @dataclass

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.service_load import service_load
 from errorflow.scoring.summary import UNCOSTED, RunSummary, summarize
 from errorflow.store.failures import StoreFailed
-from errorflow.store.kept_trials import count_kept, kept_trials
+from errorflow.store.kept_trials import count_kept, kept_rejects, kept_trials
 from errorflow.store.rows import LabelRow, TrialRow
 from errorflow.store.trial_causes import TrialCauses
 from errorflow.store.trial_store import RunMeta
@@ -114,6 +115,7 @@ class RunDriver:
         self.scores = score_map(options.keep_messages, scenario.trials)
         self._summary: tuple[int, RunSummary] | None = None  # (scores summarized, summary)
         self.kept: dict[int, list[Envelope]] = {}  # scored trials' messages (keep_messages)
+        self.kept_rejects: Counter[str] = Counter()  # rejected before a `--resume`
         #: Scores of the trials an agent process's injected crash took (until `_trial`
         #: stores them), and how many it took in all.
         self.crashed: dict[int, TrialScore] = {}
@@ -133,6 +135,7 @@ class RunDriver:
         bus = self.bus_faults.tally if self.bus_faults.active else None
         rows = kept_trials(path, self.run_id, scores)
         self.scores.update(count_kept(rows, scores, self.result_faults, bus))
+        self.kept_rejects = kept_rejects(path, self.run_id)
         for trial in scores:
             self.tracker.close(trial)
 
@@ -195,7 +198,7 @@ class RunDriver:
             broker=self.bus.description,
             scores=self.ordered_scores(),
             summary=summary,
-            rejects=dict(self.recorder.rejects),
+            rejects=dict(self.kept_rejects + self.recorder.rejects),
             messages=self.kept,
             services=summary.get("services", {}),
             bus_faults=self.bus_faults.fired,

@@ -55,7 +55,7 @@ from errorflow.scoring.score_table import in_trial_order, score_map
 from errorflow.scoring.summary import RunSummary, summarize
 from errorflow.store import root_causes
 from errorflow.store.failures import StoreFailed, stopped_by, writing
-from errorflow.store.kept_trials import kept_fault_counts, kept_trials
+from errorflow.store.kept_trials import kept_fault_counts, kept_rejects, kept_trials
 from errorflow.store.opening import open_db, tables_of
 from errorflow.store.runs import finish_run
 
@@ -315,8 +315,8 @@ class Pool:
     ) -> tuple[dict[int, ShardResult], RunSummary]:
         """Run the shards, then merge what they stored (whatever happened) and close
         the run: finished, or interrupted (`--resume` runs what is missing). The shards'
-        results and the run's summary (with `kept`: what a resumed run's kept trials
-        counted)."""
+        results (with `kept`: what a resumed run's kept trials counted, at `KEPT`) and
+        the run's summary."""
         status, done = "interrupted", {}
         try:
             done = await self._gather(run_id, shards, scores, options.on_trial)
@@ -334,7 +334,7 @@ class Pool:
             counted = done if kept is None else {**done, KEPT: kept}
             shard_dbs = [s.db_path for s in shards]
             summary = await close_run(db, run_id, shard_dbs, scores, counted, status)
-        return done, summary
+        return counted, summary
 
     async def _gather(
         self,
@@ -406,7 +406,8 @@ async def take_over(
         kept = await take_over_stored(db, options.db_path, run_id)
         rows = kept_trials(options.db_path, run_id, kept)
         scores, counts = kept_fault_counts(plan.scenario, rows, kept)
-        return scores, ShardResult(KEPT, fault_counts=counts)
+        rejects = dict(kept_rejects(options.db_path, run_id))
+        return scores, ShardResult(KEPT, rejects=rejects, fault_counts=counts)
     await register(db, run_id, plan, broker, options)
     return {}, None
 

@@ -4,7 +4,8 @@ A run counts what fired in each trial (tool, model, agent and bus faults) and it
 policy decisions as the trial finishes, in memory; an interrupted run took those counts
 with its process, while its scores stay in the store. So `--resume` reads the kept
 trials' tasks, results and bus-fault events back and counts them again, and the summary
-covers every trial, not only the ones run after the interruption.
+covers every trial, not only the ones run after the interruption. The messages its
+recorder rejected are counted again the same way (`kept_rejects`).
 """
 
 from __future__ import annotations
@@ -87,3 +88,13 @@ def kept_fault_counts(
     if bus is not None and (fired := bus.counts()) is not None:
         counts["bus_faults"] = fired
     return rescored, counts
+
+
+def kept_rejects(path: Path, run_id: str) -> Counter[str]:
+    """The messages the run's earlier processes rejected, by reason (those of trials run
+    again were forgotten with them: errorflow.store.runs.resume_run)."""
+    with connect_ro(path) as conn:
+        rows = conn.execute(
+            "SELECT reason, COUNT(*) FROM rejects WHERE run_id = ? GROUP BY reason", (run_id,)
+        )
+        return Counter({str(reason): int(n) for reason, n in rows})
