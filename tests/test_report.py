@@ -14,6 +14,7 @@ from errorflow.core.costs import Costs
 from errorflow.reports.report import (
     ReportArm,
     ReportJson,
+    build,
     to_csv,
     to_html,
     to_markdown,
@@ -352,3 +353,20 @@ def test_an_arm_that_measured_nothing_has_no_rates_in_any_format() -> None:
     assert "| down | 0 (n/a: no trial measured) |" in md and "0%" not in md
     page = to_html(data)
     assert "outcome rates with 95" in page and "down: success" not in page
+
+
+def test_every_sweep_cell_is_measured_against_the_baseline_it_shared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep runs one baseline for the cells whose fault-free scenario is the same;
+    the report finds it for each of them, as the sweep printed."""
+    db = str(tmp_path / "s.db")
+    code, out, _ = cli(capsys, "sweep", "strategy-matrix", "--set", "trials=4", "--db", db,
+                       "--json")  # fmt: skip
+    assert code == 0
+    printed = json.loads(out)
+    data = build(Path(db), printed["group_id"])
+    assert len(data["arms"]) == 9
+    for arm in data["arms"]:
+        assert arm["amplification"] is not None, arm["label"]
+        assert arm["amplification"] == printed["cells"][arm["label"]]["amplification"]

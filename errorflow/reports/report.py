@@ -45,6 +45,7 @@ from errorflow.reports.timeline_source import run_events
 from errorflow.reports.timeline_svg import lane_peak, timeline_svg
 from errorflow.reports.timeline_table import HEAD as TIMELINE_HEAD
 from errorflow.reports.timeline_table import timeline_rows
+from errorflow.scenario.overrides import fault_free
 from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.service_load import ServiceJson
@@ -138,17 +139,15 @@ def build(db: Path, ident: str) -> ReportJson:
         if run is None:
             raise ReportError(f"no run or group {ident!r} in {db} (see `errorflow runs`)")
         runs = [run]
-    baselines: dict[str, PerTrialCosts] = {}
-    for r in runs:
-        label, summary = r["label"] or "", r["summary"]
-        if label.endswith(":baseline") and summary:
-            baselines[label.removesuffix(":baseline")] = summary["metrics"]["per_trial"]
+    baselines = baseline_runs(runs)
     arms = []
     for r in runs:
         label = r.get("label") or r["run_id"]
         if not label.endswith(":baseline"):
-            arms.append(_arm(db, r, label, baselines.get(label)))
-    _add_timelines(db, runs, arms)
+            base = baselines.get(label)
+            summary = base["summary"] if base is not None else None
+            arms.append(_arm(db, r, label, summary["metrics"]["per_trial"] if summary else None))
+    _add_timelines(db, runs, arms, baselines)
     data: ReportJson = {"id": ident, "group_id": group, "arms": arms}
     sweep = stored_sweep(runs, {a["label"]: a["outcomes"] for a in arms}) if group else None
     if sweep is not None:
@@ -190,13 +189,44 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
     return arm
 
 
-def _add_timelines(db: Path, runs: list[StoredRun], arms: list[ReportArm]) -> None:
+def baseline_runs(runs: list[StoredRun]) -> dict[str, StoredRun]:
+    """The fault-free baseline each run of a group was measured against, by label: its
+    own (`LABEL:baseline`), or the one a cell with the same fault-free scenario ran (a
+    sweep runs a baseline once for the cells that share it)."""
+    own = {
+        r["label"].removesuffix(":baseline"): r
+        for r in runs
+        if r["label"] and r["label"].endswith(":baseline")
+    }
+    if not own:
+        return {}
+    by_scenario = {_fault_free_key(r): r for r in own.values()}
+    out = {}
+    for r in runs:
+        label = r["label"] or r["run_id"]
+        if label.endswith(":baseline"):
+            continue
+        found = own.get(label) or by_scenario.get(_fault_free_key(r))
+        if found is not None:
+            out[label] = found
+    return out
+
+
+def _fault_free_key(run: StoredRun) -> str:
+    """The run's stored scenario with every fault removed, as text to compare."""
+    data = json.loads(run["scenario_json"])
+    return json.dumps(fault_free(data) if isinstance(data, dict) else data, sort_keys=True)
+
+
+def _add_timelines(
+    db: Path, runs: list[StoredRun], arms: list[ReportArm], baselines: dict[str, StoredRun]
+) -> None:
     """Each arm's timeline against its baseline's, all on one axis (the longest run's)."""
     by_label = {r.get("label") or r["run_id"]: r for r in runs}
     loaded = {}
     for a in arms:
         events = run_events(db, by_label[a["label"]])
-        base_run = by_label.get(f"{a['label']}:baseline")
+        base_run = baselines.get(a["label"])
         if events is not None:
             loaded[a["label"]] = (events, run_events(db, base_run) if base_run else None)
     span = max((max(e.last_at, b.last_at if b else 0.0) for e, b in loaded.values()), default=0.0)

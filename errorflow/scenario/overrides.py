@@ -97,10 +97,16 @@ def without_faults(scenario: Scenario) -> Scenario:
     """The same scenario with every injected fault removed: the cost baseline. Its
     services keep their latency but have no limit, no degradation and no outage, so
     the load a run puts on them is measured against the load the task itself needs."""
-    data = data_of(scenario)
+    return validated(fault_free(data_of(scenario)))
+
+
+def fault_free(data: dict[str, object]) -> dict[str, object]:
+    """`without_faults` on a scenario's plain data, in place (a stored run's too: a
+    report finds the baseline a sweep's cells shared by it); `data`."""
     tools = data.get("tools")
     for tool in tools.values() if isinstance(tools, dict) else ():
-        tool["faults"] = []
+        if isinstance(tool, dict):
+            tool["faults"] = []
     agents = data.get("agents")
     for agent in agents.values() if isinstance(agents, dict) else ():
         if isinstance(agent, dict) and agent.get("faults"):
@@ -111,7 +117,7 @@ def without_faults(scenario: Scenario) -> Scenario:
         for name, service in list(services.items()):
             if isinstance(service, dict):
                 services[name] = {"latency_s": service.get("latency_s")}
-    return validated(data)
+    return data
 
 
 def with_settings(
