@@ -182,6 +182,30 @@ def test_a_shard_stopped_while_it_made_its_store_is_merged_as_empty(
     assert asyncio.run(merged()) == 0
 
 
+def test_an_interrupted_run_sums_up_the_trials_its_store_holds(tmp_path: Path) -> None:
+    """A shard killed after its last scores reached the parent but before its store
+    wrote them: the interrupted run's summary counts the trials stored (those others run
+    again on `--resume`), not the ones it heard of."""
+    path = tmp_path / "run.db"
+    res = api.run(api.load("contamination"), trials=20, db=path)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM trials WHERE trial >= 15")
+    scores = {s.trial: s for s in res.raw.scores}
+
+    async def closed() -> int:
+        db = await open_db(path)
+        try:
+            summary = await workers.close_run(db, res.run_id, [], scores, {}, "interrupted")
+            return summary["trials"]
+        finally:
+            await db.close()
+
+    assert asyncio.run(closed()) == 15 and sorted(scores) == list(range(15))
+    run = get_run(path, res.run_id)
+    assert run is not None and run["summary"] is not None
+    assert run["status"] == "interrupted" and run["summary"]["trials"] == 15
+
+
 def test_agent_fault_counts_add_up_over_the_workers(tmp_path: Path) -> None:
     guard = api.load("lineage-guard")
     one = api.run(guard, trials=30, db=tmp_path / "one.db")

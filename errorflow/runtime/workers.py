@@ -439,6 +439,11 @@ async def close_run(
     summary."""
     for path in shard_dbs:
         await merge(db, path)
+    if status != "finished":  # a killed shard's last scores came before its store wrote them
+        async with db.execute("SELECT trial FROM trials WHERE run_id = ?", (run_id,)) as rows:
+            stored = {int(t) async for (t,) in rows}
+        for trial in [t for t in scores if t not in stored]:
+            del scores[trial]  # they run again on `--resume`, as trials never scored
     summary = merged_summary(scores, done)
     await root_causes.record(db, run_id, finished=status == "finished")
     await finish_run(db, run_id, status, summary)
