@@ -94,6 +94,18 @@ def test_runs_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 2 and "no run" in err
 
 
+def test_show_prints_what_fired_as_run_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "f.db")
+    code, ran, _ = run_cli(capsys, "run", "contamination", "--trials", "6", "--db", db,
+                           "--run-id", "f-1")  # fmt: skip
+    fired = [line for line in ran.splitlines() if "fired in" in line]
+    assert code == 0 and fired
+    code, shown, _ = run_cli(capsys, "show", "f-1", "--db", db)
+    assert code == 0 and all(line in shown.splitlines() for line in fired)
+
+
 def test_schema_scenarios_validate(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "schema")
     assert code == 0 and json.loads(out)["title"] == "Envelope"

@@ -232,6 +232,10 @@ def stored_run_json(run: StoredRun) -> RunJson:
     )
     if "services" in summary:
         doc["services"] = summary["services"]
+    # what fired where, as the run printed it
+    for key in ("bus_faults", "bus_recovery", "agent_faults", "tool_faults", "model_faults"):
+        if key in summary:
+            doc[key] = summary[key]
     return doc
 
 
