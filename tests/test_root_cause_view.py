@@ -87,3 +87,5 @@ def test_summary_lines_are_empty_without_failures_and_fit_the_width(tmp_path: Pa
     assert lines and max(map(len, lines[:-1])) <= 60  # the last: a command, whole
     assert lines[-1].strip() == f"errorflow trace {result.run_id} --trial N"
     assert summary_lines(summarize_causes([]), 80) == []
+    wide = summary_lines(summary, 1000, result.run_id)  # a pipe: counts beside the text
+    assert max(map(len, wide)) < 200

@@ -15,7 +15,9 @@ def summary_lines(s: RootCauseSummary, width: int = 80, run_id: str = "RUN_ID") 
     rows = summary_rows(s)
     what_w = max(len(what) for what, _, _ in rows)
     count_w = max(len(str(n)) for _, _, n in rows)
-    where_w = max(10, width - what_w - count_w - 6)
+    # as wide as the longest place, never wider than `width` (a pipe's is very wide)
+    widest = max(len(where) for _, where, _ in rows)
+    where_w = max(10, min(widest, width - what_w - count_w - 6))
     lines = ["", head]
     for what, where, n in rows:
         parts = textwrap.wrap(where, where_w) or [""]
