@@ -451,7 +451,10 @@ def _axes_of(vary: Mapping[str, Sequence[object]]) -> list[Axis]:
     for path, values in vary.items():
         if isinstance(values, str) or not values:
             raise InputError(f"{path}: give a list of values to vary, not {values!r}")
-        axes.append((path, {_label(v): {path: v} for v in values}))
+        cells = {_label(v): {path: v} for v in values}
+        if len(cells) < len(values):
+            raise InputError(f"{path}: a value is given twice in {list(values)!r}")
+        axes.append((path, cells))
     return axes
 
 

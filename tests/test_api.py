@@ -193,6 +193,10 @@ def test_a_sweep_gives_a_result_per_cell_paired_on_the_same_seeds() -> None:
     assert cells.to_json()["cells"]["implicit"]["trials"] == 6
     with pytest.raises(InputError):
         api.sweep(api.load("contamination"), {"propagation": "explicit"})
+    with pytest.raises(InputError, match="it has 'explicit', 'implicit'"):
+        cells.paired("explicit", "blind-retry")
+    with pytest.raises(InputError, match="given twice"):
+        api.sweep(api.load("contamination"), {"seed": [1, 1]})
 
 
 def test_a_path_is_a_str_or_a_path_for_run_and_trace(tmp_path: Path) -> None:

@@ -97,3 +97,19 @@ def test_vary_takes_three_axes_and_refuses_a_fourth(
     assert len(data["cells"]) == 8 and "measures" not in data  # the block's axes are others
     code, _, err = cli(capsys, "sweep", THREE_AXES, *vary, "--vary", "trials=1,2", "--db", db)
     assert code == 2 and "expected one to 3 fields to vary, found 4" in err
+
+
+@pytest.mark.parametrize(
+    ("vary", "said"),
+    [
+        (["seed=1", "--vary", "seed=2"], "seed is varied twice"),
+        (["seed=1,2,1"], "'1' is given twice"),
+    ],
+)
+def test_vary_refuses_a_field_or_a_value_given_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], vary: list[str], said: str
+) -> None:
+    """Each would run other cells than the table's labels say."""
+    db = tmp_path / "t.db"
+    code, _, err = cli(capsys, "sweep", "contamination", "--vary", *vary, "--db", str(db))
+    assert code == 2 and said in err and not db.exists()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from errorflow.bus.broker import EmbeddedBroker
+from errorflow.core.errors import InputError
 from errorflow.runtime.run_options import RunOptions
 from errorflow.runtime.run_result import RunResult
 from errorflow.runtime.workers import WorkerCount, Workers
@@ -130,7 +131,11 @@ class ExperimentResult:
     axes: list[str] = field(default_factory=list)
 
     def arm(self, label: str) -> ArmResult:
-        return next(a for a in self.arms if a.label == label)
+        for a in self.arms:
+            if a.label == label:
+                return a
+        known = ", ".join(repr(a.label) for a in self.arms)
+        raise InputError(f"no arm or cell {label!r} in this experiment: it has {known}")
 
     @property
     def infra_faults(self) -> int:

@@ -118,9 +118,13 @@ def _axes(args: argparse.Namespace, scenario: Scenario) -> list[Axis]:
         option = f"--vary {spec}"
         labels = values.split(",")
         _as_an_axis(labels, option)
-        axes.append(
-            (checked_path(path, option), {v: {path: read(v, option, budget)} for v in labels})
-        )
+        twice = sorted({v for v in labels if labels.count(v) > 1})
+        if twice:
+            raise UsageError(f"{quoted(twice[0])} is given twice", where=clipped(option))
+        name = checked_path(path, option)
+        if any(name == other for other, _ in axes):
+            raise UsageError(f"{name} is varied twice: give its values once", where="--vary")
+        axes.append((name, {v: {path: read(v, option, budget)} for v in labels}))
     where = "--vary"
     if not axes:
         if scenario.sweep is None:
