@@ -343,7 +343,8 @@ async def test_help_lists_the_keys(tmp_path: Path) -> None:
 def _args(**kw: object) -> argparse.Namespace:
     base: dict[str, object] = dict(scenario=None, attach=None, replay=None, speed=1.0,
                                    db="x.db", broker=None, trials=None, seed=None,
-                                   propagation=None, port=8000)  # fmt: skip
+                                   propagation=None, port=8000, set=None, no_faults=False,
+                                   cell=None)  # fmt: skip
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -356,6 +357,11 @@ def test_commands_reject_bad_combinations(tmp_path: Path) -> None:
         build_session(_args(attach="a", replay="b"))
     with pytest.raises(FileNotFoundError):
         build_session(_args(replay="nope", db=str(tmp_path / "missing.db")))
+    for given in ({"trials": 3}, {"no_faults": True}, {"set": ["seed=2"]}):
+        with pytest.raises(BadInput, match="takes no option that changes a scenario"):
+            build_session(_args(replay="r1", **given))
+        with pytest.raises(BadInput, match="takes no option that changes a scenario"):
+            build_session(_args(attach="r1", broker="mqtt://127.0.0.1:1", **given))
 
 
 def test_live_session_applies_options() -> None:

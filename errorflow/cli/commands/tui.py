@@ -112,6 +112,7 @@ def build_session(args: argparse.Namespace) -> Session:
     if args.replay:
         if args.scenario:
             raise BadInput("--replay plays a stored run; it takes no SCENARIO")
+        _no_scenario_options(args, "--replay plays the stored run as it was")
         stored = find_run(db, stored_id(args.db, args.replay, groups=False).id)
         if stored is None:
             raise BadInput(f"no run {args.replay!r} in {db} (see `errorflow runs`)")
@@ -119,6 +120,8 @@ def build_session(args: argparse.Namespace) -> Session:
     if args.attach:
         if broker is None:
             raise BadInput("--attach needs --broker URL (the broker the run is on)")
+        if not args.scenario:
+            _no_scenario_options(args, "--attach without a SCENARIO shows the run as stored")
         scenario = _scenario(args) if args.scenario else None
         if scenario is None and db.exists():
             stored = find_run(db, args.attach)  # the run may be recorded here already
@@ -130,6 +133,25 @@ def build_session(args: argparse.Namespace) -> Session:
     scenario = _scenario(args)
     writable_db(args.db)  # a bad --db is one line here, not an error inside the app
     return Session("live", holder, db, scenario, speed=args.speed)
+
+
+def _no_scenario_options(args: argparse.Namespace, why: str) -> None:
+    """Refuse the options that shape a scenario where none is made (they would be
+    ignored without a word)."""
+    given = [
+        option
+        for option, value in (
+            ("--trials", args.trials),
+            ("--seed", args.seed),
+            ("--propagation", args.propagation),
+            ("--set", args.set),
+            ("--no-faults", args.no_faults),
+            ("--cell", args.cell),
+        )
+        if value not in (None, False, [])
+    ]
+    if given:
+        raise BadInput(f"{given[0]}: {why}; it takes no option that changes a scenario")
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
