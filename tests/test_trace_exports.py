@@ -35,6 +35,27 @@ def test_export_needs_a_format_or_a_receiver(
     assert code == 2 and "--format FORMAT, or --otlp URL" in err
 
 
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--otlp", "http://127.0.0.1:1", "--format", "who-when"], "give one"),
+        (["--format", "who-when", "--span-time", "sim"], "only --otlp and --format otlp-json"),
+        (["--format", "otlp-json", "--traffic", "."], "only --format cassette"),
+    ],
+)
+def test_export_refuses_an_option_it_would_not_use(
+    stored: tuple[str, str], capsys: pytest.CaptureFixture[str], options: list[str], said: str
+) -> None:
+    db, run_id = stored
+    code, err = cli(capsys, "export", run_id, *options, "--db", db)
+    assert code == 2 and said in err
+
+
+def test_run_refuses_span_times_without_a_receiver(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli(capsys, "run", "contamination", "--trials", "1", "--span-time", "sim")
+    assert code == 2 and "--otlp" in err
+
+
 def test_who_when_writes_a_directory_not_over_a_file(
     stored: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

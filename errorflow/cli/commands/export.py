@@ -129,10 +129,15 @@ def span_time_option(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--span-time",
         choices=["wall", "sim"],
-        default="wall",
-        help="span times from the agents' wall clocks (default) or the simulated clock: "
-        "a retried call's backoff and a 30 s timeout then show as they were simulated",
+        default=None,  # wall (`span_time`); None tells an option given for nothing
+        help="with --otlp (or --format otlp-json): span times from the agents' wall "
+        "clocks (default) or the simulated clock: a retried call's backoff and a 30 s "
+        "timeout then show as they were simulated",
     )
+
+
+def span_time(args: argparse.Namespace) -> str:
+    return str(args.span_time or "wall")
 
 
 FORMATS: dict[str, ExportFormat] = {
@@ -148,7 +153,7 @@ FORMATS: dict[str, ExportFormat] = {
         "and step (-o DIR: one TRIAL.json each; stdout: JSON Lines)",
     ),
     "otlp-json": ExportFormat(
-        lambda s: trace_exports.otlp_json_lines(s.db, s.runs, s.args.span_time),
+        lambda s: trace_exports.otlp_json_lines(s.db, s.runs, span_time(s.args)),
         "each trial as an OpenTelemetry trace, OTLP/JSON, a line each (needs the otel extra)",
         _otlp_options,
     ),
@@ -166,8 +171,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         run = get_run(db, found.id)
         runs = [run] if run is not None else []
-    if getattr(args, "otlp", None):  # a receiver, not a file
-        say(trace_exports.send_otlp(db, runs, args.otlp, args.span_time))
+    _used_options(args)
+    if args.otlp:  # a receiver, not a file
+        say(trace_exports.send_otlp(db, runs, args.otlp, span_time(args)))
         return EXIT_OK
     if args.format is None:
         raise UsageError("say what to write: --format FORMAT, or --otlp URL", where="export")
@@ -181,6 +187,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _used_options(args: argparse.Namespace) -> None:
+    """Refuse an option the export asked for would not use (it was ignored)."""
+    if args.otlp and args.format:
+        raise UsageError(
+            f"--otlp sends the traces to a receiver and --format {args.format} writes "
+            "them: give one", where="export"
+        )  # fmt: skip
+    if args.span_time is not None and not (args.otlp or args.format == "otlp-json"):
+        raise UsageError("only --otlp and --format otlp-json have span times", where="--span-time")
+    if args.traffic is not None and args.format != "cassette":
+        raise UsageError("only --format cassette reads the traffic log", where="--traffic")
 
 
 def add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,7 +27,7 @@ from errorflow.bus.url import BrokerURL
 from errorflow.cli.args import run_id_arg, wait_seconds
 from errorflow.cli.command_table import summary
 from errorflow.cli.commands.compare_real import run_compare
-from errorflow.cli.commands.export import otlp_url, span_time_option
+from errorflow.cli.commands.export import otlp_url, span_time, span_time_option
 from errorflow.cli.console import out, say
 from errorflow.cli.errors import (
     EXIT_OK,
@@ -228,7 +228,7 @@ def _live_export(args: argparse.Namespace, ident: str | None) -> LiveOtlp | None
     """With `--otlp URL`: the trials sent as the run stores them (errorflow.cli.live_otlp)."""
     if not args.otlp or ident is None:
         return None
-    return LiveOtlp(pathlib.Path(args.db), ident, args.otlp, args.span_time)
+    return LiveOtlp(pathlib.Path(args.db), ident, args.otlp, span_time(args))
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,8 @@ def _refuse_combinations(args: argparse.Namespace) -> None:
             "runs two arms itself; it cannot take --external-agents or --run-id",
             where="--propagation both",
         )
+    if args.span_time is not None and not args.otlp:
+        raise UsageError("is for the traces --otlp URL sends", where="--span-time")
 
 
 def _remote(
