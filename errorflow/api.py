@@ -304,6 +304,7 @@ async def run_async(
 async def _run_plan(
     plan: RunPlan, *, broker: str | None, db: str | Path | None, workers: WorkerCount
 ) -> Result:
+    _check_workers(workers)
     store = _Store(db)
     raw = await worker_processes.run(plan, store.options(broker), workers)
     return Result(raw, store.path, store.keep)
@@ -384,16 +385,41 @@ def run(
     file to keep the runs in (default: a temporary one). `workers`: spread the trials
     over that many processes (`"auto"`: every core), with the outcomes one process gives
     (a script that uses them runs its work under `if __name__ == "__main__":`)."""
+    if propagation == "both":
+        return _sync(_paired(scenario, trials, seed, broker, db, workers))
     options: dict[str, Any] = {
         "trials": trials, "seed": seed, "broker": broker, "db": db, "workers": workers
     }  # fmt: skip
-    if propagation == "both":
-        arms = [_sync(run_async(scenario, propagation=p, **options)) for p in _ARMS]
-        return Paired(*arms)
     return _sync(run_async(scenario, propagation=propagation, **options))
 
 
 _ARMS = ("explicit", "implicit")
+
+
+async def _paired(
+    scenario: Scenario,
+    trials: int | None,
+    seed: int | None,
+    broker: str | None,
+    db: str | Path | None,
+    workers: WorkerCount,
+) -> Paired:
+    """The two arms as one group of the store, as `errorflow run --propagation both`
+    makes them (`errorflow report GROUP` then pairs them)."""
+    _check_workers(workers)
+    arms = [Arm(p, RunPlan.of(scenario, trials=trials, seed=seed, propagation=p)) for p in _ARMS]
+    store = _Store(db)
+    both = await run_arms(arms, store.options(broker), baseline=False, workers=workers)
+    explicit, implicit = (Result(both.arm(p).result, store.path, store.keep) for p in _ARMS)
+    return Paired(explicit, implicit)
+
+
+def _check_workers(workers: object) -> None:
+    if workers == "auto" or (type(workers) is int and workers >= 1):
+        return
+    raise InputError(
+        f"workers: expected a number of processes (1 or more) or 'auto', not {workers!r}"
+    )
 
 
 def baseline(
@@ -437,6 +463,7 @@ def sweep(
     store = _Store(db)
 
     async def work() -> ExperimentResult:
+        _check_workers(workers)
         return await run_arms(arms, store.options(broker), baseline=baseline, workers=workers)
 
     result = _sync(work())

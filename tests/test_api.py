@@ -7,12 +7,14 @@ import gc
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from errorflow import api
 from errorflow.core.errors import InputError
 from errorflow.scenario.loader import ScenarioError
+from errorflow.store.readers import get_run
 from errorflow.store.trial_store import load_trace
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -121,6 +123,27 @@ def test_both_arms_in_one_call_with_their_paired_difference() -> None:
     assert d["n"] == 20 and d["diff"] < 0 and d["p"] < 0.001 and d["low"] <= d["diff"]
     assert len(both.records()) == 40
     assert repr(both).startswith("<Paired 20 trials: contaminated explicit")
+
+
+def test_both_arms_are_one_group_of_the_store_a_report_pairs(tmp_path: Path) -> None:
+    from errorflow.reports.report import build
+
+    db = tmp_path / "both.db"
+    both = api.run(api.load("contamination"), propagation="both", trials=12, db=db)
+    assert isinstance(both, api.Paired) and both.explicit.db == both.implicit.db == db
+    run = get_run(db, both.explicit.run_id)
+    assert run is not None and run["group_id"] is not None
+    data = build(db, run["group_id"])
+    assert [a["label"] for a in data["arms"]] == ["explicit", "implicit"]
+    assert data["paired"] == both.paired
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, "two", True])
+def test_a_number_of_workers_that_is_none_is_refused(workers: Any) -> None:
+    with pytest.raises(InputError, match="workers"):
+        api.run(api.load("contamination"), trials=1, workers=workers)
+    with pytest.raises(InputError, match="workers"):
+        api.run(api.load("contamination"), propagation="both", trials=1, workers=workers)
 
 
 def test_records_carry_each_agents_label_and_a_short_repr() -> None:
