@@ -40,6 +40,7 @@ from errorflow.runtime.broker_config import (
     write_broker_config,
 )
 from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.scenario.bundled import bundled
 from errorflow.scenario.spec.model import Scenario
 from tests.conftest import Mosquitto, free_port, scenario
 from tests.test_agent_process import spawn_agent as spawn_process
@@ -180,6 +181,15 @@ def test_the_acl_of_a_fan_in_with_a_reviewer_that_returns_work() -> None:
         (t + "#",),
     )
     assert users["observer"] == BrokerUser("observer", (), (t + "#",))
+
+
+def test_the_acl_of_a_discussion_goes_both_ways_and_only_deciders_answer() -> None:
+    users = {u.name: u for u in broker_users(scenario("netsafe-topologies"), "d")}
+    t = "errorflow/d/"
+    n1, n2 = set(users["n1"].writes), set(users["n2"].writes)
+    assert {t + "inbox/n2", t + "inbox/runner", t + "ack/n2"} <= n1  # n1 decides
+    assert {t + "inbox/n1", t + "inbox/n3", t + "ack/n1", t + "ack/n3"} <= n2
+    assert t + "inbox/runner" not in n2 and t + "inbox/n4" not in n2
 
 
 @pytest.mark.parametrize("run_id", ["a/b", "a+", "#", "a b", "x\n", "", "r" * 65])
@@ -437,9 +447,11 @@ async def test_a_publish_outside_the_acl_is_never_delivered() -> None:
 # -- a run of separate agent processes against it ---------------------------------------
 
 
-def spawn_agent(lp: LeastPrivilegeBroker, name: str) -> subprocess.Popen[bytes]:
+def spawn_agent(
+    lp: LeastPrivilegeBroker, name: str, scenario_file: Path | None = None
+) -> subprocess.Popen[bytes]:
     url = f"mqtt://127.0.0.1:{lp.mosquitto.port}"  # the credential comes from the env
-    return spawn_process(name, lp.run_id, url, env=lp.env(name))
+    return spawn_process(name, lp.run_id, url, env=lp.env(name), scenario_file=scenario_file)
 
 
 async def _impersonate(lp: LeastPrivilegeBroker, key: bytes, sent: list[str]) -> None:
@@ -525,3 +537,35 @@ async def test_separate_agent_processes_on_the_least_privilege_broker(tmp_path: 
     single = await run_scenario(s, RunOptions(db_path=tmp_path / "single.db"))
     assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
     assert normalised(split) == normalised(single)
+
+
+@pytest.mark.mosquitto
+async def test_a_discussion_runs_on_the_config_it_was_given(tmp_path: Path) -> None:
+    """Its members, each a process of its own on the least-privilege broker, give the
+    outcomes one process gives."""
+    s = scenario("netsafe-topologies", trials=3)
+    with least_privilege_broker(s, "lp-talk-1") as lp:
+        key = signing.read_key_file(lp.files.run_key)
+        procs = [spawn_agent(lp, name, bundled()["netsafe-topologies"]) for name in s.agents]
+        try:
+            split = await run_scenario(
+                s,
+                RunOptions(
+                    broker=lp.url("runner"),
+                    db_path=tmp_path / "split.db",
+                    run_id=lp.run_id,
+                    external_agents=True,
+                    presence_timeout_s=60,
+                    trial_timeout_s=30,
+                    run_key=key,
+                ),
+            )
+            for p in procs:
+                assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+    single = await run_scenario(s, RunOptions(db_path=tmp_path / "single.db"))
+    assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
+    assert split.outcomes["bus_fault"] == 0

@@ -92,13 +92,17 @@ def _unique(items: list[str]) -> tuple[str, ...]:
 
 def _agent_user(scenario: Scenario, run_id: str, name: str) -> BrokerUser:
     spec = scenario.agents[name]
+    peers = scenario.peers_of(name)  # a discussion's rounds go both ways
     targets = (
-        scenario.result_targets(name)
+        (scenario.result_targets(name) if scenario.decides(name) else [])
         + ([spec.returns_to] if spec.returns_to else [])
         + list(spec.delegates)
+        + peers
     )
     returners = [n for n, a in scenario.agents.items() if a.returns_to == name]
-    senders = (scenario.upstream_of(name) or [topics.RUNNER]) + returners + list(spec.delegates)
+    senders = (
+        (scenario.upstream_of(name) or [topics.RUNNER]) + returners + list(spec.delegates) + peers
+    )
     writes = (
         [topics.inbox(run_id, t) for t in targets]
         + [topics.events(run_id, name), topics.control(run_id, name)]
