@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from errorflow.protocol import signing
-from errorflow.runtime.runner import RunOptions, run_scenario
+from errorflow.runtime.runner import EXTERNAL_AGENTS, RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
+from errorflow.store.readers import get_run
 from tests import processes
 from tests.conftest import Mosquitto, scenario
 from tests.test_liveness import cli, slow_file, wait_for_trials
@@ -93,6 +94,8 @@ async def test_two_agent_processes_give_the_same_outcomes(
     single = await run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "b.db"))
     assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
     assert normalised(split) == normalised(single)
+    stored = get_run(tmp_path / "a.db", run_id)  # a resume is refused by it
+    assert stored is not None and stored["broker"].endswith(EXTERNAL_AGENTS)
 
 
 @pytest.mark.mosquitto

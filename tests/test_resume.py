@@ -20,6 +20,7 @@ import pytest
 
 from errorflow.cli.main import main
 from errorflow.cli.resume import Source, resume_command, resume_hint
+from errorflow.runtime.runner import EXTERNAL_AGENTS
 from errorflow.scenario.bundled import bundled
 from errorflow.store.readers import get_run, group_runs, trial_rows
 
@@ -463,3 +464,19 @@ def test_the_printed_command_resumes_a_fault_free_run_of_a_file_with_secrets(
     assert command == f"errorflow run {path} --no-faults --resume nf-1 --db {db}"
     done = run_printed(command)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_run_of_external_agents_is_not_resumed_in_this_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its trials would measure another system than the one it began with."""
+    db = tmp_path / "x.db"
+    assert main(["run", "contamination", "--trials", "3", "-q", "--run-id", "ext-1",
+                 "--db", str(db)]) == 0  # fmt: skip
+    interrupt(db, "ext-1")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET broker = broker || ?", (EXTERNAL_AGENTS,))
+    capsys.readouterr()
+    assert main(["run", "--resume", "ext-1", "--db", str(db)]) == 2
+    assert "processes of their own" in capsys.readouterr().err
+    assert get_run(db, "ext-1")["status"] == "interrupted"  # type: ignore[index]

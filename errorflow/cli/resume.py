@@ -14,6 +14,7 @@ from pathlib import Path
 from errorflow.cli.errors import UsageError, db_option, id_problem
 from errorflow.cli.scenario_input import configure, folder_of, load_ref, parse_sets
 from errorflow.core.redact import redact
+from errorflow.runtime.runner import EXTERNAL_AGENTS
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.loader import ScenarioError, load_json
 from errorflow.scenario.overrides import without_faults
@@ -130,6 +131,13 @@ def resumable(args: argparse.Namespace) -> Scenario:
     from the store); `args.resume` becomes its whole id."""
     run = _interrupted_run(args)
     args.resume = run["run_id"]
+    if (run["broker"] or "").endswith(EXTERNAL_AGENTS):
+        raise UsageError(
+            "its agents were processes of their own (--external-agents), which a resume "
+            "cannot wait for: run in this process, its trials would measure another "
+            "system; start a new run (errorflow run ... --external-agents --run-id NEW)",
+            where=f"--resume {run['run_id']}",
+        )
     return _scenario_of(args, run)
 
 

@@ -57,6 +57,9 @@ from errorflow.world.ground_truth import empty_truths
 __all__ = ["RunOptions", "RunResult", "new_run_id", "register", "run_plan", "run_scenario"]
 
 log = logging.getLogger(__name__)
+#: What a run's stored broker says when its agents were processes of their own.
+EXTERNAL_AGENTS = " · external agents"
+
 #: Empty true answers said in this process (a sweep's cells and a comparison's arms
 #: share their task: said once).
 _said_empty: set[str] = set()
@@ -101,7 +104,8 @@ async def run_plan(plan: RunPlan, options: RunOptions | None = None) -> RunResul
         if options.resume:
             kept = await take_over_stored(db, options.db_path, run_id)
         else:
-            await register(db, run_id, plan, bus.description, options, runner.truth)
+            broker = bus.description + (EXTERNAL_AGENTS if options.external_agents else "")
+            await register(db, run_id, plan, broker, options, runner.truth)
         stack.push_async_callback(runner.drain)  # runs before the database closes
         if options.resume:
             runner.resume_from(kept, options.db_path)
