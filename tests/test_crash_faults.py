@@ -38,6 +38,7 @@ from errorflow.scenario.overrides import apply
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scoring.score import Outcome, TrialScore
+from errorflow.store import root_causes
 from tests.conftest import Mosquitto, scenario
 
 KEY = signing.new_key()
@@ -202,6 +203,11 @@ async def test_a_crashed_process_is_replaced_and_the_run_goes_on(tmp_path: Path)
     assert [r for r in trials if r[2].startswith(CRASHED)] == [
         (sc.trial, "contained", sc.reason) for sc in taken
     ]
+    fired = result.summary["agent_faults"]["writer.crash"]
+    assert (fired["fired"], fired["times"]) == (1, 1)  # in trial 4, as in one process
+    causes = root_causes.load(tmp_path / "r.db", "back")
+    origin = causes[4].origins[0]  # the process died before it sent anything
+    assert (origin.agent, origin.kind, origin.code) == ("writer", "agent_fault", "internal_error")
     for task in tasks.values():
         task.cancel()
     await asyncio.gather(*tasks.values(), return_exceptions=True)

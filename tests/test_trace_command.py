@@ -45,7 +45,9 @@ def test_json_has_all_of_it(stored: tuple[str, str], capsys: pytest.CaptureFixtu
     assert code == 0
     doc = json.loads(out)
     assert doc["trial"] == 1 and doc["run_id"] == run_id
-    assert set(doc["genealogy"]) == {"propagation", "messages", "invocations", "timeline", "notes"}
+    assert set(doc["genealogy"]) == {
+        "propagation", "messages", "invocations", "timeline", "notes", "crashes"
+    }  # fmt: skip
     origin = doc["root_cause"]["origins"][0]
     assert (origin["agent"], origin["tool"], origin["step"]) == ("researcher", "search_papers", 1)
     message = doc["genealogy"]["messages"][1]

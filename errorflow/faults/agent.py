@@ -242,8 +242,8 @@ class _Agent(Protocol):
 
 class AgentFaultTally:
     """Where each configured agent fault fired, by `agent.kind` (a crash of an
-    `errorflow agent` process is counted by the runner's crash accounting, not here;
-    model faults by their place: errorflow.faults.model_tally)."""
+    `errorflow agent` process as the runner heard it; model faults by their place:
+    errorflow.faults.model_tally)."""
 
     def __init__(self, agents: Mapping[str, _Agent]) -> None:
         kinds = [f"{name}.{f.kind}" for name, agent in agents.items() for f in agent.faults]
@@ -253,14 +253,24 @@ class AgentFaultTally:
     def kinds(self) -> list[str]:
         return self.tally.keys
 
-    def finish(self, trial: int, messages: Sequence[Envelope], known: bool = True) -> None:
-        """A trial is over; `known`: its results arrived (else its counts are lost)."""
+    def finish(
+        self,
+        trial: int,
+        messages: Sequence[Envelope],
+        known: bool = True,
+        crashed: str | None = None,
+    ) -> None:
+        """A trial is over; `known`: its results arrived (else its counts are lost);
+        `crashed`: the agent whose process an injected crash killed in it (no result
+        says so)."""
         if not self.kinds:
             return
         if not known:
             self.tally.add_unknown()
             return
         seen: Counter[str] = Counter()
+        if crashed is not None:
+            seen[f"{crashed}.crash"] += 1
         for m in messages:
             if m.kind is not Kind.RESULT:
                 continue

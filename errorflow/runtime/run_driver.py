@@ -120,6 +120,7 @@ class RunDriver:
         #: stores them), and how many it took in all.
         self.crashed: dict[int, TrialScore] = {}
         self.crash_taken = 0
+        self.crash_struck: dict[int, str] = {}  # the trial a crash fired in: its agent
         self.recorder: Recorder | None = None
         self.endpoint: Endpoint | None = None
         self.recording = recording  # the recorder's, connected before the run was registered
@@ -345,7 +346,8 @@ class RunDriver:
         self.bus_faults.finish(trial, state)
         # What fired is counted from the results: lost with them when a fault ended
         # the trial (its costs are not known either).
-        self.result_faults.finish(trial, state.messages, score.outcome not in UNCOSTED)
+        known = score.outcome not in UNCOSTED
+        self.result_faults.finish(trial, state.messages, known, self.crash_struck.pop(trial, None))
         messages = state.messages
         self.done.pop(trial, None)
         self.recorder.add_trial(
@@ -396,6 +398,7 @@ class RunDriver:
         if not isinstance(event, AgentCrashed) or not event.process or event.agent != env.sender:
             return
         agent, struck = env.sender, env.trial
+        self.crash_struck[struck] = agent
         self.liveness.crashed(agent, f"it {what(event, struck)}", time.monotonic())
         targets = frozenset(self.scenario.result_targets(agent))
         held = sorted({m.trial for m in self.tracker.lost_inputs(agent, targets)} | {struck})

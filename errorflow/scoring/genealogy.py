@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from errorflow.protocol.claims import FinalAnswer
 from errorflow.protocol.envelope import Envelope, Kind
+from errorflow.protocol.events import AgentCrashed, event_type, parse_event
 from errorflow.protocol.result import Readings, read_all
 from errorflow.scoring.genealogy_types import Genealogy, Invocation, StoredLabel
 from errorflow.scoring.invocations import invocation_of, levels_of, works_of
@@ -85,7 +86,20 @@ def genealogy(
         )
         for m in ordered
     )
-    return Genealogy(propagation, nodes, tuple(invocations), tuple(timeline), _notes(invocations))
+    notes = _notes(invocations)
+    return Genealogy(
+        propagation, nodes, tuple(invocations), tuple(timeline), notes, _crashes(events)
+    )
+
+
+def _crashes(events: Sequence[Envelope]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for e in events:
+        if e.kind is Kind.EVENT and event_type(e.payload) == "agent_crashed":
+            crash = parse_event(e.payload)
+            if isinstance(crash, AgentCrashed) and crash.process and crash.agent == e.sender:
+                out.append((e.sender, f"injected crash ({crash.fault}) at model call {crash.call}"))
+    return tuple(out)
 
 
 def _notes(invocations: Sequence[Invocation]) -> tuple[str, ...]:

@@ -170,6 +170,9 @@ class Genealogy:
     invocations: tuple[Invocation, ...]  # in order of work (level, then agent)
     timeline: tuple[Decision, ...]
     notes: tuple[str, ...] = field(default=())
+    #: Agent processes an injected crash killed mid-work (they sent nothing of it):
+    #: (agent, what struck it).
+    crashes: tuple[tuple[str, str], ...] = field(default=())
 
     def message(self, mid: str) -> MessageNode:
         return next(m for m in self.messages if m.id == mid)

@@ -20,9 +20,17 @@ class ResultTallies:
         self.tool = ToolFaultTally(scenario.tools, scenario.task.needs, scenario.seed)
         self.model = ModelFaultTally(scenario.agents)
 
-    def finish(self, trial: int, messages: Sequence[Envelope], known: bool = True) -> None:
-        """A trial is over; `known`: its results arrived (else its counts are lost)."""
-        for tally in (self.agent, self.tool, self.model):
+    def finish(
+        self,
+        trial: int,
+        messages: Sequence[Envelope],
+        known: bool = True,
+        crashed: str | None = None,
+    ) -> None:
+        """A trial is over; `known`: its results arrived (else its counts are lost);
+        `crashed`: the agent an injected crash killed in it, as a process of its own."""
+        self.agent.finish(trial, messages, known, crashed)
+        for tally in (self.tool, self.model):
             tally.finish(trial, messages, known)
 
     def counts(self) -> dict[str, dict[str, FaultCount]]:

@@ -133,6 +133,7 @@ def root_cause(g: Genealogy, outcome: str, depth: int) -> RootCause | None:
         return None
     nodes = g.by_id()
     origins, secondary = _fault_origins(g, nodes)
+    origins += _crash_origins(g)
     origins += _answer_origins(g, nodes, fallback=not origins)
     results = [m for m in g.messages if m.kind == "result" and m.label is not None]
 
@@ -236,6 +237,16 @@ LATE_FAULTS = frozenset({"drop", "hang", "slow"})
 def _kind(fault: str) -> str:
     """An injected fault's kind, from its text (`slow: 100 s late` → `slow`)."""
     return fault.partition(":")[0]
+
+
+def _crash_origins(g: Genealogy) -> list[Origin]:
+    """An agent process an injected crash killed mid-work: it sent nothing, so its own
+    `agent_fault` origin, with no message it left through."""
+    return [
+        Origin(agent, "agent_fault", None, "internal_error", None, None, None, None, None,
+               None, -1, 0, "", "crashed", f"internal_error at {agent} ({what}): its process died")
+        for agent, what in g.crashes
+    ]  # fmt: skip
 
 
 def _injected(message: MessageNode, code: str | None, detail: str) -> Origin:
