@@ -115,6 +115,36 @@ def test_model_replays_stored_run_to_the_stored_outcomes(tmp_path: Path) -> None
     assert model.contamination_history[-1] == 1.0
 
 
+def test_a_replay_counts_what_the_run_counts_when_bus_faults_end_trials(tmp_path: Path) -> None:
+    """Trials a bus fault ended are not in the run's labels or policy figures (their
+    results never reached the runner): nor in the agents' boxes and policy panel."""
+    import sqlite3
+
+    from errorflow import api
+    from tests.test_resume import FAULTY
+
+    path = tmp_path / "lossy.yaml"
+    lossy = "bus: {drop: {p: 0.03}, max_resends: 0, ack_timeout_s: 0.05}\ntask:\n"
+    path.write_text(FAULTY.replace("task:\n", lossy).replace("trials: 12", "trials: 60"))
+    db = tmp_path / "l.db"
+    sc = api.load(str(path))
+    res = api.run(sc, db=db)
+    assert res.outcomes["bus_fault"] > 0
+    model = RunModel(res.run_id, sc)
+    for _, text in stored_envelopes(db, res.run_id):
+        model.apply(Envelope.model_validate_json(text))
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT sender, label, count(*) FROM labels GROUP BY sender, label")
+        labels = {(sender, label): n for sender, label, n in rows}
+    policy = res.summary["metrics"]["policy"]
+    for name, agent in model.agents.items():
+        counts = {(name, lb.value): n for lb, n in agent.counts.items() if n}
+        assert counts == {k: n for k, n in labels.items() if k[0] == name}, name
+        mine = policy.get(name, {})
+        assert agent.retries == mine.get("retries", 0) + mine.get("model_retries", 0), name
+        assert agent.exhausted == mine.get("retries_exhausted", 0), name
+
+
 def test_model_scores_a_trial_whose_task_arrives_last(tmp_path: Path) -> None:
     """Messages on different topics can arrive in any order: when the runner's task is
     the last of its trial to arrive, filing it completes the trial, which is scored

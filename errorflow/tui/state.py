@@ -144,6 +144,10 @@ class RunModel:
         self.reasons: dict[str, str] = {}  # message id -> why it got its label
         self._touched: dict[str, bool] = {}
         self.trial_events: OrderedDict[int, list[tuple[str, str]]] = OrderedDict()
+        #: What each agent's events added to its policy figures in a trial not over yet:
+        #: taken back if the trial ends a bus fault (the run counts only trials whose
+        #: results arrived).
+        self._pending: OrderedDict[int, dict[str, list[int]]] = OrderedDict()
         self.feed: list[FeedItem] = []  # appended here, drained by the feed widget
         self._feed_items: dict[str, FeedItem] = {}
         self.relabelled: list[FeedItem] = []  # feed rows whose label arrived later
@@ -395,7 +399,26 @@ class RunModel:
         self.last_event = describe(agent.name, event)
         if isinstance(event, POLICY_EVENTS):
             self._trial_event(env.trial, agent.name, self.last_event)
+        before = _figures(agent)
         _count(agent, env.trial, event)
+        added = [a - b for a, b in zip(_figures(agent), before, strict=True)]
+        if any(added):
+            pending = self._pending.setdefault(env.trial, {})
+            sums = pending.setdefault(agent.name, [0] * len(added))
+            pending[agent.name] = [a + b for a, b in zip(sums, added, strict=True)]
+            while len(self._pending) > TRIAL_EVENT_LIMIT:
+                self._pending.popitem(last=False)
+
+    def _unarrived(self, trial_no: int) -> None:
+        """A trial that ended a bus fault: what its agents did is not counted, as the
+        run counts it (its results, which carried it, never arrived)."""
+        for name, added in self._pending.pop(trial_no, {}).items():
+            agent = self.agents.get(name)
+            if agent is not None:
+                for figure, n in zip(POLICY_FIGURES, added, strict=True):
+                    setattr(agent, figure, getattr(agent, figure) - n)
+        for agent in self.agents.values():
+            agent.forget(trial_no)
 
     def _trial_event(self, trial: int, agent: str, what: str) -> None:
         self.trial_events.setdefault(trial, []).append((agent, what))
@@ -422,6 +445,18 @@ class RunModel:
                 return
             self._finish(trial_no, outcome, event.depth, authoritative=True)
             self.trials[trial_no].reason = event.reason
+            if outcome is Outcome.BUS_FAULT:
+                self._unarrived(trial_no)
+            else:
+                self._pending.pop(trial_no, None)
+
+
+#: The policy panel's figures of an agent, as `_count` adds to them.
+POLICY_FIGURES = ("steps", "retries", "exhausted", "guard_blocks", "loop_stops", "model_errors")
+
+
+def _figures(agent: AgentView) -> list[int]:
+    return [getattr(agent, f) for f in POLICY_FIGURES]
 
 
 def _count(agent: AgentView, trial: int, event: Event) -> None:

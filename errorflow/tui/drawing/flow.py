@@ -97,6 +97,13 @@ class AgentView:
         if previous is not None:
             self.counts[previous] -= 1
 
+    def forget(self, trial: int) -> None:
+        """A trial whose results never reached the runner: its verdict counts no more
+        (the runner labels none of its messages)."""
+        previous = self.trial_labels.pop(trial, None)
+        if previous is not None:
+            self.counts[previous] -= 1
+
     def relabel(self, trial: int, message_id: str, old: Label | None, new: Label) -> None:
         if old is not None:
             self.labels[old] -= 1
