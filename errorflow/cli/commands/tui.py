@@ -141,12 +141,8 @@ def _no_scenario_options(args: argparse.Namespace, why: str) -> None:
     given = [
         option
         for option, value in (
-            ("--trials", args.trials),
-            ("--seed", args.seed),
-            ("--propagation", args.propagation),
-            ("--set", args.set),
-            ("--no-faults", args.no_faults),
-            ("--cell", args.cell),
+            (f"--{name.replace('_', '-')}", getattr(args, name, None))
+            for name in ("trials", "seed", "propagation", "set", "no_faults", "cell")
         )
         if value not in (None, False, [])
     ]
