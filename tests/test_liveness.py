@@ -355,6 +355,7 @@ def test_a_killed_agent_ends_the_run_within_the_grace_period_and_it_resumes(
         timeout=120,
     )
     assert resume.returncode == 0, resume.stderr
+    assert "processes of their own" in resume.stderr  # the rest runs here: said
     whole = subprocess.run(
         cli("run", str(path), "--db", str(tmp_path / "w.db"), "--json"),
         capture_output=True,

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from errorflow.cli.console import say
 from errorflow.cli.errors import UsageError, db_option, id_problem
 from errorflow.cli.scenario_input import configure, folder_of, load_ref, parse_sets
 from errorflow.core.redact import redact
@@ -132,11 +133,11 @@ def resumable(args: argparse.Namespace) -> Scenario:
     run = _interrupted_run(args)
     args.resume = run["run_id"]
     if (run["broker"] or "").endswith(EXTERNAL_AGENTS):
-        raise UsageError(
-            "its agents were processes of their own (--external-agents), which a resume "
-            "cannot wait for: run in this process, its trials would measure another "
-            "system; start a new run (errorflow run ... --external-agents --run-id NEW)",
-            where=f"--resume {run['run_id']}",
+        say(
+            f"run {run['run_id']}: its agents were processes of their own "
+            "(--external-agents); the trials it left run here, its scenario's agents in "
+            "this process (the same for simulated agents; for your own code or servers "
+            "reached from their hosts, start a new run with --external-agents instead)"
         )
     return _scenario_of(args, run)
 

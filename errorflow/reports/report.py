@@ -45,7 +45,6 @@ from errorflow.reports.timeline_source import run_events
 from errorflow.reports.timeline_svg import lane_peak, timeline_svg
 from errorflow.reports.timeline_table import HEAD as TIMELINE_HEAD
 from errorflow.reports.timeline_table import timeline_rows
-from errorflow.scenario.overrides import fault_free
 from errorflow.scoring.root_cause_summary import RootCauseSummary, summarize_causes
 from errorflow.scoring.score import Outcome
 from errorflow.scoring.service_load import ServiceJson
@@ -66,6 +65,7 @@ from errorflow.scoring.summary import (
 from errorflow.store import root_causes
 from errorflow.store.readers import (
     StoredRun,
+    baseline_runs,
     get_run,
     group_runs,
     load_scores,
@@ -187,35 +187,6 @@ def _arm(db: Path, run: StoredRun, label: str, baseline: PerTrialCosts | None) -
     if arm["root_causes"]["failed"] and (n := telling_trial(db, run["run_id"])) is not None:
         arm["telling_trial"] = n
     return arm
-
-
-def baseline_runs(runs: list[StoredRun]) -> dict[str, StoredRun]:
-    """The fault-free baseline each run of a group was measured against, by label: its
-    own (`LABEL:baseline`), or the one a cell with the same fault-free scenario ran (a
-    sweep runs a baseline once for the cells that share it)."""
-    own = {
-        r["label"].removesuffix(":baseline"): r
-        for r in runs
-        if r["label"] and r["label"].endswith(":baseline")
-    }
-    if not own:
-        return {}
-    by_scenario = {_fault_free_key(r): r for r in own.values()}
-    out = {}
-    for r in runs:
-        label = r["label"] or r["run_id"]
-        if label.endswith(":baseline"):
-            continue
-        found = own.get(label) or by_scenario.get(_fault_free_key(r))
-        if found is not None:
-            out[label] = found
-    return out
-
-
-def _fault_free_key(run: StoredRun) -> str:
-    """The run's stored scenario with every fault removed, as text to compare."""
-    data = json.loads(run["scenario_json"])
-    return json.dumps(fault_free(data) if isinstance(data, dict) else data, sort_keys=True)
 
 
 def _add_timelines(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from errorflow.core.costs import Costs
+from errorflow.scenario.overrides import fault_free
 from errorflow.scoring.score import Outcome, TrialScore
 from errorflow.scoring.summary import RunSummary
 from errorflow.store.opening import connect_ro
@@ -196,6 +197,35 @@ def group_runs(path: Path, group_id: str) -> list[StoredRun]:
             "SELECT * FROM runs WHERE group_id = ? ORDER BY started", (group_id,)
         ).fetchall()
         return [_stored_run(conn, row) for row in rows]
+
+
+def baseline_runs(runs: list[StoredRun]) -> dict[str, StoredRun]:
+    """The fault-free baseline each run of a group was measured against, by label: its
+    own (`LABEL:baseline`), or the one a cell with the same fault-free scenario ran (a
+    sweep runs a baseline once for the cells that share it)."""
+    own = {
+        r["label"].removesuffix(":baseline"): r
+        for r in runs
+        if r["label"] and r["label"].endswith(":baseline")
+    }
+    if not own:
+        return {}
+    by_scenario = {_fault_free_key(r): r for r in own.values()}
+    out = {}
+    for r in runs:
+        label = r["label"] or r["run_id"]
+        if label.endswith(":baseline"):
+            continue
+        found = own.get(label) or by_scenario.get(_fault_free_key(r))
+        if found is not None:
+            out[label] = found
+    return out
+
+
+def _fault_free_key(run: StoredRun) -> str:
+    """The run's stored scenario with every fault removed, as text to compare."""
+    data = json.loads(run["scenario_json"])
+    return json.dumps(fault_free(data) if isinstance(data, dict) else data, sort_keys=True)
 
 
 def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, TrialScore]:
