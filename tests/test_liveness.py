@@ -76,11 +76,24 @@ def test_a_will_of_an_older_session_or_a_replayed_one_changes_nothing() -> None:
     live.join("writer", "s1", now=0)
     live.join("writer", "s2", now=1)  # restarted before the broker gave up on s1
     assert live.gone("writer", "s1", now=2) is False and live.suspects == []
-    live.alive("writer", "s1", now=3)  # nor does the old session's heartbeat count
+    live.alive("writer", "s1", now=2.2)  # nor does the old session's last heartbeat
     assert live.gone("writer", "s2", now=4) is True
     assert live.gone("writer", "s2", now=8) is False  # the clock is not restarted
     assert live.check(now=9.5)[1] is not None
     assert live.gone("nobody", "x", now=1) is False
+
+
+def test_two_processes_answering_as_one_agent_end_the_run() -> None:
+    """A second copy of an agent joined while the first ran on: both would do their
+    trials' work, which the run counts once."""
+    live = Liveness(grace_s=5)
+    live.join("retriever", "a", now=0)
+    assert live.join("retriever", "b", now=1) is True  # taken for a restart at first
+    live.alive("retriever", "a", now=1.5)  # a heartbeat sent before it stopped
+    assert live.check(now=1.6) == ([], None)
+    live.alive("retriever", "a", now=3)  # still running: a second process
+    _, lost = live.check(now=3.1)
+    assert lost is not None and "two processes answer as agent retriever" in lost.what
 
 
 def test_silence_makes_an_agent_suspect_only_where_heartbeats_are_due() -> None:

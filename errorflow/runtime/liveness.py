@@ -45,6 +45,8 @@ from errorflow.scoring.score import Outcome, TrialScore
 DEFAULT_GRACE_S = 15.0
 #: Nothing from an agent in a process for this long (six heartbeats): suspect.
 SILENCE_S = 6.0
+#: A replaced session heard from this long after its replacement is still running.
+STILL_RUNNING_S = 1.5
 #: The reason of a trial a lost participant took with it starts so; `--resume` reruns it.
 LOST = "lost: "
 
@@ -90,6 +92,9 @@ class _Peer:
     why: str = ""
     #: Its session said it dies (an injected crash): only a new session is back.
     dead: bool = False
+    #: Sessions a newer one replaced, and when: one still speaking a while after is a
+    #: second process (a heartbeat sent before it died may arrive just after).
+    replaced: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +107,8 @@ class Liveness:
     heartbeats: bool = True
     _peers: dict[str, _Peer] = field(default_factory=dict)
     _deaf_until: float = float("-inf")
+    #: An agent two processes answer as (each would do its trials' work).
+    _twice: Lost | None = None
 
     def join(self, agent: str, session: str, now: float) -> bool:
         """A `hello`; True when it comes from a new session of an agent that had joined
@@ -113,12 +120,22 @@ class Liveness:
         restarted = session != peer.session
         if peer.dead and not restarted:  # a late word of the dead process
             return False
+        if restarted:
+            peer.replaced[peer.session] = now
         peer.session, peer.last_seen, peer.suspect_since = session, now, None
         peer.dead = False
         return restarted
 
     def alive(self, agent: str, session: str, now: float) -> None:
         peer = self._peers.get(agent)
+        since = peer.replaced.get(session) if peer is not None else None
+        if since is not None and now - since > STILL_RUNNING_S and self._twice is None:
+            self._twice = Lost(
+                f"agent {agent}",
+                f"two processes answer as agent {agent} (one joined while the other still "
+                "ran): each does the work of the trials it is sent, which the run would "
+                "count once; run one `errorflow agent` process per agent",
+            )
         if peer is not None and session == peer.session and not peer.dead:
             peer.last_seen, peer.suspect_since = now, None
 
@@ -156,8 +173,11 @@ class Liveness:
         return sorted(n for n, p in self._peers.items() if p.suspect_since is not None)
 
     def check(self, now: float) -> tuple[list[str], Lost | None]:
-        """(agents that became suspect now, the first agent lost: suspect for `grace_s`)."""
+        """(agents that became suspect now, the first agent lost: suspect for `grace_s`,
+        or answered for by two processes)."""
         newly: list[str] = []
+        if self._twice is not None:
+            return newly, self._twice
         for name, peer in sorted(self._peers.items()):
             heard = max(peer.last_seen, self._deaf_until)
             if peer.suspect_since is None and self.heartbeats and now - heard > self.silence_s:
