@@ -37,6 +37,7 @@ from rich.console import Console
 
 from errorflow.bus.transport import InProcessBus
 from errorflow.bus.url import parse_broker_url
+from errorflow.core.display import signed_pct
 from errorflow.core.errors import InputError
 from errorflow.reports.tables import print_run
 from errorflow.runtime import workers as worker_processes
@@ -205,8 +206,8 @@ class Paired:
         ex, im = (r.outcomes.get("contaminated", 0) for r in (self.explicit, self.implicit))
         return (
             f"<Paired {self.explicit.raw.trials} trials: contaminated explicit {ex} vs "
-            f"implicit {im}, difference {d['diff']:+.0%} "
-            f"(95% CI {d['low']:+.0%} to {d['high']:+.0%})>"
+            f"implicit {im}, difference {signed_pct(d['diff'])} "
+            f"(95% CI {signed_pct(d['low'])} to {signed_pct(d['high'])})>"
         )
 
 

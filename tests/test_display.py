@@ -17,6 +17,7 @@ from errorflow.core.display import (
     html_text,
     json_text,
     md_text,
+    signed_pct,
 )
 
 #: What each entry would do if it reached a terminal or a Markdown renderer as it is.
@@ -193,3 +194,8 @@ def test_json_for_a_terminal_is_still_the_same_json() -> None:
     assert not [c for c in unsafe(out) if c != "\n"]
     assert "\\u009b\\u007f\\u2028" in out and "\\u202e" in out
     assert json_text({"a": "é → ✓"}) == '{\n  "a": "é → ✓"\n}'  # the rest as it is
+
+
+def test_a_signed_percentage_that_rounds_to_zero_is_never_minus_zero() -> None:
+    assert [signed_pct(x) for x in (-0.001, 0.0, 0.05, -0.123)] == ["+0%", "+0%", "+5%", "-12%"]
+    assert signed_pct(-0.0004, 1) == "+0.0%" and signed_pct(0.1234, 1) == "+12.3%"

@@ -112,3 +112,10 @@ def json_text(value: Any) -> str:
     controls itself, and here every other character a terminal must not get (DEL, C1,
     bidi overrides, ...) becomes a `\\u` escape too. Only the layout's newlines stay."""
     return _UNSAFE.sub(_json_escape, json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def signed_pct(fraction: float, digits: int = 0) -> str:
+    """`+5%`, `-12%`, `+0%`: a difference as a signed percentage; one that rounds to
+    zero is `+0%`, never `-0%`."""
+    value = round(fraction * 100, digits) + 0.0  # + 0.0: -0.0 becomes 0.0
+    return f"{value:+.{digits}f}%"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from errorflow.core.costs import COST_KEYS
-from errorflow.core.display import html_text, md_text
+from errorflow.core.display import html_text, md_text, signed_pct
 from errorflow.core.errors import InputError
 from errorflow.reports import charts
 from errorflow.reports.blocks import (
@@ -451,7 +451,8 @@ def document(data: ReportJson) -> list[Block]:
     ]  # fmt: skip
     if "paired" in data:
         items = [
-            f"{metric}: {d['diff']:+.1%} (95 % CI {d['low']:+.1%} to {d['high']:+.1%}); "
+            f"{metric}: {signed_pct(d['diff'], 1)} (95 % CI {signed_pct(d['low'], 1)} to "
+            f"{signed_pct(d['high'], 1)}); "
             f"discordant trials {d['only_a']} vs {d['only_b']} of {d['n']}; "
             f"{p_value_text(d.get('p'))}"
             for metric, d in data["paired"].items()

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from errorflow.core.display import for_terminal
+from errorflow.core.display import for_terminal, signed_pct
 from errorflow.reports.policy_table import policy_table
 from errorflow.reports.service_table import service_table
 from errorflow.runtime.experiment import ArmJson, RefCell, SweepJson
@@ -275,8 +275,8 @@ def paired_table(arms: dict[str, ArmJson], paired: PairedOutcomes) -> Group:
         lines.append(
             Text(
                 f"{for_terminal(metric)}: {for_terminal(names[0])} − "
-                f"{for_terminal(names[1])} = {d['diff']:+.0%} "
-                f"(95% CI {d['low']:+.0%} to {d['high']:+.0%}; discordant trials "
+                f"{for_terminal(names[1])} = {signed_pct(d['diff'])} "
+                f"(95% CI {signed_pct(d['low'])} to {signed_pct(d['high'])}; discordant trials "
                 f"{d['only_a']} vs {d['only_b']} of {d['n']}; {p_value_text(d.get('p'))})"
             )
         )

@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from errorflow.core.display import for_terminal
+from errorflow.core.display import for_terminal, signed_pct
 from errorflow.scoring.score import Label, Outcome
 from errorflow.scoring.stats import paired_difference
 from errorflow.tui.channel import Channel
@@ -93,7 +93,7 @@ def paired_table(explicit: RunModel, implicit: RunModel) -> Table:
             Text(outcome.value, OUTCOME_STYLE[outcome]),
             f"{rate_a:.0%}",
             f"{rate_b:.0%}",
-            f"{d['diff'] * 100:+.0f} pp ({d['low'] * 100:+.0f}…{d['high'] * 100:+.0f})",
+            f"{_pp(d['diff'])} pp ({_pp(d['low'])}…{_pp(d['high'])})",
             f"{d['only_a']:.0f}/{d['only_b']:.0f}",
         )
     return table
@@ -194,3 +194,8 @@ class CompareScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss(None)
+
+
+def _pp(fraction: float) -> str:
+    """Percentage points, signed (`-0` never)."""
+    return signed_pct(fraction).removesuffix("%")

@@ -29,6 +29,7 @@ from errorflow.cli.progress import Bars, progress_bars, wanted
 from errorflow.cli.run_options import requested_workers, run_options
 from errorflow.cli.signals import interruptible
 from errorflow.cli.spend import check_spend, print_traffic, traffic_doc
+from errorflow.core.display import signed_pct
 from errorflow.reports.profile_lines import profile_lines, profiles_doc
 from errorflow.runtime.experiment import run_arms
 from errorflow.scenario.loader import ScenarioError
@@ -65,8 +66,9 @@ def _table(rows: list[Row], profile: str) -> Table:
         table.add_column(name, justify="left" if not name else "right")
     for r in rows:
         d = r.difference
+        interval = f"{signed_pct(d['low'])} to {signed_pct(d['high'])}"
         table.add_row(r.measure, f"{r.real:.0%}", f"{r.simulated:.0%}",
-                      f"{d['diff']:+.0%} ({d['low']:+.0%} to {d['high']:+.0%})",
+                      f"{signed_pct(d['diff'])} ({interval})",
                       f"{d['only_a']} vs {d['only_b']} of {d['n']}")  # fmt: skip
     return table
 
