@@ -106,6 +106,18 @@ def test_show_prints_what_fired_as_run_did(
     assert code == 0 and all(line in shown.splitlines() for line in fired)
 
 
+def test_show_says_an_interrupted_run_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "i.db"
+    assert run_cli(capsys, "run", "contamination", "--trials", "2", "--db", str(db),
+                   "--run-id", "i-1", "-q")[0] == 0  # fmt: skip
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET status = 'interrupted'")
+    code, out, _ = run_cli(capsys, "show", "i-1", "--db", str(db))
+    assert code == 0 and " · stopped " in out and " · finished " not in out
+
+
 def test_schema_scenarios_validate(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "schema")
     assert code == 0 and json.loads(out)["title"] == "Envelope"

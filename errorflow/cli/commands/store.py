@@ -158,6 +158,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _ended(status: str) -> str:
+    """What the run's end time says: it finished, or it stopped (an interrupted run)."""
+    return "finished" if status in ("finished", "running") else "stopped"
+
+
 def run_lines(run: StoredRun, db: str) -> list[Text]:
     """A stored run's identity, state and row counts, a fact a line (what the store
     holds is shown with its control characters made visible)."""
@@ -171,7 +176,10 @@ def run_lines(run: StoredRun, db: str) -> list[Text]:
                 f"propagation {run['propagation']}"
             )
         ),
-        Text(f"started {_when(run['started'])} · finished {_when(run['finished']) or '–'}{took}"),
+        Text(
+            f"started {_when(run['started'])} · {_ended(run['status'])} "
+            f"{_when(run['finished']) or '–'}{took}"
+        ),
         Text(
             f"stored: {c['messages']} messages, {c['events']} events, {c['rejects']} rejected, "
             f"{c['trials']} trial outcomes"
