@@ -370,3 +370,15 @@ def test_every_sweep_cell_is_measured_against_the_baseline_it_shared(
     for arm in data["arms"]:
         assert arm["amplification"] is not None, arm["label"]
         assert arm["amplification"] == printed["cells"][arm["label"]]["amplification"]
+
+
+def test_a_report_into_a_missing_folder_names_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "m.db")
+    assert cli(capsys, "run", "contamination", "--trials", "2", "--db", db, "--run-id", "m-1",
+               "-q")[0] == 0  # fmt: skip
+    target = tmp_path / "rep" / "x.html"
+    code, _, err = cli(capsys, "report", "m-1", "--db", db, "-o", str(target), "--format", "html")
+    assert code == 2 and f"-o {target}" in err and "is not a directory" in err
+    assert not (tmp_path / "rep").exists()

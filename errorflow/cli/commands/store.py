@@ -60,6 +60,9 @@ def stored_id(db: str, ident: str, *, groups: bool = True) -> StoredId:
 
 def cmd_report(args: argparse.Namespace) -> int:
     found = stored_id(args.db, args.id)
+    folder = Path(args.output).parent if args.output else None
+    if folder is not None and not folder.is_dir():  # said of the report, not of a page beside it
+        raise UsageError(f"{folder} is not a directory", where=f"-o {args.output}")
     links = _write_traces(args) if args.format == "html" and args.output else None
     try:
         text = render(Path(args.db), found.id, args.format, links)
