@@ -624,3 +624,12 @@ def test_a_group_shows_the_bus_faults_its_runs_had() -> None:
     assert lines[4].split()[-4:] == ["–"] * 4
     plain = group_lines("g", [run("a", {"success": 1, "bus_fault": 0})], "x.db", 100)
     assert "bus_fault" not in plain[1]
+
+
+def test_a_fault_free_run_takes_no_baseline_of_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "nb.db"
+    code, _, err = run_cli(capsys, "run", "contamination", "--trials", "2", "--no-faults",
+                           "--baseline", "--db", str(db))  # fmt: skip
+    assert code == 2 and "--baseline" in err and "--no-faults" in err and not db.exists()

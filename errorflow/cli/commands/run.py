@@ -265,6 +265,12 @@ def _refuse_combinations(args: argparse.Namespace) -> None:
             "runs two arms itself; it cannot take --external-agents or --run-id",
             where="--propagation both",
         )
+    if args.baseline and getattr(args, "no_faults", False):
+        raise UsageError(
+            "runs the fault-free scenario beside the run; with --no-faults the run is that "
+            "scenario already",
+            where="--baseline",
+        )
     if args.span_time is not None and not args.otlp:
         raise UsageError("is for the traces --otlp URL sends", where="--span-time")
 
