@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 
 from pydantic import JsonValue
 
@@ -21,6 +23,7 @@ from errorflow.protocol.control import (
     parse_control,
 )
 from errorflow.protocol.envelope import Envelope
+from errorflow.scenario.bundled import bundled
 from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import Scenario
@@ -86,6 +89,29 @@ async def test_a_roll_call_for_another_experiment_is_refused() -> None:
     assert await p.on_control(roll_call(propagation="implicit")) is True
     assert conn.sent == []
     assert p.mismatch is not None and "scenario differs" in p.mismatch
+
+
+async def test_a_roll_call_for_the_same_file_with_other_code_is_refused(tmp_path: Path) -> None:
+    """The public scenario shows no path: a python agent's code is told by its digest."""
+    from errorflow.scenario.loader import load
+
+    bundled_dir = Path(bundled()["own-agent"]).parent
+    runs = {}
+    for side, extra in (("runner", ""), ("same", ""), ("other", "\n# changed\n")):
+        folder = tmp_path / side
+        folder.mkdir()
+        shutil.copy(bundled_dir / "own-agent.yaml", folder)
+        (folder / "own_agent.py").write_text((bundled_dir / "own_agent.py").read_text() + extra)
+        runs[side] = load(folder / "own-agent.yaml")
+    call = RollCall(
+        scenario=identity.public(runs["runner"]), code=identity.code_of(runs["runner"])
+    ).to_payload()
+    for side, refused in (("same", False), ("other", True)):
+        conn = Captured()
+        ours = RunPlan(runs[side]).for_agent("clerk").identity
+        p = Presence(Endpoint(conn, "run", "clerk"), "clerk", "run", ours, OutsideTime())
+        assert await p.on_control(call) is refused, side
+        assert (p.mismatch is not None and "code of a python agent" in p.mismatch) is refused
 
 
 async def test_stop_is_answered_with_bye_and_ends_the_agent() -> None:

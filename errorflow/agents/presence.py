@@ -71,10 +71,11 @@ class Presence:
         """Answer one control message of the runner's; True when the agent must leave."""
         control = parse_control(payload)
         if isinstance(control, RollCall):
-            if identity.agent_view(control.scenario) != self._ours:
+            if identity.agent_view(control.scenario, control.code) != self._ours:
                 self.mismatch = (
-                    f"agent {self.name}: the runner's scenario differs from ours "
-                    f"(file, --set, --seed or --propagation); not joining run {self.run_id}"
+                    f"agent {self.name}: the runner's scenario differs from ours (file, "
+                    "--set, --seed, --propagation, or the code of a python agent or tool); "
+                    f"not joining run {self.run_id}"
                 )
                 log.error("%s", self.mismatch)
                 return True

@@ -48,6 +48,8 @@ class _Control(BaseModel):
 class RollCall(_Control):
     action: Literal[ControlAction.ROLL_CALL] = ControlAction.ROLL_CALL
     scenario: dict[str, Any]  # the public (redacted) scenario as JSON
+    #: Digests of the files its python agents and tools are in, by place (none: no such)
+    code: dict[str, str] = Field(default_factory=dict)
 
 
 class Hello(_Control):

@@ -79,7 +79,9 @@ class AgentPlan:
         returners = tuple(n for n, a in scenario.agents.items() if a.returns_to == name)
         peers = tuple(scenario.peers_of(name))
         assigned = scenario.assigned_needs(name)
-        view = identity.agent_view(public if public is not None else identity.public(scenario))
+        view = identity.agent_view(
+            public if public is not None else identity.public(scenario), identity.code_of(scenario)
+        )
         return cls(
             name=name,
             spec=spec,

@@ -62,10 +62,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
 async def _serve(
     scenario: Scenario, name: str, run_id: str, url: BrokerURL, key: bytes, wait_s: float
 ) -> None:
-    ours = identity.agent_view(identity.public(scenario))
+    ours = identity.agent_view(identity.public(scenario), identity.code_of(scenario))
 
     def joins(roll_call: RollCall) -> bool:
-        if identity.agent_view(roll_call.scenario) != ours:
+        if identity.agent_view(roll_call.scenario, roll_call.code) != ours:
             return False  # the agent itself refuses, and says why
         say(f"agent {name}: joined run {run_id}")
         return True

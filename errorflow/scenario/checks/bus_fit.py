@@ -45,8 +45,8 @@ _KEY = bytes(32)  # the signature's length does not depend on the key
 
 
 def roll_call(scenario: Scenario) -> RollCall:
-    """The roll call the runner sends: the public (redacted) scenario."""
-    return RollCall(scenario=identity.public(scenario))
+    """The roll call the runner sends: the public (redacted) scenario, its code's digests."""
+    return RollCall(scenario=identity.public(scenario), code=identity.code_of(scenario))
 
 
 def roll_call_bytes(scenario: Scenario) -> bytes:
