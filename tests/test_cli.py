@@ -532,6 +532,15 @@ def test_agent_takes_the_run_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.wait_timeout == 2.0
 
 
+def test_an_agent_of_a_scenario_with_services_is_refused_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The runner refuses such a run for external agents: no roll call would come."""
+    code = main(["agent", "retry-storm", "--name", "writer", "--broker", "mqtt://127.0.0.1:1",
+                 "--run", "r", "--wait-timeout", "1"])  # fmt: skip
+    assert code == 2 and "services keep one state" in capsys.readouterr().err
+
+
 @pytest.mark.mosquitto
 def test_agent_says_what_it_waits_for_and_gives_up(
     mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]

@@ -48,6 +48,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
             f"{', '.join(scenario.agents)}",
             where=f"--name {args.name}",
         )
+    if scenario.services:  # the runner refuses it too: no roll call would ever come
+        raise UsageError(
+            "its services keep one state for the whole run, which agents in separate "
+            "processes cannot share; run it in one process (errorflow run, no "
+            "--external-agents)",
+            where=scenario.name,
+        )
     url = broker_of(args.broker)
     assert url is not None  # required by the parser
     key = agent_key(args.key_file)
