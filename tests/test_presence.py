@@ -114,6 +114,20 @@ async def test_a_roll_call_for_the_same_file_with_other_code_is_refused(tmp_path
         assert (p.mismatch is not None and "code of a python agent" in p.mismatch) is refused
 
 
+def test_a_runs_code_digests_are_read_once(tmp_path: Path) -> None:
+    """A file saved mid-run changes no later roll call: the joined agents stay."""
+    from errorflow.scenario.loader import load
+
+    bundled_dir = Path(bundled()["own-agent"]).parent
+    shutil.copy(bundled_dir / "own-agent.yaml", tmp_path)
+    shutil.copy(bundled_dir / "own_agent.py", tmp_path)
+    plan = RunPlan(load(tmp_path / "own-agent.yaml"))
+    before = dict(plan.code)
+    assert before["agents.clerk"] not in ("not found", "not a file")
+    (tmp_path / "own_agent.py").write_text("# saved mid-run\n")
+    assert plan.code == before and identity.code_of(plan.scenario) != before
+
+
 async def test_stop_is_answered_with_bye_and_ends_the_agent() -> None:
     conn = Captured()
     assert await presence(conn).on_control(Stop().to_payload()) is True

@@ -355,18 +355,24 @@ def test_an_arm_that_measured_nothing_has_no_rates_in_any_format() -> None:
     assert "outcome rates with 95" in page and "down: success" not in page
 
 
+@pytest.mark.parametrize(
+    ("sweep", "cells"),
+    [
+        (["strategy-matrix"], 9),  # tool faults
+        (["lineage-guard", "--vary", "agents.b.faults.0.p=0.2,0.5"], 2),  # an agent's
+    ],
+)
 def test_every_sweep_cell_is_measured_against_the_baseline_it_shared(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: list[str], cells: int
 ) -> None:
     """A sweep runs one baseline for the cells whose fault-free scenario is the same;
     the report finds it for each of them, as the sweep printed."""
     db = str(tmp_path / "s.db")
-    code, out, _ = cli(capsys, "sweep", "strategy-matrix", "--set", "trials=4", "--db", db,
-                       "--json")  # fmt: skip
+    code, out, _ = cli(capsys, "sweep", *sweep, "--set", "trials=4", "--db", db, "--json")
     assert code == 0
     printed = json.loads(out)
     data = build(Path(db), printed["group_id"])
-    assert len(data["arms"]) == 9
+    assert len(data["arms"]) == cells
     for arm in data["arms"]:
         assert arm["amplification"] is not None, arm["label"]
         assert arm["amplification"] == printed["cells"][arm["label"]]["amplification"]

@@ -340,12 +340,15 @@ def test_a_resumed_run_counts_what_was_rejected_before_it(
         printed[run_id] = json.loads(capsys.readouterr().out)["rejects"]
     assert bool(printed["whole"].get("duplicate")) is bus
     interrupt(dbs["cut"], "cut", keep=7)
-    with sqlite3.connect(dbs["cut"]) as conn:  # what no envelope of a trial holds stays
+    unscored = json.dumps({"run_id": "cut", "trial": 9, "kind": "result"}).encode()
+    with sqlite3.connect(dbs["cut"]) as conn:  # what is not a duplicate stays, as it was seen
         conn.execute("INSERT INTO rejects VALUES ('cut', 't', 'bad_json', '', x'00', 0)")
+        conn.execute("INSERT INTO rejects VALUES ('cut', 't', 'bad_signature', '', ?, 0)",
+                     (unscored,))  # fmt: skip
     resume = ["run", "--resume", "cut", "--db", str(dbs["cut"]), "--json", "--workers", workers]
     assert main(resume) == 0
     resumed = json.loads(capsys.readouterr().out)["rejects"]
-    assert resumed == {**printed["whole"], "bad_json": 1}
+    assert resumed == {**printed["whole"], "bad_json": 1, "bad_signature": 1}
     with sqlite3.connect(dbs["cut"]) as conn:
         stored = dict(conn.execute("SELECT reason, count(*) FROM rejects GROUP BY reason"))
     assert stored == resumed

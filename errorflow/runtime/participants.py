@@ -154,9 +154,7 @@ class Participants:
         deadline = time.monotonic() + self.options.presence_timeout_s
         interval = 0.05  # agents started a moment ago may miss the first call: call again soon
         # observers that attach (the TUI) learn the run's scenario from the roll call
-        roll_call = RollCall(
-            scenario=identity.public(self.plan.scenario), code=identity.code_of(self.plan.scenario)
-        )
+        roll_call = RollCall(scenario=identity.public(self.plan.scenario), code=self.plan.code)
         while not self.present_all.is_set():
             await self.endpoint.control(roll_call, trace="presence")
             with contextlib.suppress(TimeoutError):
@@ -220,9 +218,7 @@ class Participants:
     async def _call_roll(self) -> None:
         """The roll call again (a missing agent answers it when it is back)."""
         assert self.endpoint is not None
-        roll_call = RollCall(
-            scenario=identity.public(self.plan.scenario), code=identity.code_of(self.plan.scenario)
-        )
+        roll_call = RollCall(scenario=identity.public(self.plan.scenario), code=self.plan.code)
         with contextlib.suppress(ConnectionError, TimeoutError):
             async with asyncio.timeout(ROLL_CALL_EVERY_S):
                 await self.endpoint.control(roll_call, trace="presence")

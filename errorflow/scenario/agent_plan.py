@@ -72,15 +72,21 @@ class AgentPlan:
 
     @classmethod
     def of(
-        cls, scenario: Scenario, name: str, public: Mapping[str, JsonValue] | None = None
+        cls,
+        scenario: Scenario,
+        name: str,
+        public: Mapping[str, JsonValue] | None = None,
+        code: Mapping[str, str] | None = None,
     ) -> AgentPlan:
-        """`name`'s view of `scenario` (`public`: its public form, when already made)."""
+        """`name`'s view of `scenario` (`public`: its public form, `code`: its code's
+        digests, when already made)."""
         spec = scenario.agents[name]
         returners = tuple(n for n, a in scenario.agents.items() if a.returns_to == name)
         peers = tuple(scenario.peers_of(name))
         assigned = scenario.assigned_needs(name)
         view = identity.agent_view(
-            public if public is not None else identity.public(scenario), identity.code_of(scenario)
+            public if public is not None else identity.public(scenario),
+            code if code is not None else identity.code_of(scenario),
         )
         return cls(
             name=name,

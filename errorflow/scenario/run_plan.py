@@ -92,7 +92,13 @@ class RunPlan:
     @functools.cached_property
     def _agent_plans(self) -> dict[str, AgentPlan]:
         public = identity.public(self.scenario)  # made once for every agent's view
-        return {n: AgentPlan.of(self.scenario, n, public) for n in self.scenario.agents}
+        return {n: AgentPlan.of(self.scenario, n, public, self.code) for n in self.scenario.agents}
+
+    @functools.cached_property
+    def code(self) -> dict[str, str]:
+        """The digests of its python agents' and tools' code (identity.code_of), read
+        once: the roll calls of a run all say what it began with."""
+        return identity.code_of(self.scenario)
 
     @functools.cached_property
     def sha(self) -> str:

@@ -223,9 +223,17 @@ def baseline_runs(runs: list[StoredRun]) -> dict[str, StoredRun]:
 
 
 def _fault_free_key(run: StoredRun) -> str:
-    """The run's stored scenario with every fault removed, as text to compare."""
+    """The run's stored scenario with every fault removed, as text to compare (an empty
+    `faults` list and none at all are the same: the stored form leaves an empty one out)."""
     data = json.loads(run["scenario_json"])
-    return json.dumps(fault_free(data) if isinstance(data, dict) else data, sort_keys=True)
+    if not isinstance(data, dict):
+        return json.dumps(data)
+    fault_free(data)
+    for part in ("agents", "tools"):
+        for spec in (data.get(part) or {}).values():
+            if isinstance(spec, dict) and not spec.get("faults"):
+                spec.pop("faults", None)
+    return json.dumps(data, sort_keys=True)
 
 
 def load_scores(path: Path, run_id: str, include_bus_faults: bool = False) -> dict[int, TrialScore]:

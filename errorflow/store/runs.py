@@ -78,9 +78,11 @@ _FORGET_UNSCORED = (
     f" AND topic LIKE '{topics.ROOT}/' || ?1 || '/ack/%' AND " + _UNSCORED.format(table="messages"),
     "DELETE FROM events WHERE run_id = ?1 AND " + _UNSCORED.format(table="events"),
     "DELETE FROM labels WHERE run_id = ?1 AND " + _UNSCORED.format(table="labels"),
-    # a rejected copy of one of its messages (a duplicate): the trial's run again rejects
-    # its own; what holds no envelope of a trial stays, as the earlier process saw it
-    "DELETE FROM rejects WHERE run_id = ?1 AND json_valid(CAST(raw AS TEXT))"
+    # a second copy of one of its messages (a duplicate): the trial's run again rejects
+    # its own. Any other reject (unsigned, forged, another run's) stays, as it was seen.
+    "DELETE FROM rejects WHERE run_id = ?1 AND reason IN ('duplicate', 'replayed_seq')"
+    " AND json_valid(CAST(raw AS TEXT))"
+    " AND json_extract(CAST(raw AS TEXT), '$.run_id') = ?1"
     " AND json_type(CAST(raw AS TEXT), '$.trial') = 'integer'"
     " AND (json_extract(CAST(raw AS TEXT), '$.kind') != 'control'"
     f" OR topic LIKE '{topics.ROOT}/' || ?1 || '/ack/%')"

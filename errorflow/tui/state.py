@@ -148,6 +148,7 @@ class RunModel:
         #: taken back if the trial ends a bus fault (the run counts only trials whose
         #: results arrived).
         self._pending: OrderedDict[int, dict[str, list[int]]] = OrderedDict()
+        self._unarrived_trials: OrderedDict[int, None] = OrderedDict()  # their late events too
         self.feed: list[FeedItem] = []  # appended here, drained by the feed widget
         self._feed_items: dict[str, FeedItem] = {}
         self.relabelled: list[FeedItem] = []  # feed rows whose label arrived later
@@ -399,6 +400,8 @@ class RunModel:
         self.last_event = describe(agent.name, event)
         if isinstance(event, POLICY_EVENTS):
             self._trial_event(env.trial, agent.name, self.last_event)
+        if env.trial in self._unarrived_trials:
+            return  # a bus fault ended its trial: the run counts none of it
         before = _figures(agent)
         _count(agent, env.trial, event)
         added = [a - b for a, b in zip(_figures(agent), before, strict=True)]
@@ -419,6 +422,9 @@ class RunModel:
                     setattr(agent, figure, getattr(agent, figure) - n)
         for agent in self.agents.values():
             agent.forget(trial_no)
+        self._unarrived_trials[trial_no] = None
+        while len(self._unarrived_trials) > TRIAL_EVENT_LIMIT:
+            self._unarrived_trials.popitem(last=False)
 
     def _trial_event(self, trial: int, agent: str, what: str) -> None:
         self.trial_events.setdefault(trial, []).append((agent, what))
