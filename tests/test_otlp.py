@@ -279,3 +279,19 @@ def test_model_content_is_redacted_and_clipped() -> None:
     text = content_text(request)
     assert "sk-ant-api03" not in text
     assert len(text) == MAX_CONTENT_CHARS and text.endswith("...")
+
+
+def test_a_groups_export_says_its_baselines_traces_are_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "g.db"
+    assert main(["run", "contamination", "--trials", "2", "--baseline", "--json",
+                 "--db", str(db)]) == 0  # fmt: skip
+    run = get_run(db, json.loads(capsys.readouterr().out)["run_id"])
+    assert run is not None and run["group_id"] is not None
+    group = run["group_id"]
+    out = tmp_path / "g.jsonl"
+    assert main(["export", group, "--format", "otlp-json", "-o", str(out), "--db", str(db)]) == 0
+    said = capsys.readouterr().err
+    assert "1 of the group's 2 runs are fault-free baselines" in said and "-baseline" in said
+    assert len(out.read_text().splitlines()) == 4  # both runs' trials

@@ -172,6 +172,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         run = get_run(db, found.id)
         runs = [run] if run is not None else []
     _used_options(args)
+    baselines = [r["run_id"] for r in runs if (r["label"] or "").endswith(":baseline")]
+    if baselines and (args.otlp or args.format == "otlp-json"):
+        say(
+            f"{len(baselines)} of the group's {len(runs)} runs are fault-free baselines; "
+            f"their traces are included (errorflow.run_id {', '.join(baselines[:3])}"
+            f"{', ...' if len(baselines) > 3 else ''})"
+        )
     if args.otlp:  # a receiver, not a file
         say(trace_exports.send_otlp(db, runs, args.otlp, span_time(args)))
         return EXIT_OK
