@@ -305,7 +305,6 @@ async def run_async(
 async def _run_plan(
     plan: RunPlan, *, broker: str | None, db: str | Path | None, workers: WorkerCount
 ) -> Result:
-    _check_workers(workers)
     store = _Store(db)
     raw = await worker_processes.run(plan, store.options(broker), workers)
     return Result(raw, store.path, store.keep)
@@ -407,20 +406,11 @@ async def _paired(
 ) -> Paired:
     """The two arms as one group of the store, as `errorflow run --propagation both`
     makes them (`errorflow report GROUP` then pairs them)."""
-    _check_workers(workers)
     arms = [Arm(p, RunPlan.of(scenario, trials=trials, seed=seed, propagation=p)) for p in _ARMS]
     store = _Store(db)
     both = await run_arms(arms, store.options(broker), baseline=False, workers=workers)
     explicit, implicit = (Result(both.arm(p).result, store.path, store.keep) for p in _ARMS)
     return Paired(explicit, implicit)
-
-
-def _check_workers(workers: object) -> None:
-    if workers == "auto" or (type(workers) is int and workers >= 1):
-        return
-    raise InputError(
-        f"workers: expected a number of processes (1 or more) or 'auto', not {workers!r}"
-    )
 
 
 def baseline(
@@ -464,7 +454,6 @@ def sweep(
     store = _Store(db)
 
     async def work() -> ExperimentResult:
-        _check_workers(workers)
         return await run_arms(arms, store.options(broker), baseline=baseline, workers=workers)
 
     result = _sync(work())

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from errorflow.protocol import signing
-from errorflow.runtime.runner import EXTERNAL_AGENTS, RunOptions, run_scenario
+from errorflow.runtime.runner import EXTERNAL_AGENTS, RunOptions, RunResult, run_scenario
 from errorflow.scenario.bundled import bundled
+from errorflow.scenario.spec.model import Scenario
 from errorflow.store.readers import get_run
 from tests import processes
 from tests.conftest import Mosquitto, scenario
@@ -71,6 +72,22 @@ def awaiting_agents(mosquitto: Mosquitto, db: Path, run_id: str, **more: Any) ->
     )
 
 
+async def run_with_processes(
+    procs: list[subprocess.Popen[bytes]], s: Scenario, options: RunOptions
+) -> RunResult:
+    """Run `s` with `procs` as its agents: the runner's stop ends each (exit 0); any
+    left when the run fails is killed."""
+    try:
+        result = await run_scenario(s, options)
+        for p in procs:
+            assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
+        return result
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
 @pytest.mark.mosquitto
 @pytest.mark.slow
 async def test_two_agent_processes_give_the_same_outcomes(
@@ -80,21 +97,13 @@ async def test_two_agent_processes_give_the_same_outcomes(
     url = f"mqtt://127.0.0.1:{mosquitto.port}"
     run_id = "split-run-1"
     procs = [spawn_agent(name, run_id, url) for name in ("researcher", "writer")]
-    try:
-        split = await run_scenario(
-            s,
-            awaiting_agents(mosquitto, tmp_path / "a.db", run_id),
-        )
-        for p in procs:  # the runner's stop message ends them
-            assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    split = await run_with_processes(
+        procs, s, awaiting_agents(mosquitto, tmp_path / "a.db", run_id)
+    )
     single = await run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "b.db"))
     assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
     assert normalised(split) == normalised(single)
-    stored = get_run(tmp_path / "a.db", run_id)  # a resume is refused by it
+    stored = get_run(tmp_path / "a.db", run_id)  # a resume says its trials left run here
     assert stored is not None and stored["broker"].endswith(EXTERNAL_AGENTS)
 
 

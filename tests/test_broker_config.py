@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -43,6 +44,7 @@ from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.bundled import bundled
 from errorflow.scenario.spec.model import Scenario
 from tests.conftest import Mosquitto, free_port, scenario
+from tests.test_agent_process import run_with_processes
 from tests.test_agent_process import spawn_agent as spawn_process
 from tests.test_runner import normalised
 
@@ -502,6 +504,12 @@ def _stored(db: Path, run_id: str, ids: list[str]) -> int:
     return found
 
 
+def _split_options(lp: LeastPrivilegeBroker, key: bytes, tmp_path: Path, **more: Any) -> RunOptions:
+    """The runner's options for agents in processes of their own on `lp`."""
+    return RunOptions(broker=lp.url("runner"), db_path=tmp_path / "split.db", run_id=lp.run_id,
+                      external_agents=True, presence_timeout_s=60, run_key=key, **more)  # fmt: skip
+
+
 @pytest.mark.mosquitto
 @pytest.mark.slow
 async def test_separate_agent_processes_on_the_least_privilege_broker(tmp_path: Path) -> None:
@@ -512,26 +520,11 @@ async def test_separate_agent_processes_on_the_least_privilege_broker(tmp_path: 
         forged: list[str] = []
         rogue = asyncio.create_task(_impersonate(lp, key, forged))
         try:
-            split = await run_scenario(
-                s,
-                RunOptions(
-                    broker=lp.url("runner"),
-                    db_path=tmp_path / "split.db",
-                    run_id=lp.run_id,
-                    external_agents=True,
-                    presence_timeout_s=60,
-                    run_key=key,
-                ),
-            )
-            for p in procs:  # the runner's stop message ends them
-                assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
+            split = await run_with_processes(procs, s, _split_options(lp, key, tmp_path))
         finally:
             rogue.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await rogue
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
     assert len(forged) > 30  # it kept trying during the whole run
     assert _stored(tmp_path / "split.db", lp.run_id, forged) == 0
     single = await run_scenario(s, RunOptions(db_path=tmp_path / "single.db"))
@@ -547,25 +540,8 @@ async def test_a_discussion_runs_on_the_config_it_was_given(tmp_path: Path) -> N
     with least_privilege_broker(s, "lp-talk-1") as lp:
         key = signing.read_key_file(lp.files.run_key)
         procs = [spawn_agent(lp, name, bundled()["netsafe-topologies"]) for name in s.agents]
-        try:
-            split = await run_scenario(
-                s,
-                RunOptions(
-                    broker=lp.url("runner"),
-                    db_path=tmp_path / "split.db",
-                    run_id=lp.run_id,
-                    external_agents=True,
-                    presence_timeout_s=60,
-                    trial_timeout_s=30,
-                    run_key=key,
-                ),
-            )
-            for p in procs:
-                assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
+        options = _split_options(lp, key, tmp_path, trial_timeout_s=30)
+        split = await run_with_processes(procs, s, options)
     single = await run_scenario(s, RunOptions(db_path=tmp_path / "single.db"))
     assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
     assert split.outcomes["bus_fault"] == 0

@@ -11,7 +11,7 @@ import yaml
 from errorflow.runtime.runner import RunOptions, run_scenario
 from errorflow.scenario.loader import load
 from tests.conftest import Mosquitto
-from tests.test_agent_process import KEY, spawn_agent
+from tests.test_agent_process import awaiting_agents, run_with_processes, spawn_agent
 
 FLAT = {
     "name": "flat-processes",
@@ -51,24 +51,9 @@ async def test_a_discussion_across_agent_processes_gives_the_one_process_outcome
     run_id = "talk-run-1"
     url = f"mqtt://127.0.0.1:{mosquitto.port}"
     procs = [spawn_agent(name, run_id, url, scenario_file=path) for name in ("x", "y", "z")]
-    try:
-        split = await run_scenario(
-            s,
-            RunOptions(
-                broker=mosquitto.url,
-                db_path=tmp_path / "a.db",
-                run_id=run_id,
-                external_agents=True,
-                run_key=KEY,
-                presence_timeout_s=60,
-            ),
-        )
-        for p in procs:
-            assert p.wait(timeout=30) == 0, p.stderr.read().decode()  # type: ignore[union-attr]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    split = await run_with_processes(
+        procs, s, awaiting_agents(mosquitto, tmp_path / "a.db", run_id)
+    )
     single = await run_scenario(s, RunOptions(broker=mosquitto.url, db_path=tmp_path / "b.db"))
     assert [x.outcome for x in split.scores] == [x.outcome for x in single.scores]
     assert split.summary.get("agent_faults") == single.summary.get("agent_faults")

@@ -34,9 +34,9 @@ from errorflow.scenario.overrides import apply
 from errorflow.scenario.spec.model import Scenario
 from errorflow.scenario.spec.policy import policy_for
 from errorflow.scoring.score import Outcome, TrialScore
-from errorflow.scoring.summary import summarize
 from tests.conftest import scenario
 from tests.fake_anthropic import FakeAnthropic, Reply, message, tool_use, unused_url
+from tests.test_report import report_of
 
 API_KEY = "sk-ant-api03-INFRAKEYdonotleak1234567890"
 
@@ -291,27 +291,7 @@ async def test_a_key_refused_is_an_infra_fault_at_once() -> None:
 
 
 def report_with(outcomes: list[Outcome]) -> ReportJson:
-    summary = summarize([TrialScore(i, o, 0) for i, o in enumerate(outcomes)])
-    return {
-        "id": "r-1",
-        "group_id": None,
-        "arms": [
-            {
-                "label": "explicit",
-                "run_id": "r-1",
-                "scenario": "contamination",
-                "seed": 3,
-                "trials": len(outcomes),
-                "propagation": "explicit",
-                "status": "finished",
-                "outcomes": summary["outcomes"],
-                "metrics": summary["metrics"],
-                "amplification": None,
-                "rejects": {},
-                "trial_outcomes": [o.value for o in outcomes],
-            }
-        ],
-    }
+    return report_of([TrialScore(i, o, 0) for i, o in enumerate(outcomes)])
 
 
 def test_a_report_gives_infra_faults_a_count_column_and_rates_without_them() -> None:

@@ -76,7 +76,7 @@ def test_a_will_of_an_older_session_or_a_replayed_one_changes_nothing() -> None:
     live.join("writer", "s1", now=0)
     live.join("writer", "s2", now=1)  # restarted before the broker gave up on s1
     assert live.gone("writer", "s1", now=2) is False and live.suspects == []
-    live.alive("writer", "s1", now=2.2)  # nor does the old session's last heartbeat
+    live.alive("writer", "s1", now=2.2)  # nor does the old process's last heartbeat
     assert live.gone("writer", "s2", now=4) is True
     assert live.gone("writer", "s2", now=8) is False  # the clock is not restarted
     assert live.check(now=9.5)[1] is not None

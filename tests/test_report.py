@@ -151,29 +151,29 @@ def test_report_of_an_interrupted_run_uses_its_stored_trials(
     assert arm["metrics"]["per_trial"]["backend_calls"] == 1.0
 
 
+def report_of(scores: list[TrialScore], label: str = "explicit") -> ReportJson:
+    """A report of one finished run, its arm built from `scores` as a stored run's is."""
+    summary = summarize(scores)
+    arm: ReportArm = {
+        "label": label,
+        "run_id": "r-1",
+        "scenario": "contamination",
+        "seed": 3,
+        "trials": len(scores),
+        "propagation": "explicit",
+        "status": "finished",
+        "outcomes": summary["outcomes"],
+        "metrics": summary["metrics"],
+        "amplification": None,
+        "rejects": {},
+        "trial_outcomes": [s.outcome.value for s in scores],
+    }
+    return {"id": "r-1", "group_id": None, "arms": [arm]}
+
+
 def test_csv_columns_and_markdown_cells_of_a_hand_built_report() -> None:
     costs = Costs(backend_calls=2, model_calls=2, input_tokens=400, output_tokens=51)
-    summary = summarize([TrialScore(0, Outcome.SUCCESS, 0, costs=costs)])
-    data: ReportJson = {
-        "id": "r-1",
-        "group_id": None,
-        "arms": [
-            {
-                "label": "explicit",
-                "run_id": "r-1",
-                "scenario": "contamination",
-                "seed": 3,
-                "trials": 1,
-                "propagation": "explicit",
-                "status": "finished",
-                "outcomes": summary["outcomes"],
-                "metrics": summary["metrics"],
-                "amplification": None,
-                "rejects": {},
-                "trial_outcomes": ["success"],
-            }
-        ],
-    }
+    data = report_of([TrialScore(0, Outcome.SUCCESS, 0, costs=costs)])
     header, row = to_csv(data).splitlines()
     outcome_columns = [
         f"{o}{suffix}"
@@ -329,22 +329,7 @@ def test_timeline_of_a_retry_storm_counts_timeouts_as_failures(
 def test_an_arm_that_measured_nothing_has_no_rates_in_any_format() -> None:
     """Every trial an infra fault: no 0 % with an interval of everything, in the CSV,
     the Markdown or the HTML chart."""
-    summary = summarize([TrialScore(i, Outcome.INFRA_FAULT, 0) for i in range(3)])
-    arm: ReportArm = {
-        "label": "down",
-        "run_id": "r-1",
-        "scenario": "contamination",
-        "seed": 3,
-        "trials": 3,
-        "propagation": "explicit",
-        "status": "finished",
-        "outcomes": summary["outcomes"],
-        "metrics": summary["metrics"],
-        "amplification": None,
-        "rejects": {},
-        "trial_outcomes": ["infra_fault"] * 3,
-    }
-    data: ReportJson = {"id": "r-1", "group_id": None, "arms": [arm]}
+    data = report_of([TrialScore(i, Outcome.INFRA_FAULT, 0) for i in range(3)], "down")
     header, row = to_csv(data).splitlines()
     cells = dict(zip(header.split(","), row.split(","), strict=True))
     assert cells["success"] == "0" and cells["infra_fault"] == "3"

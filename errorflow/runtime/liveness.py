@@ -45,7 +45,7 @@ from errorflow.scoring.score import Outcome, TrialScore
 DEFAULT_GRACE_S = 15.0
 #: Nothing from an agent in a process for this long (six heartbeats): suspect.
 SILENCE_S = 6.0
-#: A replaced session heard from this long after its replacement is still running.
+#: An agent process replaced by a newer one, heard from this long after, still runs.
 STILL_RUNNING_S = 1.5
 #: The reason of a trial a lost participant took with it starts so; `--resume` reruns it.
 LOST = "lost: "
@@ -92,8 +92,8 @@ class _Peer:
     why: str = ""
     #: Its session said it dies (an injected crash): only a new session is back.
     dead: bool = False
-    #: Sessions a newer one replaced, and when: one still speaking a while after is a
-    #: second process (a heartbeat sent before it died may arrive just after).
+    #: Process tokens a newer one replaced, and when: one still speaking a while after
+    #: is a second process (a heartbeat sent before it died may arrive just after).
     replaced: dict[str, float] = field(default_factory=dict)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -149,14 +150,19 @@ class Participants:
             tasks.append(task)
         return tasks
 
+    @functools.cached_property
+    def roll_call(self) -> RollCall:
+        """What every roll call of the run says: its public scenario, its code's digests
+        (made when first called: a run of in-process agents calls none)."""
+        return RollCall(scenario=identity.public(self.plan.scenario), code=self.plan.code)
+
     async def await_presence(self) -> None:
         assert self.endpoint is not None
         deadline = time.monotonic() + self.options.presence_timeout_s
         interval = 0.05  # agents started a moment ago may miss the first call: call again soon
         # observers that attach (the TUI) learn the run's scenario from the roll call
-        roll_call = RollCall(scenario=identity.public(self.plan.scenario), code=self.plan.code)
         while not self.present_all.is_set():
-            await self.endpoint.control(roll_call, trace="presence")
+            await self.endpoint.control(self.roll_call, trace="presence")
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await self.present_all.wait()
@@ -218,10 +224,9 @@ class Participants:
     async def _call_roll(self) -> None:
         """The roll call again (a missing agent answers it when it is back)."""
         assert self.endpoint is not None
-        roll_call = RollCall(scenario=identity.public(self.plan.scenario), code=self.plan.code)
         with contextlib.suppress(ConnectionError, TimeoutError):
             async with asyncio.timeout(ROLL_CALL_EVERY_S):
-                await self.endpoint.control(roll_call, trace="presence")
+                await self.endpoint.control(self.roll_call, trace="presence")
 
     async def _replay(self, agent: str) -> None:
         """A restarted agent lost the work it held: give it those inputs again, as they

@@ -503,6 +503,10 @@ class Workers:
     a small run) a run is the ordinary one-process run."""
 
     def __init__(self, requested: WorkerCount = 1) -> None:
+        if requested != AUTO and not (type(requested) is int and requested >= 1):
+            raise InputError(
+                f"workers: expected a number of processes (1 or more) or 'auto', not {requested!r}"
+            )
         self.requested = requested
         self.pool: Pool | None = None
 

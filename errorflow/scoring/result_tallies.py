@@ -27,8 +27,7 @@ class ResultTallies:
         known: bool = True,
         crashed: str | None = None,
     ) -> None:
-        """A trial is over; `known`: its results arrived (else its counts are lost);
-        `crashed`: the agent an injected crash killed in it, as a process of its own."""
+        """A trial is over: each tally counts it (the arguments: AgentFaultTally.finish)."""
         self.agent.finish(trial, messages, known, crashed)
         for tally in (self.tool, self.model):
             tally.finish(trial, messages, known)

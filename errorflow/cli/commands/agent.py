@@ -34,6 +34,7 @@ from errorflow.cli.signals import interruptible
 from errorflow.protocol.control import RollCall
 from errorflow.runtime.agent_process import CRASH_EXIT, run_agent_process
 from errorflow.runtime.runner_watch import RunnerGone, follow_runner
+from errorflow.scenario.run_plan import RunPlan
 from errorflow.scenario.spec import identity
 from errorflow.scenario.spec.model import Scenario
 
@@ -69,7 +70,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 async def _serve(
     scenario: Scenario, name: str, run_id: str, url: BrokerURL, key: bytes, wait_s: float
 ) -> None:
-    ours = identity.agent_view(identity.public(scenario), identity.code_of(scenario))
+    ours = RunPlan(scenario).for_agent(name).identity  # what its Presence compares
 
     def joins(roll_call: RollCall) -> bool:
         if identity.agent_view(roll_call.scenario, roll_call.code) != ours:
